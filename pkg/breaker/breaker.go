@@ -1,0 +1,212 @@
+package breaker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Option defaults.
+const (
+	DefaultSnapshotRefresh = 500 * time.Millisecond
+	DefaultProbeLockTTL    = 10 * time.Second
+	DefaultStoreTimeout    = time.Second
+)
+
+// Options are a Breaker's injected dependencies; every field is optional.
+type Options struct {
+	// Now is the local clock (monotonic use only). nil: time.Now.
+	Now func() time.Time
+	// Logger receives trips, closes (info), the probe-failure alert (warn)
+	// and stale results (debug). nil: discard.
+	Logger *slog.Logger
+	// Events are the counter hooks.
+	Events Events
+	// Probe is the breaker's own recovery dial: one TCP connect honouring
+	// ctx, classified like a client dial. nil: no background probes, so
+	// only force-tries can close the breaker.
+	Probe func(ctx context.Context) Result
+	// Rand returns a float in [0, 1) for the cooldown jitter. nil:
+	// math/rand/v2.
+	Rand func() float64
+	// SnapshotRefresh is how often Run re-reads the Store into the local
+	// snapshot the hot path reads. 0: DefaultSnapshotRefresh.
+	SnapshotRefresh time.Duration
+	// ProbeLockTTL bounds one probe: the lock's TTL and the probe's
+	// deadline. 0: DefaultProbeLockTTL.
+	ProbeLockTTL time.Duration
+	// StoreTimeout bounds Store calls made from Done. 0: DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Owner is this instance's probe-lock token. "": random.
+	Owner string
+}
+
+// Attempt is what a dial captured before its connect: its kind and the
+// backend's generation at that moment.
+type Attempt struct {
+	Kind       Kind
+	Generation uint64
+}
+
+// snapshot is the hot path's view of the Store, with the local time it was
+// read so CooldownLeft can be aged without comparing clocks.
+type snapshot struct {
+	State
+	readAt time.Time
+}
+
+// Breaker applies the rules to one backend. It is safe for concurrent use;
+// Allow and Begin take no lock.
+type Breaker struct {
+	key   string
+	cfg   Config
+	store Store
+	opts  Options
+	log   *slog.Logger
+
+	snap    atomic.Pointer[snapshot]
+	probing atomic.Bool
+
+	mu       sync.Mutex // guards win and recovery
+	win      *window
+	recovery struct {
+		gen       uint64
+		successes int
+	}
+}
+
+// New returns the breaker for key (the wiring uses "pool/addr"; instances
+// sharing store must agree on it). Zero Config fields take their defaults.
+// The snapshot starts as read from store now.
+func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = mathrand.Float64
+	}
+	if opts.SnapshotRefresh <= 0 {
+		opts.SnapshotRefresh = DefaultSnapshotRefresh
+	}
+	if opts.ProbeLockTTL <= 0 {
+		opts.ProbeLockTTL = DefaultProbeLockTTL
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
+	}
+	if opts.Owner == "" {
+		opts.Owner = randomOwner()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Breaker{
+		key:   key,
+		cfg:   cfg,
+		store: store,
+		opts:  opts,
+		log:   log.With("backend", key),
+		win:   newWindow(cfg, opts.Now()),
+	}
+	b.snap.Store(&snapshot{readAt: opts.Now()})
+	ctx, cancel := b.storeCtx()
+	defer cancel()
+	if err := b.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func randomOwner() string {
+	var buf [12]byte
+	_, _ = rand.Read(buf[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(buf[:])
+}
+
+// Key returns the Store key the breaker was built with.
+func (b *Breaker) Key() string { return b.key }
+
+// Config returns the effective configuration (defaults filled in).
+func (b *Breaker) Config() Config { return b.cfg }
+
+// Allow reports, from the local snapshot, whether client dials may go to the
+// backend: breaker closed and not manually disabled. Lock-free.
+func (b *Breaker) Allow() bool {
+	s := b.snap.Load()
+	return !s.Open && !s.Disabled
+}
+
+// Begin captures the backend's generation for a dial of kind k. Call it
+// before the connect syscall and hand the Attempt to Done with the result.
+func (b *Breaker) Begin(k Kind) Attempt {
+	return Attempt{Kind: k, Generation: b.snap.Load().Generation}
+}
+
+// State returns the local snapshot, with CooldownLeft aged by the local
+// time elapsed since it was read.
+func (b *Breaker) State() State {
+	s := b.snap.Load()
+	st := s.State
+	st.CooldownLeft = max(0, st.CooldownLeft-b.opts.Now().Sub(s.readAt))
+	return st
+}
+
+// Refresh re-reads the Store into the local snapshot. Run calls it every
+// SnapshotRefresh; callers may call it to see a change at once.
+func (b *Breaker) Refresh(ctx context.Context) error {
+	st, err := b.store.Read(ctx, b.key)
+	if err != nil {
+		return fmt.Errorf("breaker %s: read store: %w", b.key, err)
+	}
+	b.publish(st)
+	return nil
+}
+
+// Disable sets the manual disable in the Store (rule 5) and in the snapshot.
+func (b *Breaker) Disable(ctx context.Context) error {
+	if err := b.store.Disable(ctx, b.key); err != nil {
+		return fmt.Errorf("breaker %s: disable: %w", b.key, err)
+	}
+	return b.Refresh(ctx)
+}
+
+// Enable clears the manual disable. Only an operator calls it.
+func (b *Breaker) Enable(ctx context.Context) error {
+	if err := b.store.Enable(ctx, b.key); err != nil {
+		return fmt.Errorf("breaker %s: enable: %w", b.key, err)
+	}
+	return b.Refresh(ctx)
+}
+
+// publish installs st as the snapshot unless a newer generation is already
+// there: a slow read must not roll the hot path back past a transition.
+func (b *Breaker) publish(st State) {
+	next := &snapshot{State: st, readAt: b.opts.Now()}
+	for {
+		cur := b.snap.Load()
+		if cur.Generation > st.Generation {
+			return
+		}
+		if b.snap.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+func (b *Breaker) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), b.opts.StoreTimeout)
+}

@@ -1,0 +1,157 @@
+package breaker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Done applies the rules to the result of a dial that captured a. It never
+// blocks on anything but Store calls at transitions (trip, close, re-open).
+//
+// Outcomes (current generation g, DESIGN.md table):
+//   - a.Generation < g: stale, ignored, counted (Events.Stale).
+//   - closed, g: a failure goes into the window and may trip; a success does
+//     nothing (it does not clear the window).
+//   - open, g, probe or force-try: a success counts towards Successes and
+//     then closes by compare-and-delete; a failed probe re-opens with a
+//     doubled cooldown and raises the alert; a failed force-try is counted
+//     only.
+//   - open, g, client: the dial raced the trip (Allow said yes just before
+//     it); it is no post-trip evidence and is ignored.
+func (b *Breaker) Done(a Attempt, r Result) {
+	if f := b.opts.Events.Dial; f != nil {
+		f(b.key, a.Kind, r)
+	}
+	if r == Local {
+		return
+	}
+	s := b.snap.Load()
+	if a.Generation > s.Generation {
+		// Only possible when the attempt came from a fresher view than
+		// ours; catch up before judging it.
+		ctx, cancel := b.storeCtx()
+		err := b.Refresh(ctx)
+		cancel()
+		if err != nil {
+			b.log.Warn("breaker result dropped: store unreadable", "error", err)
+			return
+		}
+		s = b.snap.Load()
+	}
+	if a.Generation < s.Generation {
+		b.stale(a, r, s.Generation)
+		return
+	}
+	if !s.Open {
+		b.closedResult(a, r)
+		return
+	}
+	switch {
+	case a.Kind == KindClient:
+		b.debug("client result of an open generation ignored", a, r)
+	case r == Success:
+		b.recover(a)
+	case a.Kind == KindProbe:
+		b.reopen(a, s.Cooldown)
+	default: // failed force-try: counted by Events.Dial only (rule 6)
+		b.debug("force-try failed", a, r)
+	}
+}
+
+func (b *Breaker) stale(a Attempt, r Result, current uint64) {
+	call(b.opts.Events.Stale, b.key)
+	if b.log.Enabled(context.Background(), slog.LevelDebug) {
+		b.log.Debug("breaker stale result ignored", "kind", a.Kind.String(), "result", r.String(),
+			"generation", a.Generation, "current_generation", current)
+	}
+}
+
+func (b *Breaker) debug(msg string, a Attempt, r Result) {
+	if b.log.Enabled(context.Background(), slog.LevelDebug) {
+		b.log.Debug(msg, "kind", a.Kind.String(), "result", r.String(), "generation", a.Generation)
+	}
+}
+
+// closedResult is rule 1.
+func (b *Breaker) closedResult(a Attempt, r Result) {
+	if r == Success && b.cfg.MinRatio <= 0 {
+		return // nothing to record: successes never clear the window
+	}
+	now := b.opts.Now()
+	b.mu.Lock()
+	b.win.add(a.Generation, now, r == Failure)
+	trip := r == Failure && b.win.shouldTrip(b.cfg, now)
+	b.mu.Unlock()
+	if !trip {
+		return
+	}
+	ctx, cancel := b.storeCtx()
+	defer cancel()
+	st, ok, err := b.store.Trip(ctx, b.key, a.Generation, b.cfg.Cooldown, b.cfg.Cooldown)
+	if err != nil {
+		b.log.Error("breaker trip not recorded", "error", err)
+		return
+	}
+	b.publish(st)
+	if !ok {
+		return // another goroutine or instance made the transition first
+	}
+	call(b.opts.Events.Trip, b.key)
+	b.log.Info("breaker tripped", "generation", st.Generation, "cooldown", st.Cooldown)
+}
+
+// recover is rule 3: a post-trip success of the current Open generation.
+func (b *Breaker) recover(a Attempt) {
+	b.mu.Lock()
+	if b.recovery.gen != a.Generation {
+		b.recovery.gen, b.recovery.successes = a.Generation, 0
+	}
+	b.recovery.successes++
+	n := b.recovery.successes
+	b.mu.Unlock()
+	if n < b.cfg.Successes {
+		b.log.Info("breaker recovery success", "kind", a.Kind.String(), "generation", a.Generation,
+			"successes", n, "needed", b.cfg.Successes)
+		return
+	}
+	ctx, cancel := b.storeCtx()
+	defer cancel()
+	// The decision is made against the Store, never the snapshot: if the
+	// generation moved (another instance re-opened or closed), no close.
+	st, ok, err := b.store.Close(ctx, b.key, a.Generation)
+	if err != nil {
+		b.log.Error("breaker close not recorded", "error", err)
+		return
+	}
+	b.publish(st)
+	if !ok {
+		b.stale(a, Success, st.Generation)
+		return
+	}
+	call(b.opts.Events.Close, b.key)
+	b.log.Info("breaker closed", "kind", a.Kind.String(), "generation", st.Generation)
+}
+
+// reopen is rule 4: a failed probe of the current Open generation.
+func (b *Breaker) reopen(a Attempt, prev time.Duration) {
+	next := min(max(2*prev, b.cfg.Cooldown), b.cfg.MaxCooldown)
+	jitter := 0.9 + 0.2*b.opts.Rand() // ±10%
+	ttl := min(time.Duration(float64(next)*jitter), b.cfg.MaxCooldown)
+	ctx, cancel := b.storeCtx()
+	defer cancel()
+	st, ok, err := b.store.Reopen(ctx, b.key, a.Generation, next, ttl)
+	if err != nil {
+		b.log.Error("breaker re-open not recorded", "error", err)
+		return
+	}
+	b.publish(st)
+	if !ok {
+		b.stale(a, Failure, st.Generation)
+		return
+	}
+	call(b.opts.Events.Reopen, b.key)
+	call(b.opts.Events.ProbeFailure, b.key)
+	b.log.Warn("breaker probe failed: backend still down, re-opened",
+		"generation", st.Generation, "cooldown", next, "cooldown_left", ttl)
+}
