@@ -1,0 +1,74 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// addrRole says what an address is for, which decides the values that make
+// sense for it.
+type addrRole int
+
+const (
+	roleListen addrRole = iota // a local address to bind (listener, admin)
+	roleDial                   // a backend to connect to
+)
+
+// parseAddr checks that s is "IP:port" with an IP literal host (IPv6 in
+// brackets) and a port in 1..65535, and returns it normalized so that two
+// spellings of one socket address compare equal ("[::ffff:127.0.0.1]:80"
+// and "127.0.0.1:80"). Names are refused: l4lb never resolves DNS, so the
+// address it uses is exactly the one written.
+func parseAddr(s string, role addrRole) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, fmt.Errorf("must not be empty; write IP:port, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\"")
+	}
+	host, portText, err := net.SplitHostPort(s)
+	if err != nil {
+		if strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "[") {
+			return netip.AddrPort{}, fmt.Errorf("%q is not host:port: write an IPv6 address in brackets, e.g. \"[::1]:8080\"", s)
+		}
+		return netip.AddrPort{}, fmt.Errorf("%q is not host:port, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\"", s)
+	}
+	port, err := parsePort(portText)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: %w", s, err)
+	}
+	if host == "" {
+		if role == roleListen {
+			return netip.AddrPort{}, fmt.Errorf("%q has no host: write 0.0.0.0 (every IPv4 address) or [::] (every address) explicitly", s)
+		}
+		return netip.AddrPort{}, fmt.Errorf("%q has no host: write the backend's IP address", s)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: host %q must be an IP literal (IPv4 or [IPv6]), not a name: l4lb does not resolve DNS", s, host)
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.IsMulticast():
+		return netip.AddrPort{}, fmt.Errorf("%q: %s is a multicast address, which TCP cannot use", s, ip)
+	case role == roleDial && ip.IsUnspecified():
+		return netip.AddrPort{}, fmt.Errorf("%q: %s is the unspecified address, which cannot be dialed; write the backend's own IP", s, ip)
+	}
+	return netip.AddrPortFrom(ip, port), nil
+}
+
+func parsePort(s string) (uint16, error) {
+	if s == "" {
+		return 0, fmt.Errorf("port is missing")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("port %q is not a number", s)
+		}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("port %s is out of range 1..65535", s)
+	}
+	return uint16(n), nil
+}

@@ -1,0 +1,106 @@
+package config
+
+import "time"
+
+// Config is one validated configuration file.
+type Config struct {
+	Global    Global
+	Admin     Admin
+	Log       Log
+	Listeners []Listener       // in file order
+	Pools     map[string]*Pool // by name
+	PoolNames []string         // sorted, for deterministic iteration
+}
+
+// Global holds process-wide settings ([global]).
+type Global struct {
+	// ShutdownTimeout is how long open relays get to finish after SIGTERM;
+	// 0 closes them at once.
+	ShutdownTimeout time.Duration
+	// MaxConnections caps concurrent client connections; 0 asks the caller
+	// to derive the cap from RLIMIT_NOFILE.
+	MaxConnections int
+	// AcceptLoops is the number of SO_REUSEPORT accept loops per listener;
+	// 0 asks the caller for one per CPU.
+	AcceptLoops int
+	// PipeSize is the size in bytes of each splice pipe (F_SETPIPE_SZ).
+	PipeSize int
+}
+
+// Admin is the metrics and admin API endpoint ([admin]).
+type Admin struct {
+	Listen string // host:port; "" turns the endpoint off
+}
+
+// Log selects the process logger ([log]).
+type Log struct {
+	Level  string // debug | info | warn | error
+	Format string // text | json
+}
+
+// Listener is one [[listener]] table.
+type Listener struct {
+	Name     string
+	Bind     string // host:port as written; the host is an IP literal
+	Protocol string // tcp
+	Pool     string // name of a pool in Config.Pools
+	Backlog  int    // 0: the kernel's somaxconn
+	Line     int    // line of the [[listener]] header, for later error messages
+}
+
+// Pool is one [pool.NAME] table with its backends, health and breaker.
+type Pool struct {
+	Name              string
+	Algorithm         string
+	HashKey           string
+	ConnectTimeout    time.Duration
+	IdleTimeout       time.Duration
+	Retries           int
+	SlowStart         time.Duration // 0: off
+	HashBalanceFactor float64       // 0: off, else > 1
+	RingVnodes        int
+	MaglevTableSize   int
+	Backends          []Backend // in file order
+	Health            Health
+	Breaker           Breaker
+	Line              int // line of the [pool.NAME] header (or its first key)
+}
+
+// Backend is one [[pool.NAME.backend]] table.
+type Backend struct {
+	Addr   string // host:port as written; the host is an IP literal
+	Weight int    // 0..256; 0 takes no new connections
+	ID     string // identity for hashing; "" means Addr
+	Line   int    // line of the [[pool.NAME.backend]] header
+}
+
+// Identity is the name the backend is hashed by: its ID, or its Addr when
+// no ID is set. Keeping an explicit ID lets an operator move a backend to a
+// new address without reshuffling consistent-hash and Maglev placement.
+func (b Backend) Identity() string {
+	if b.ID != "" {
+		return b.ID
+	}
+	return b.Addr
+}
+
+// Health configures the active TCP-connect checks of a pool.
+type Health struct {
+	Enabled  bool
+	Interval time.Duration
+	Timeout  time.Duration
+	Rise     int // consecutive successes that bring a backend up
+	Fall     int // consecutive failures that take it down
+}
+
+// Breaker configures the connect-failure circuit breaker of a pool.
+type Breaker struct {
+	Failures        int           // failed dials within Window that trip it
+	Window          time.Duration // sliding window for counting failures
+	MinRatio        float64       // 0: off; else also require this failure ratio
+	MinVolume       int           // over at least this many dials in Window
+	Cooldown        time.Duration // first cooldown after a trip
+	MaxCooldown     time.Duration // cap of the doubled cooldown
+	Successes       int           // post-trip successes needed to close
+	CountEarlyReset bool          // an RST before the backend's first byte is a failure
+}

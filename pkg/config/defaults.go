@@ -1,0 +1,129 @@
+package config
+
+import "time"
+
+// Algorithm names accepted in [pool.NAME] algorithm.
+const (
+	AlgorithmRoundRobin         = "round-robin"
+	AlgorithmWeightedRoundRobin = "weighted-round-robin"
+	AlgorithmLeastConn          = "least-conn"
+	AlgorithmRandom             = "random"
+	AlgorithmP2C                = "p2c"
+	AlgorithmIPHash             = "ip-hash"
+	AlgorithmConsistentHash     = "consistent-hash"
+	AlgorithmMaglev             = "maglev"
+)
+
+// Hash key names accepted in [pool.NAME] hash_key.
+const (
+	HashKeySourceIP     = "source-ip"
+	HashKeySourceIPPort = "source-ip-port"
+)
+
+// Protocol names accepted in [[listener]] protocol.
+const (
+	ProtocolTCP = "tcp"
+	ProtocolUDP = "udp"
+)
+
+// Algorithms lists every accepted algorithm, in documentation order.
+func Algorithms() []string {
+	return []string{
+		AlgorithmRoundRobin, AlgorithmWeightedRoundRobin, AlgorithmLeastConn,
+		AlgorithmRandom, AlgorithmP2C, AlgorithmIPHash,
+		AlgorithmConsistentHash, AlgorithmMaglev,
+	}
+}
+
+// HashKeys lists every accepted hash_key.
+func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort} }
+
+// LogLevels lists the accepted [log] level values.
+func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
+
+// LogFormats lists the accepted [log] format values.
+func LogFormats() []string { return []string{"text", "json"} }
+
+// Bounds of the numeric keys. They reject values that are certainly
+// mistakes (or would make l4lb allocate absurd amounts of memory), not
+// merely unusual ones.
+const (
+	MinPipeSize        = 4096    // one page: F_SETPIPE_SZ cannot go lower
+	MaxPipeSize        = 1 << 30 // far beyond any sane /proc/sys/fs/pipe-max-size
+	MaxAcceptLoops     = 1024
+	MaxBacklog         = 1<<31 - 1 // listen(2) takes an int
+	MaxRetries         = 16        // each retry costs the client up to connect_timeout
+	MaxWeight          = 256
+	MaxRingVnodes      = 10000
+	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
+	MaxRiseFall        = 1000
+	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
+)
+
+// DefaultGlobal returns [global] with every key at its default.
+func DefaultGlobal() Global {
+	return Global{
+		ShutdownTimeout: 30 * time.Second,
+		MaxConnections:  0,
+		AcceptLoops:     0,
+		PipeSize:        1 << 20,
+	}
+}
+
+// DefaultAdmin returns [admin] with every key at its default.
+func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090"} }
+
+// DefaultLog returns [log] with every key at its default.
+func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
+
+// DefaultListener returns a [[listener]] with the optional keys at their
+// defaults; name, bind and pool have none.
+func DefaultListener() Listener { return Listener{Protocol: ProtocolTCP} }
+
+// DefaultBackend returns a [[pool.NAME.backend]] with the optional keys at
+// their defaults; addr has none.
+func DefaultBackend() Backend { return Backend{Weight: 1} }
+
+// DefaultHealth returns [pool.NAME.health] with every key at its default.
+func DefaultHealth() Health {
+	return Health{
+		Enabled:  true,
+		Interval: 2 * time.Second,
+		Timeout:  1 * time.Second,
+		Rise:     2,
+		Fall:     3,
+	}
+}
+
+// DefaultBreaker returns [pool.NAME.breaker] with every key at its default.
+func DefaultBreaker() Breaker {
+	return Breaker{
+		Failures:        3,
+		Window:          120 * time.Second,
+		MinRatio:        0,
+		MinVolume:       0,
+		Cooldown:        30 * time.Second,
+		MaxCooldown:     5 * time.Minute,
+		Successes:       1,
+		CountEarlyReset: false,
+	}
+}
+
+// DefaultPool returns a pool named name with every key at its default and
+// no backends.
+func DefaultPool(name string) *Pool {
+	return &Pool{
+		Name:              name,
+		Algorithm:         AlgorithmRoundRobin,
+		HashKey:           HashKeySourceIP,
+		ConnectTimeout:    2 * time.Second,
+		IdleTimeout:       10 * time.Minute,
+		Retries:           2,
+		SlowStart:         0,
+		HashBalanceFactor: 0,
+		RingVnodes:        160,
+		MaglevTableSize:   65537,
+		Health:            DefaultHealth(),
+		Breaker:           DefaultBreaker(),
+	}
+}

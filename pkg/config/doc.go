@@ -1,0 +1,13 @@
+// Package config is the TOML schema of l4lb: it reads one file, fills in
+// every default, and validates it strictly, reporting every problem at once
+// with the dotted key and the line it is on.
+//
+// Strictness is the point: an unknown key is almost always a typo that would
+// otherwise silently leave a default in force, so it is an error, as are
+// wrong types and impossible values. BurntSushi/toml reports no line for
+// values or unknown keys, so the package scans the source itself to locate
+// every key (see positions.go).
+//
+// Only cmd and this package import the TOML library; everything else takes
+// the typed Config.
+package config

@@ -1,0 +1,241 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads the file at path and parses it (see Parse).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes TOML data, fills in defaults and validates the result.
+// filename is only used in error messages. On any problem it returns a nil
+// Config and an Errors holding every problem found, sorted by line.
+func Parse(filename string, data []byte) (*Config, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return nil, syntaxError(filename, err)
+	}
+	c := &collector{file: filename, pos: locate(data)}
+	cfg := decode(c, raw)
+	crossCheck(c, cfg)
+	if len(c.errs) > 0 {
+		c.errs.sort()
+		return nil, c.errs
+	}
+	return cfg, nil
+}
+
+// syntaxError turns a TOML parse failure into Errors. Nothing else can be
+// checked in a file that does not parse, so it is the only problem reported.
+func syntaxError(filename string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return Errors{{
+			File: filename,
+			Line: pe.Position.Line,
+			Msg:  fmt.Sprintf("TOML syntax error at column %d: %s", pe.Position.Col, pe.Message),
+		}}
+	}
+	return Errors{{File: filename, Msg: "TOML syntax error: " + err.Error()}}
+}
+
+// decode walks the decoded document into a Config, starting from defaults
+// and checking every value that can be checked on its own. Checks that
+// compare tables with each other are in crossCheck.
+func decode(c *collector, raw map[string]any) *Config {
+	cfg := &Config{
+		Global: DefaultGlobal(),
+		Admin:  DefaultAdmin(),
+		Log:    DefaultLog(),
+		Pools:  map[string]*Pool{},
+	}
+	root := newTable(c, "", raw)
+	if t := root.sub("global"); t != nil {
+		decodeGlobal(t, &cfg.Global)
+	}
+	if t := root.sub("admin"); t != nil {
+		decodeAdmin(t, &cfg.Admin)
+	}
+	if t := root.sub("log"); t != nil {
+		t.oneOf("level", &cfg.Log.Level, "log level", LogLevels())
+		t.oneOf("format", &cfg.Log.Format, "log format", LogFormats())
+		t.done()
+	}
+	for _, t := range root.tables("listener") {
+		cfg.Listeners = append(cfg.Listeners, decodeListener(t))
+	}
+	if v, ok := raw["listener"]; !ok || isEmptyArray(v) {
+		c.add("listener", "no [[listener]]: nothing to serve")
+	}
+	if t := root.sub("pool"); t != nil {
+		decodePools(t, cfg)
+	}
+	root.done()
+	return cfg
+}
+
+func isEmptyArray(v any) bool {
+	switch x := v.(type) {
+	case []any:
+		return len(x) == 0
+	case []map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+func decodeGlobal(t *table, g *Global) {
+	t.duration("shutdown_timeout", &g.ShutdownTimeout, false)
+	t.integer("max_connections", &g.MaxConnections, 0, math.MaxInt)
+	t.integer("accept_loops", &g.AcceptLoops, 0, MaxAcceptLoops)
+	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
+	t.done()
+}
+
+func decodeAdmin(t *table, a *Admin) {
+	if t.str("listen", &a.Listen) && a.Listen != "" {
+		if _, err := parseAddr(a.Listen, roleListen); err != nil {
+			t.c.add(t.keyOf("listen"), "%v (or \"\" to turn the admin endpoint off)", err)
+		}
+	}
+	t.done()
+}
+
+func decodeListener(t *table) Listener {
+	l := DefaultListener()
+	l.Line = t.c.pos.line(t.key)
+	t.require("name", "every [[listener]] needs a unique name")
+	t.require("bind", "the IP:port to listen on, e.g. \"127.0.0.1:8080\"")
+	t.require("pool", "the name of the [pool.NAME] to send connections to")
+	if t.str("name", &l.Name) {
+		checkName(t.c, t.keyOf("name"), l.Name)
+	}
+	if t.str("bind", &l.Bind) {
+		if _, err := parseAddr(l.Bind, roleListen); err != nil {
+			t.c.add(t.keyOf("bind"), "%v", err)
+		}
+	}
+	if t.str("protocol", &l.Protocol) {
+		switch l.Protocol {
+		case ProtocolTCP:
+		case ProtocolUDP:
+			t.c.add(t.keyOf("protocol"), "UDP is not built yet: only \"tcp\" listeners are supported")
+		default:
+			t.c.add(t.keyOf("protocol"), "unknown protocol %q; use \"tcp\" (\"udp\" is planned)", l.Protocol)
+		}
+	}
+	if t.str("pool", &l.Pool) && l.Pool == "" {
+		t.c.add(t.keyOf("pool"), "must not be empty: name the [pool.NAME] to send connections to")
+	}
+	t.integer("backlog", &l.Backlog, 0, MaxBacklog)
+	t.done()
+	return l
+}
+
+// decodePools reads every [pool.NAME] in name order, so the messages come
+// out in the same order on every run.
+func decodePools(t *table, cfg *Config) {
+	for _, name := range sortedKeys(t.m) {
+		pt := t.sub(name)
+		if pt == nil {
+			continue
+		}
+		checkName(t.c, pt.key, name)
+		cfg.Pools[name] = decodePool(pt, name)
+		cfg.PoolNames = append(cfg.PoolNames, name)
+	}
+	t.done()
+}
+
+func decodePool(t *table, name string) *Pool {
+	p := DefaultPool(name)
+	p.Line = t.c.pos.line(t.key)
+	t.oneOf("algorithm", &p.Algorithm, "load-balancing algorithm", Algorithms())
+	t.oneOf("hash_key", &p.HashKey, "hash key", HashKeys())
+	t.duration("connect_timeout", &p.ConnectTimeout, true)
+	t.duration("idle_timeout", &p.IdleTimeout, true)
+	t.integer("retries", &p.Retries, 0, MaxRetries)
+	t.duration("slow_start", &p.SlowStart, false)
+	if t.number("hash_balance_factor", &p.HashBalanceFactor) {
+		if f := p.HashBalanceFactor; f != 0 && f <= 1 {
+			t.c.add(t.keyOf("hash_balance_factor"), "%v: must be 0 (off) or greater than 1.0 (no backend takes more than factor x the average load)", f)
+		}
+	}
+	t.integer("ring_vnodes", &p.RingVnodes, 1, MaxRingVnodes)
+	maglevOK := t.integer("maglev_table_size", &p.MaglevTableSize, 1, MaxMaglevTableSize)
+	var backendKeys []string
+	for _, bt := range t.tables("backend") {
+		p.Backends = append(p.Backends, decodeBackend(bt))
+		backendKeys = append(backendKeys, bt.key)
+	}
+	if len(p.Backends) == 0 {
+		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr", name, t.keyOf("backend"))
+	}
+	checkBackendsDistinct(t.c, p.Backends, backendKeys)
+	if maglevOK {
+		checkMaglevSize(t.c, t.keyOf("maglev_table_size"), p.MaglevTableSize, len(p.Backends))
+	}
+	if ht := t.sub("health"); ht != nil {
+		decodeHealth(ht, &p.Health)
+	}
+	if bt := t.sub("breaker"); bt != nil {
+		decodeBreaker(bt, &p.Breaker)
+	}
+	t.done()
+	return p
+}
+
+func decodeBackend(t *table) Backend {
+	b := DefaultBackend()
+	b.Line = t.c.pos.line(t.key)
+	t.require("addr", "the backend's IP:port, e.g. \"127.0.0.1:9001\"")
+	if t.str("addr", &b.Addr) {
+		if _, err := parseAddr(b.Addr, roleDial); err != nil {
+			t.c.add(t.keyOf("addr"), "%v", err)
+		}
+	}
+	t.integer("weight", &b.Weight, 0, MaxWeight)
+	t.str("id", &b.ID)
+	t.done()
+	return b
+}
+
+func decodeHealth(t *table, h *Health) {
+	t.boolean("enabled", &h.Enabled)
+	intervalOK := t.duration("interval", &h.Interval, true)
+	timeoutOK := t.duration("timeout", &h.Timeout, true)
+	if intervalOK && timeoutOK && h.Timeout > h.Interval {
+		t.c.add(t.keyOf(t.writtenOr("timeout", "interval")), "timeout %v is longer than interval %v: a check would still be running when the next one is due; lower timeout or raise interval", h.Timeout, h.Interval)
+	}
+	t.integer("rise", &h.Rise, 1, MaxRiseFall)
+	t.integer("fall", &h.Fall, 1, MaxRiseFall)
+	t.done()
+}
+
+func decodeBreaker(t *table, b *Breaker) {
+	t.integer("failures", &b.Failures, 1, MaxBreakerCount)
+	t.duration("window", &b.Window, true)
+	if t.number("min_ratio", &b.MinRatio) && (b.MinRatio < 0 || b.MinRatio > 1) {
+		t.c.add(t.keyOf("min_ratio"), "%v is out of range: must be between 0 (off) and 1", b.MinRatio)
+	}
+	t.integer("min_volume", &b.MinVolume, 0, MaxBreakerCount)
+	cooldownOK := t.duration("cooldown", &b.Cooldown, true)
+	maxOK := t.duration("max_cooldown", &b.MaxCooldown, true)
+	if cooldownOK && maxOK && b.MaxCooldown < b.Cooldown {
+		t.c.add(t.keyOf(t.writtenOr("max_cooldown", "cooldown")), "max_cooldown %v is shorter than cooldown %v: the cooldown only ever doubles up to max_cooldown", b.MaxCooldown, b.Cooldown)
+	}
+	t.integer("successes", &b.Successes, 1, MaxBreakerCount)
+	t.boolean("count_early_reset", &b.CountEarlyReset)
+	t.done()
+}

@@ -1,0 +1,270 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// table reads the keys of one decoded TOML table into typed fields. Every
+// read marks its key as known; done reports the keys nobody asked for. A
+// key of the wrong type or out of range is reported and leaves the default
+// in place, so the walk goes on and every problem is found in one run.
+type table struct {
+	c     *collector
+	key   string // canonical key of the table itself ("" for the root)
+	m     map[string]any
+	known []string
+}
+
+func newTable(c *collector, key string, m map[string]any) *table {
+	return &table{c: c, key: key, m: m}
+}
+
+// keyOf is the canonical key of name inside this table.
+func (t *table) keyOf(name string) string { return joinKey(t.key, name) }
+
+// get returns the raw value of name, marking it known.
+func (t *table) get(name string) (any, bool) {
+	t.known = append(t.known, name)
+	v, ok := t.m[name]
+	return v, ok
+}
+
+// writtenOr returns name when the file sets it, else other: a conflict
+// between two keys is reported where the operator wrote one of them.
+func (t *table) writtenOr(name, other string) string {
+	if _, ok := t.m[name]; ok {
+		return name
+	}
+	return other
+}
+
+// require reports name as missing unless it is set.
+func (t *table) require(name, what string) bool {
+	if _, ok := t.m[name]; ok {
+		return true
+	}
+	t.c.add(t.keyOf(name), "required key is missing: %s", what)
+	return false
+}
+
+// str reads a string, reporting whether one was set from the file.
+func (t *table) str(name string, dst *string) bool {
+	v, ok := t.get(name)
+	if !ok {
+		return false
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be a string, not %s", describe(v))
+		return false
+	}
+	*dst = s
+	return true
+}
+
+// oneOf reads a string that must be one of allowed.
+func (t *table) oneOf(name string, dst *string, what string, allowed []string) {
+	var s string
+	if !t.str(name, &s) {
+		return
+	}
+	if !slices.Contains(allowed, s) {
+		t.c.add(t.keyOf(name), "%q is not a %s; use one of: %s", s, what, strings.Join(allowed, ", "))
+		return
+	}
+	*dst = s
+}
+
+// integer reads a whole number in lo..hi. It reports false only when the
+// key is present but unusable (and reported), so that checks across keys
+// can skip values that are already known to be wrong.
+func (t *table) integer(name string, dst *int, lo, hi int) bool {
+	v, ok := t.get(name)
+	if !ok {
+		return true
+	}
+	n, ok := v.(int64)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be an integer, not %s", describe(v))
+		return false
+	}
+	if n < int64(lo) || n > int64(hi) {
+		t.c.add(t.keyOf(name), "%d is out of range: %s", n, rangeText(lo, hi))
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+// number reads a finite float; an integer is accepted too, since writing
+// "0" for 0.0 is no mistake. Like integer, it reports false only for a
+// present but unusable value.
+func (t *table) number(name string, dst *float64) bool {
+	v, ok := t.get(name)
+	if !ok {
+		return true
+	}
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int64:
+		f = float64(x)
+	default:
+		t.c.add(t.keyOf(name), "must be a number, not %s", describe(v))
+		return false
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		t.c.add(t.keyOf(name), "must be a finite number, not %v", f)
+		return false
+	}
+	*dst = f
+	return true
+}
+
+func (t *table) boolean(name string, dst *bool) {
+	v, ok := t.get(name)
+	if !ok {
+		return
+	}
+	b, ok := v.(bool)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be true or false, not %s", describe(v))
+		return
+	}
+	*dst = b
+}
+
+// duration reads a Go duration string such as "2s" or "10m". With positive
+// set it must be above zero, else zero is allowed; negative never is. Like
+// integer, it reports false only for a present but unusable value.
+func (t *table) duration(name string, dst *time.Duration, positive bool) bool {
+	v, ok := t.get(name)
+	if !ok {
+		return true
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be a duration string such as \"2s\", not %s", describe(v))
+		return false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.c.add(t.keyOf(name), "%q is not a duration: use a number with a unit (ms, s, m, h), e.g. \"2s\" or \"1m30s\"", s)
+		return false
+	}
+	switch {
+	case d < 0:
+		t.c.add(t.keyOf(name), "%q is negative", s)
+		return false
+	case d == 0 && positive:
+		t.c.add(t.keyOf(name), "must be greater than zero")
+		return false
+	}
+	*dst = d
+	return true
+}
+
+// sub returns the nested table name, or nil when it is absent or not a
+// table (which is reported).
+func (t *table) sub(name string) *table {
+	v, ok := t.get(name)
+	if !ok {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be a table [%s], not %s", t.keyOf(name), describe(v))
+		return nil
+	}
+	return newTable(t.c, t.keyOf(name), m)
+}
+
+// tables returns the elements of the array of tables name, each with its
+// canonical key; nil when absent or of the wrong shape (which is reported).
+func (t *table) tables(name string) []*table {
+	v, ok := t.get(name)
+	if !ok {
+		return nil
+	}
+	key := t.keyOf(name)
+	var elems []any
+	switch x := v.(type) {
+	case []map[string]any:
+		for _, m := range x {
+			elems = append(elems, m)
+		}
+	case []any:
+		elems = x
+	case map[string]any:
+		t.c.add(key, "must be an array of tables: write [[%s]], with double brackets", key)
+		return nil
+	default:
+		t.c.add(key, "must be an array of tables [[%s]], not %s", key, describe(v))
+		return nil
+	}
+	out := make([]*table, 0, len(elems))
+	for i, e := range elems {
+		m, ok := e.(map[string]any)
+		if !ok {
+			t.c.add(indexKey(key, i), "must be a table, not %s", describe(e))
+			continue
+		}
+		out = append(out, newTable(t.c, indexKey(key, i), m))
+	}
+	return out
+}
+
+// done reports every key of the table that no read asked for.
+func (t *table) done() {
+	names := make([]string, 0, len(t.m))
+	for name := range t.m {
+		if !slices.Contains(t.known, name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if guess := closest(name, t.known); guess != "" {
+			t.c.add(t.keyOf(name), "unknown key (did you mean %q?)", guess)
+			continue
+		}
+		where := "here"
+		if t.key != "" {
+			where = "in " + t.key
+		}
+		t.c.add(t.keyOf(name), "unknown key; allowed %s: %s", where, strings.Join(t.known, ", "))
+	}
+}
+
+func rangeText(lo, hi int) string {
+	if hi == math.MaxInt || hi == math.MaxInt64 {
+		return fmt.Sprintf("must be at least %d", lo)
+	}
+	return fmt.Sprintf("must be between %d and %d", lo, hi)
+}
+
+// describe names the TOML type of a decoded value for messages.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case int64:
+		return fmt.Sprintf("the integer %d", x)
+	case float64:
+		return fmt.Sprintf("the float %v", x)
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	case map[string]any:
+		return "a table"
+	case []map[string]any, []any:
+		return "an array"
+	default:
+		return "a date-time"
+	}
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// maxNameLen bounds listener and pool names, which end up in metric labels,
+// log lines and admin API paths.
+const maxNameLen = 64
+
+// checkName reports a listener or pool name that would be awkward in a
+// metric label or an admin URL path.
+func checkName(c *collector, key, name string) {
+	switch {
+	case name == "":
+		c.add(key, "name must not be empty")
+	case len(name) > maxNameLen:
+		c.add(key, "name %q is longer than %d characters", name, maxNameLen)
+	case strings.IndexFunc(name, func(r rune) bool { return !isNameRune(r) }) >= 0:
+		c.add(key, "name %q may contain only letters, digits, '.', '_' and '-'", name)
+	}
+}
+
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// checkBackendsDistinct reports two backends of one pool at the same
+// address, or with the same identity (which hashing could not tell apart).
+// keys[i] is the canonical key of backends[i].
+func checkBackendsDistinct(c *collector, backends []Backend, keys []string) {
+	addrs := map[netip.AddrPort]int{}
+	idents := map[string]int{}
+	for i, b := range backends {
+		addrDup := false
+		if ap, err := parseAddr(b.Addr, roleDial); err == nil {
+			if j, ok := addrs[ap]; ok {
+				addrDup = true
+				c.add(joinKey(keys[i], "addr"), "duplicate backend %q: same address as %s (line %d)", b.Addr, keys[j], backends[j].Line)
+			} else {
+				addrs[ap] = i
+			}
+		}
+		if b.Identity() == "" {
+			continue // addr missing: already reported
+		}
+		j, ok := idents[b.Identity()]
+		switch {
+		case !ok:
+			idents[b.Identity()] = i
+		case b.ID != "":
+			c.add(joinKey(keys[i], "id"), "duplicate backend id %q: already the identity of %s (line %d)", b.ID, keys[j], backends[j].Line)
+		case !addrDup:
+			c.add(joinKey(keys[i], "addr"), "address %q is already the id of %s (line %d): hashing could not tell them apart; give one a distinct id", b.Addr, keys[j], backends[j].Line)
+		}
+	}
+}
+
+// checkMaglevSize reports a Maglev table size that is not prime or too
+// small to give every backend a slot.
+func checkMaglevSize(c *collector, key string, size, backends int) {
+	if !isPrime(size) {
+		c.add(key, "%d is not prime: Maglev needs a prime table size%s", size, primeHint(size))
+		return
+	}
+	if size < backends {
+		c.add(key, "%d is smaller than the number of backends (%d): use a prime at least 100 times larger%s", size, backends, primeHint(backends*100))
+	}
+}
+
+// primeHint suggests the next prime at or above n, if it is allowed.
+func primeHint(n int) string {
+	for p := max(n, 2); p <= MaxMaglevTableSize; p++ {
+		if isPrime(p) {
+			return fmt.Sprintf(", e.g. %d", p)
+		}
+	}
+	return ""
+}
+
+// crossCheck runs the checks that compare tables with each other: unique
+// listener names and binds, listeners naming existing pools, and the admin
+// endpoint not taking a listener's address.
+func crossCheck(c *collector, cfg *Config) {
+	names := map[string]int{}
+	binds := map[netip.AddrPort]int{}
+	for i, l := range cfg.Listeners {
+		key := indexKey("listener", i)
+		if l.Name != "" {
+			if j, ok := names[l.Name]; ok {
+				c.add(joinKey(key, "name"), "duplicate listener name %q: already used by listener[%d] (line %d)", l.Name, j, cfg.Listeners[j].Line)
+			} else {
+				names[l.Name] = i
+			}
+		}
+		if ap, err := parseAddr(l.Bind, roleListen); err == nil {
+			if j, ok := binds[ap]; ok {
+				c.add(joinKey(key, "bind"), "duplicate bind %q: listener[%d] (line %d) already listens on %s", l.Bind, j, cfg.Listeners[j].Line, ap)
+			} else {
+				binds[ap] = i
+			}
+		}
+		if l.Pool != "" {
+			if _, ok := cfg.Pools[l.Pool]; !ok {
+				c.add(joinKey(key, "pool"), "pool %q is not defined; %s", l.Pool, definedPools(cfg))
+			}
+		}
+	}
+	if cfg.Admin.Listen != "" {
+		if ap, err := parseAddr(cfg.Admin.Listen, roleListen); err == nil {
+			if j, ok := binds[ap]; ok {
+				c.add("admin.listen", "%q is also the bind of listener[%d] (line %d): the admin endpoint needs its own address", cfg.Admin.Listen, j, cfg.Listeners[j].Line)
+			}
+		}
+	}
+}
+
+func definedPools(cfg *Config) string {
+	if len(cfg.PoolNames) == 0 {
+		return "no [pool.NAME] table is defined"
+	}
+	return "defined pools: " + strings.Join(cfg.PoolNames, ", ")
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
