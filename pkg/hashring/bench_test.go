@@ -1,0 +1,62 @@
+package hashring
+
+import (
+	"fmt"
+	"testing"
+)
+
+func BenchmarkRing(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		r, err := NewRing(equalNodes(n), 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("Lookup/%d", n), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				r.Lookup(keyOf(i))
+			}
+		})
+		b.Run(fmt.Sprintf("Successors3/%d", n), func(b *testing.B) {
+			dst := make([]int, 0, 3)
+			for i := 0; b.Loop(); i++ {
+				dst = r.Successors(keyOf(i), dst[:0], 3, nil)
+			}
+		})
+		b.Run(fmt.Sprintf("Build/%d", n), func(b *testing.B) {
+			nodes := equalNodes(n)
+			for b.Loop() {
+				if _, err := NewRing(nodes, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkMaglev(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		m, err := NewMaglev(equalNodes(n), 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("Lookup/%d", n), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				m.Lookup(keyOf(i))
+			}
+		})
+		b.Run(fmt.Sprintf("Successors3/%d", n), func(b *testing.B) {
+			dst := make([]int, 0, 3)
+			for i := 0; b.Loop(); i++ {
+				dst = m.Successors(keyOf(i), dst[:0], 3, nil)
+			}
+		})
+		b.Run(fmt.Sprintf("Build/%d", n), func(b *testing.B) {
+			nodes := equalNodes(n)
+			for b.Loop() {
+				if _, err := NewMaglev(nodes, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
