@@ -1,0 +1,157 @@
+package splice
+
+import (
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// proxied is one connection through a Relayer: the test holds the client's
+// end and the backend's end, the relay runs in between.
+type proxied struct {
+	client  *net.TCPConn // the test's client socket
+	backend *net.TCPConn // the backend's accepted socket
+	result  chan Result
+}
+
+// rig is a front listener relaying every accepted connection to a backend
+// listener, both on 127.0.0.1.
+type rig struct {
+	t        *testing.T
+	relayer  *Relayer
+	front    *net.TCPListener
+	back     *net.TCPListener
+	accepted chan *net.TCPConn
+	meter    Meter
+}
+
+func newRig(t *testing.T, cfg Config) *rig {
+	t.Helper()
+	front, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, relayer: NewRelayer(cfg), front: front, back: back, accepted: make(chan *net.TCPConn, 1024)}
+	go func() {
+		for {
+			c, err := back.AcceptTCP()
+			if err != nil {
+				return
+			}
+			r.accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		front.Close()
+		back.Close()
+	})
+	return r
+}
+
+// open makes one proxied connection.
+func (r *rig) open() *proxied {
+	r.t.Helper()
+	p := &proxied{result: make(chan Result, 1)}
+	done := make(chan error, 1)
+	go func() {
+		fc, err := r.front.AcceptTCP()
+		if err != nil {
+			done <- err
+			return
+		}
+		bc, err := net.DialTCP("tcp", nil, r.back.Addr().(*net.TCPAddr))
+		if err != nil {
+			fc.Close()
+			done <- err
+			return
+		}
+		done <- nil
+		p.result <- r.relayer.Relay(fc, bc, &r.meter)
+	}()
+	c, err := net.DialTCP("tcp", nil, r.front.Addr().(*net.TCPAddr))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		r.t.Fatal(err)
+	}
+	p.client = c
+	select {
+	case p.backend = <-r.accepted:
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("backend never accepted")
+	}
+	return p
+}
+
+func (p *proxied) close() {
+	p.client.Close()
+	p.backend.Close()
+}
+
+// waitResult waits for the relay to end, failing the test after a generous
+// deadline.
+func (p *proxied) waitResult(t *testing.T) Result {
+	t.Helper()
+	select {
+	case res := <-p.result:
+		return res
+	case <-time.After(20 * time.Second):
+		t.Fatal("relay did not end")
+		return Result{}
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkLeaks records goroutines and fds now and, when the test ends, waits
+// for both to return to these counts. The pool's idle pipes are closed
+// first: they are kept on purpose and are not a leak.
+func checkLeaks(t *testing.T, pools ...*PipePool) {
+	t.Helper()
+	g0, fd0 := runtime.NumGoroutine(), countFDs(t)
+	t.Cleanup(func() {
+		for _, p := range pools {
+			eventually(t, "pipes returned to the pool", func() bool { return p.Stats().Busy() == 0 })
+			p.Trim()
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			g, fd := runtime.NumGoroutine(), countFDs(t)
+			if g <= g0 && fd <= fd0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<16)
+				n := runtime.Stack(buf, true)
+				t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d\n%s", g0, g, fd0, fd, buf[:n])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}

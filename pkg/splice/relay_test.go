@@ -1,0 +1,372 @@
+package splice
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func newPool() *PipePool { return NewPipePool(PipePoolConfig{Size: 1 << 20, MaxOpen: 256, MaxIdle: 16}) }
+
+// exchange sends payloads both ways at once over one proxied connection,
+// each side half-closing when done, and checks that each side received
+// exactly what the other sent.
+func exchange(p *proxied, up, down []byte) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	send := func(c *net.TCPConn, data []byte) {
+		defer wg.Done()
+		if _, err := c.Write(data); err != nil {
+			errs <- err
+			return
+		}
+		if err := c.CloseWrite(); err != nil {
+			errs <- err
+		}
+	}
+	recv := func(c *net.TCPConn, want []byte, who string) {
+		defer wg.Done()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		if err != nil {
+			errs <- err
+			return
+		}
+		if n != int64(len(want)) || !bytes.Equal(h.Sum(nil), sha256Sum(want)) {
+			errs <- errors.New(who + ": received bytes differ from sent")
+		}
+	}
+	wg.Add(4)
+	go send(p.client, up)
+	go send(p.backend, down)
+	go recv(p.backend, up, "backend")
+	go recv(p.client, down, "client")
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRelayByteExactManyConcurrent(t *testing.T) {
+	pool := newPool()
+	checkLeaks(t, pool)
+	r := newRig(t, Config{Pipes: pool, IdleTimeout: time.Minute})
+
+	const conns = 64
+	const size = 1 << 20
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	var mu sync.Mutex
+	var results []Result
+	for i := 0; i < conns; i++ {
+		p := r.open()
+		up, down := randomBytes(t, size+i), randomBytes(t, size-i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.close()
+			if err := exchange(p, up, down); err != nil {
+				errs <- err
+				return
+			}
+			res := p.waitResult(t)
+			mu.Lock()
+			results = append(results, res)
+			mu.Unlock()
+			if res.ToBackend != int64(len(up)) || res.ToClient != int64(len(down)) {
+				errs <- errors.New("byte counts differ from payload sizes")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, res := range results {
+		if res.Outcome != Completed {
+			t.Errorf("outcome %v, want completed", res.Outcome)
+		}
+	}
+	spliced, copied := r.relayer.PathBytes()
+	if want := int64(conns * 2 * size); spliced != want || copied != 0 {
+		t.Errorf("path bytes: spliced %d copied %d, want all %d spliced", spliced, copied, want)
+	}
+	if got := r.meter.ToBackend.Load() + r.meter.ToClient.Load(); got != int64(conns*2*size) {
+		t.Errorf("meter counted %d bytes, want %d", got, conns*2*size)
+	}
+}
+
+func TestRelayHalfClose(t *testing.T) {
+	tests := []struct {
+		name        string
+		closerFirst func(p *proxied) (*net.TCPConn, *net.TCPConn)
+	}{
+		{"client shuts write, still gets the whole reply", func(p *proxied) (*net.TCPConn, *net.TCPConn) { return p.client, p.backend }},
+		{"backend shuts write, still gets the client's data", func(p *proxied) (*net.TCPConn, *net.TCPConn) { return p.backend, p.client }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool()
+			checkLeaks(t, pool)
+			r := newRig(t, Config{Pipes: pool})
+			p := r.open()
+			defer p.close()
+			first, second := tc.closerFirst(p)
+
+			request := randomBytes(t, 300<<10)
+			if _, err := first.Write(request); err != nil {
+				t.Fatal(err)
+			}
+			first.CloseWrite()
+			got, err := io.ReadAll(second) // ends only at the half-close
+			if err != nil || !bytes.Equal(got, request) {
+				t.Fatalf("peer read %d bytes (err %v), want the %d-byte request then EOF", len(got), err, len(request))
+			}
+			// The half-closed side keeps receiving.
+			reply := randomBytes(t, 2<<20)
+			go func() {
+				second.Write(reply)
+				second.CloseWrite()
+			}()
+			got, err = io.ReadAll(first)
+			if err != nil || !bytes.Equal(got, reply) {
+				t.Fatalf("half-closed side read %d bytes (err %v), want %d", len(got), err, len(reply))
+			}
+			if res := p.waitResult(t); res.Outcome != Completed {
+				t.Fatalf("outcome %v, want completed", res.Outcome)
+			}
+		})
+	}
+}
+
+func TestRelayPassesResetOn(t *testing.T) {
+	tests := []struct {
+		name    string
+		resetBy func(p *proxied) *net.TCPConn
+		seenBy  func(p *proxied) *net.TCPConn
+		want    Outcome
+	}{
+		{"backend reset reaches client", func(p *proxied) *net.TCPConn { return p.backend }, func(p *proxied) *net.TCPConn { return p.client }, BackendReset},
+		{"client reset reaches backend", func(p *proxied) *net.TCPConn { return p.client }, func(p *proxied) *net.TCPConn { return p.backend }, ClientReset},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := newPool()
+			checkLeaks(t, pool)
+			r := newRig(t, Config{Pipes: pool})
+			p := r.open()
+			defer p.close()
+			// Prove the path works, then reset.
+			p.client.Write([]byte("ping"))
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(p.backend, buf); err != nil {
+				t.Fatal(err)
+			}
+			resetter := tc.resetBy(p)
+			resetter.SetLinger(0)
+			resetter.Close()
+
+			peer := tc.seenBy(p)
+			peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := peer.Read(buf)
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("peer read error %v, want ECONNRESET (a reset, not a clean close)", err)
+			}
+			if res := p.waitResult(t); res.Outcome != tc.want {
+				t.Fatalf("outcome %v, want %v", res.Outcome, tc.want)
+			}
+		})
+	}
+}
+
+func TestRelayIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	pool := newPool()
+	checkLeaks(t, pool)
+	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
+
+	silent := r.open()
+	defer silent.close()
+	oneWay := r.open()
+	defer oneWay.close()
+
+	// oneWay carries traffic in one direction only, every idle/3, for 4
+	// idle periods; it must outlive the silent one and stay up throughout.
+	start := time.Now()
+	stop := make(chan struct{})
+	sent := make(chan int)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		for time.Since(start) < 4*idle {
+			select {
+			case <-stop:
+				return
+			case <-time.After(idle / 3):
+			}
+			if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
+				return
+			}
+			n++
+		}
+	}()
+
+	res := silent.waitResult(t)
+	if res.Outcome != IdleTimeout {
+		t.Fatalf("silent connection outcome %v, want idle-timeout", res.Outcome)
+	}
+	if el := time.Since(start); el < idle {
+		t.Fatalf("silent connection closed after %v, before the %v idle timeout", el, idle)
+	}
+	silent.client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("client of the idle connection read %v, want EOF", err)
+	}
+
+	n := <-sent
+	got := make([]byte, n)
+	oneWay.backend.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(oneWay.backend, got); err != nil {
+		t.Fatalf("one-way connection lost bytes: %v", err)
+	}
+	select {
+	case res := <-oneWay.result:
+		t.Fatalf("one-way connection ended (%v) although traffic kept flowing", res.Outcome)
+	default:
+	}
+	close(stop)
+	if res := oneWay.waitResult(t); res.Outcome != IdleTimeout {
+		t.Fatalf("one-way connection outcome %v once silent, want idle-timeout", res.Outcome)
+	}
+}
+
+func TestIdleConnectionHoldsTwoFDsAndNoPipe(t *testing.T) {
+	pool := newPool()
+	checkLeaks(t, pool)
+	r := newRig(t, Config{Pipes: pool})
+	pool.Trim()
+	before := countFDs(t)
+
+	const n = 20
+	conns := make([]*proxied, n)
+	for i := range conns {
+		p := r.open()
+		defer p.close()
+		conns[i] = p
+		// Data flows once each way, so each direction has used a pipe.
+		p.client.Write([]byte("hello"))
+		if _, err := io.ReadFull(p.backend, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+		p.backend.Write([]byte("world"))
+		if _, err := io.ReadFull(p.client, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every pipe back in the pool", func() bool { return pool.Stats().Busy() == 0 })
+	pool.Trim()
+	// The test holds two ends per connection itself; the relay holds the
+	// other two and nothing else.
+	if got, want := countFDs(t)-before, 4*n; got != want {
+		t.Fatalf("fds grew by %d for %d idle connections, want %d (2 test ends + 2 relay sockets each)", got, n, want)
+	}
+	if s := pool.Stats(); s.Open != 0 {
+		t.Fatalf("idle connections hold %d pipes, want 0", s.Open)
+	}
+}
+
+func TestRelayCopiesWhenNoPipe(t *testing.T) {
+	pool := NewPipePool(PipePoolConfig{MaxOpen: 1})
+	checkLeaks(t, pool)
+	held := pool.get() // the only pipe allowed: relays must copy
+	if held == nil {
+		t.Fatal("could not create a pipe")
+	}
+	defer pool.put(held)
+	r := newRig(t, Config{Pipes: pool})
+	p := r.open()
+	defer p.close()
+	if err := exchange(p, randomBytes(t, 3<<20), randomBytes(t, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	p.waitResult(t)
+	spliced, copied := r.relayer.PathBytes()
+	if spliced != 0 || copied != 4<<20 {
+		t.Fatalf("spliced %d copied %d, want all %d bytes copied", spliced, copied, 4<<20)
+	}
+}
+
+func TestRelayNonTCPUsesCopy(t *testing.T) {
+	checkLeaks(t)
+	r := NewRelayer(Config{Pipes: newPool()})
+	clientApp, clientRelay := net.Pipe()
+	backendRelay, backendApp := net.Pipe()
+	done := make(chan Result, 1)
+	go func() { done <- r.Relay(clientRelay, backendRelay, nil) }()
+
+	msg := randomBytes(t, 100<<10)
+	go clientApp.Write(msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(backendApp, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("backend got %v, want the client's bytes", err)
+	}
+	clientApp.Close() // net.Pipe cannot half-close: the relay ends
+	res := <-done
+	backendApp.Close()
+	if _, copied := r.PathBytes(); copied != int64(len(msg)) || res.ToBackend != int64(len(msg)) {
+		t.Fatalf("copied %d, result %+v, want %d bytes by copy", copied, res, len(msg))
+	}
+}
+
+func TestRelayAbortedFromOutside(t *testing.T) {
+	pool := newPool()
+	checkLeaks(t, pool)
+	r := newRig(t, Config{Pipes: pool})
+	// The proxy force-closes relays when a shutdown runs out of time; it does
+	// so by closing the sockets it handed to Relay.
+	socks := make(chan [2]net.Conn, 1)
+	got := make(chan Result, 1)
+	go func() {
+		c, _ := r.front.AcceptTCP()
+		b, _ := net.DialTCP("tcp", nil, r.back.Addr().(*net.TCPAddr))
+		socks <- [2]net.Conn{c, b}
+		got <- r.relayer.Relay(c, b, nil)
+	}()
+	client, err := net.DialTCP("tcp", nil, r.front.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	backend := <-r.accepted
+	defer backend.Close()
+	client.Write([]byte("x"))
+	io.ReadFull(backend, make([]byte, 1))
+	s := <-socks
+	s[0].Close()
+	s[1].Close()
+	select {
+	case res := <-got:
+		if res.Outcome != Aborted {
+			t.Fatalf("outcome %v, want aborted", res.Outcome)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("relay did not end after its sockets were closed")
+	}
+}
