@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,6 +46,8 @@ func TestRule3_ProbeAfterCooldownCloses(t *testing.T) {
 func TestRule3_OneProbeInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, Config{}, nil)
+		counting := &lockCountingStore{MemoryStore: f.store}
+		f.b.store = counting
 		f.probe.hold = make(chan struct{})
 		stop1, stop2 := run(f.b), run(f.b)
 		trip(t, f.b)
@@ -65,6 +68,11 @@ func TestRule3_OneProbeInFlight(t *testing.T) {
 		synctest.Wait()
 		if n := f.probe.calls.Load(); n != 1 {
 			t.Fatalf("probe dials while one is in flight = %d, want 1", n)
+		}
+		// The instance does not even ask the Store for the lock again while
+		// its own probe is in flight.
+		if n := counting.acquires.Load(); n != 1 {
+			t.Fatalf("probe lock requests while in flight = %d, want 1", n)
 		}
 		close(f.probe.hold)
 		synctest.Wait()
@@ -211,4 +219,15 @@ func TestRule3_ProbeRechecksStoreUnderLock(t *testing.T) {
 			t.Fatal("probe's read did not refresh the snapshot")
 		}
 	})
+}
+
+// lockCountingStore counts probe-lock requests.
+type lockCountingStore struct {
+	*MemoryStore
+	acquires atomic.Int64
+}
+
+func (s *lockCountingStore) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	s.acquires.Add(1)
+	return s.MemoryStore.AcquireProbe(ctx, key, owner, ttl)
 }

@@ -60,3 +60,20 @@ func TestRule5_DisableSharedThroughStore(t *testing.T) {
 		}
 	})
 }
+
+// A probe started from a snapshot that has not seen the disable yet re-reads
+// the Store under the lock and does not dial.
+func TestRule5_ProbeRechecksDisableInStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{}, nil)
+		trip(t, f.b)
+		time.Sleep(f.b.Config().Cooldown)
+		if err := f.store.Disable(t.Context(), testKey); err != nil { // snapshot not refreshed
+			t.Fatal(err)
+		}
+		f.b.probe(t.Context())
+		if n := f.probe.calls.Load(); n != 0 {
+			t.Fatalf("probe dialed a disabled backend %d times", n)
+		}
+	})
+}
