@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -25,6 +26,7 @@ type rig struct {
 	back     *net.TCPListener
 	accepted chan *net.TCPConn
 	meter    Meter
+	relays   sync.WaitGroup
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
@@ -50,6 +52,15 @@ func newRig(t *testing.T, cfg Config) *rig {
 	t.Cleanup(func() {
 		front.Close()
 		back.Close()
+		// Relays end once the test has closed its ends; wait so that the
+		// leak check that runs after this sees their final state.
+		done := make(chan struct{})
+		go func() { r.relays.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("relays still running at the end of the test")
+		}
 	})
 	return r
 }
@@ -59,7 +70,9 @@ func (r *rig) open() *proxied {
 	r.t.Helper()
 	p := &proxied{result: make(chan Result, 1)}
 	done := make(chan error, 1)
+	r.relays.Add(1)
 	go func() {
+		defer r.relays.Done()
 		fc, err := r.front.AcceptTCP()
 		if err != nil {
 			done <- err
