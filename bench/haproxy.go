@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+const installHint = "apt-get install haproxy nginx libnginx-mod-stream"
+
+// haproxyMaxpipes bounds HAProxy's pipe pool (bench-method.md §3).
+const haproxyMaxpipes = 250
+
+// haproxyConfig renders mode tcp with forced splice (splice-auto never
+// splices in tcp mode on 2.6), nbthread = cores, and on the failover route
+// HAProxy's own detection: active checks plus layer-4 observation.
+func haproxyConfig(routes []route, nbthread int, limit uint64) string {
+	maxconn := haproxyMaxconn(limit, haproxyMaxpipes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "global\n    nbthread %d\n    maxconn %d\n    maxpipes %d\n\n", nbthread, maxconn, haproxyMaxpipes)
+	fmt.Fprintf(&b, "defaults\n    mode tcp\n    maxconn %d\n    timeout connect 5s\n    timeout client 10m\n    timeout server 10m\n", maxconn)
+	b.WriteString("    option splice-request\n    option splice-response\n")
+	for _, r := range routes {
+		if err := checkLoopback(r.listen); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(&b, "\nlisten %s\n    bind %s\n", r.name, r.listen)
+		if r.name == routeFailover {
+			b.WriteString("    balance roundrobin\n    retries 2\n    option redispatch 1\n")
+		}
+		for i, be := range r.backends {
+			fmt.Fprintf(&b, "    server s%d %s", i, be)
+			if r.name == routeFailover {
+				b.WriteString(" check inter 1s fall 3 rise 1 observe layer4 error-limit 3 on-error mark-down")
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func haproxySystem() systemSpec {
+	return systemSpec{
+		name: "haproxy", kind: KindPeer, fdsPerConn: 2,
+		about: "HAProxy mode tcp, nbthread = cores, option splice-request + splice-response",
+		prepare: func(h *harness, s *system) error {
+			if _, err := exec.LookPath("haproxy"); err != nil {
+				return fmt.Errorf("haproxy not installed (%s)", installHint)
+			}
+			return nil
+		},
+		start: func(h *harness, s *system) (*child, error) {
+			cfg := s.file("haproxy.cfg")
+			if err := os.WriteFile(cfg, []byte(haproxyConfig(s.routes, h.ncpu, h.limit)), 0o644); err != nil {
+				return nil, err
+			}
+			if out, err := exec.Command("haproxy", "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("haproxy -c: %v: %s", err, firstLine(string(out)))
+			}
+			return h.startAndWait(s, spawnSpec{
+				name: s.spec.name, path: "haproxy", args: []string{"-db", "-f", cfg},
+				cred: h.cred, logPath: s.file("haproxy.log"),
+			})
+		},
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

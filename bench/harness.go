@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// harness is one run: its temp dir, children, CPU layout and systems.
+type harness struct {
+	opts   options
+	sup    *supervisor
+	dir    string // temp dir, world-readable so -user can exec from it
+	self   string // copy of the harness binary, for the child roles
+	cred   *syscall.Credential
+	ncpu   int
+	limit  uint64
+	layout cpuLayout
+	log    io.Writer
+	l4lb   l4lbBuild
+
+	backends *child // the shared sink + echo process
+	systems  []*system
+	skipped  []string
+}
+
+func newHarness(opts options, log io.Writer) (*harness, error) {
+	h := &harness{opts: opts, sup: newSupervisor(), log: log, ncpu: runtime.NumCPU(), limit: nofileLimit()}
+	h.layout = planLayout(h.ncpu, opts.pin)
+	dir, err := os.MkdirTemp("", "l4lb-bench-")
+	if err != nil {
+		return nil, err
+	}
+	h.dir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if opts.user != "" {
+		if h.cred, err = lookupCred(opts.user); err != nil {
+			return nil, err
+		}
+	}
+	if h.self, err = copySelf(dir); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func lookupCred(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("-user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// copySelf puts the harness binary where an unprivileged user can run it
+// (go run builds into a private directory).
+func copySelf(dir string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	src, err := os.Open(exe)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	dst := filepath.Join(dir, "bench-self")
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return "", err
+	}
+	return dst, f.Close()
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(h.log, format+"\n", args...)
+}
+
+// startBackend runs one backend role process.
+func (h *harness) startBackend(name string, args ...string) (*child, error) {
+	c, err := h.sup.start(spawnSpec{
+		name: name, path: h.self, args: append([]string{"-role", "backend"}, args...),
+		waitReady: true, logPath: filepath.Join(h.dir, name+".log"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := pinProcs([]int{c.pid}, h.layout.backends); err != nil {
+		h.logf("warning: %v", err)
+	}
+	return c, nil
+}
+
+func (h *harness) failoverBackendArgs(s *system, k int) []string {
+	return []string{"-echo", s.route(routeFailover).backends[k], "-tag", strconv.Itoa(k + 1)}
+}
+
+// setUp starts the shared backends, then every selected system on its own
+// ports; a system that cannot run is skipped with its reason.
+func (h *harness) setUp(specs []systemSpec) error {
+	if err := pinSelf(h.layout.loadgen); err != nil {
+		h.logf("warning: %v", err)
+	}
+	var err error
+	h.backends, err = h.startBackend("backends",
+		"-sink", loopAddr(sinkPort(h.opts.portBase)), "-echo", loopAddr(echoPort(h.opts.portBase)))
+	if err != nil {
+		return err
+	}
+	for i, spec := range specs {
+		s := placeSystem(spec, i, h.opts.portBase)
+		s.dir = filepath.Join(h.dir, spec.name)
+		if err := os.Mkdir(s.dir, 0o755); err != nil {
+			return err
+		}
+		if h.cred != nil {
+			_ = os.Chown(s.dir, int(h.cred.Uid), int(h.cred.Gid))
+		}
+		if spec.prepare != nil {
+			if err := spec.prepare(h, s); err != nil {
+				h.skip(spec.name, err)
+				continue
+			}
+		}
+		if err := h.startSystem(s); err != nil {
+			h.skip(spec.name, err)
+			continue
+		}
+		h.systems = append(h.systems, s)
+	}
+	return nil
+}
+
+func (h *harness) skip(name string, err error) {
+	msg := fmt.Sprintf("%s: skipped: %v", name, err)
+	h.skipped = append(h.skipped, msg)
+	h.logf("%s", msg)
+}
+
+func (h *harness) startSystem(s *system) error {
+	for k := range s.route(routeFailover).backends {
+		c, err := h.startBackend(fmt.Sprintf("%s-failover-%d", s.spec.name, k), h.failoverBackendArgs(s, k)...)
+		if err != nil {
+			h.stopSystem(s)
+			return err
+		}
+		s.failoverBackends = append(s.failoverBackends, c)
+	}
+	if s.spec.start == nil {
+		return nil
+	}
+	c, err := s.spec.start(h, s)
+	if err != nil {
+		h.stopSystem(s)
+		return err
+	}
+	s.proc = c
+	return h.pinSystem(s)
+}
+
+func (h *harness) pinSystem(s *system) error {
+	if err := pinProcs(s.pids(), h.layout.proxy); err != nil {
+		h.logf("warning: %s: %v", s.spec.name, err)
+	}
+	return nil
+}
+
+func (h *harness) stopSystem(s *system) {
+	for _, c := range s.failoverBackends {
+		h.sup.stop(c)
+	}
+	h.sup.stop(s.proc)
+}
+
+// startAndWait starts an external proxy and waits until every listener of
+// s accepts, or the process dies.
+func (h *harness) startAndWait(s *system, spec spawnSpec) (*child, error) {
+	c, err := h.sup.start(spec)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, r := range s.routes {
+		for {
+			if !c.alive() {
+				h.sup.stop(c)
+				return nil, fmt.Errorf("exited: %v (see %s)", c.err, spec.logPath)
+			}
+			conn, err := net.DialTimeout("tcp4", r.listen, time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				h.sup.stop(c)
+				return nil, fmt.Errorf("%s not listening after 10s (see %s)", r.listen, spec.logPath)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+// tearDown stops every child and removes the temp dir unless -keep.
+func (h *harness) tearDown() {
+	h.sup.stopAll()
+	if h.opts.keep {
+		h.logf("run directory kept: %s", h.dir)
+		return
+	}
+	_ = os.RemoveAll(h.dir)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Failover detection settings for l4lb, comparable to HAProxy's
+// fall 3 / rise 1 and nginx's max_fails=3 fail_timeout=5s.
+const (
+	l4lbBreakerFailures = 3
+	l4lbBreakerCooldown = "5s"
+)
+
+// l4lbConfig renders the TOML of DESIGN.md: one listener and one pool per
+// route; health checks off where they would add connections the scenarios
+// count, and the breaker as l4lb's own detection on the failover pool.
+func l4lbConfig(routes []route, acceptLoops int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global]\naccept_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
+	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n")
+	for _, r := range routes {
+		if err := checkLoopback(r.listen); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(&b, "\n[[listener]]\nname = %q\nbind = %q\nprotocol = \"tcp\"\npool = %q\n", r.name, r.listen, r.name)
+	}
+	for _, r := range routes {
+		fmt.Fprintf(&b, "\n[pool.%s]\nalgorithm = \"round-robin\"\n", r.name)
+		for _, be := range r.backends {
+			fmt.Fprintf(&b, "\n[[pool.%s.backend]]\naddr = %q\n", r.name, be)
+		}
+		fmt.Fprintf(&b, "\n[pool.%s.health]\nenabled = false\n", r.name)
+		if r.name == routeFailover {
+			fmt.Fprintf(&b, "\n[pool.%s.breaker]\nfailures = %d\ncooldown = %q\n", r.name, l4lbBreakerFailures, l4lbBreakerCooldown)
+		}
+	}
+	return b.String()
+}
+
+// l4lbSystem is l4lb built from this tree; env (e.g. "GOMAXPROCS=1") makes
+// a variant.
+func l4lbSystem(name string, env []string) systemSpec {
+	about := "l4lb from this tree"
+	if len(env) > 0 {
+		about += " with " + strings.Join(env, " ")
+	}
+	return systemSpec{
+		name: name, kind: KindSubject, fdsPerConn: 2, about: about,
+		prepare: func(h *harness, s *system) error {
+			_, err := h.l4lbBinary()
+			return err
+		},
+		start: func(h *harness, s *system) (*child, error) {
+			bin, err := h.l4lbBinary()
+			if err != nil {
+				return nil, err
+			}
+			cfg := s.file("l4lb.toml")
+			if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.ncpu)), 0o644); err != nil {
+				return nil, err
+			}
+			return h.startAndWait(s, spawnSpec{
+				name: name, path: bin, args: []string{"-config", cfg}, env: env,
+				cred: h.cred, logPath: s.file("l4lb.log"),
+			})
+		},
+	}
+}
+
+// l4lbBuild builds cmd/l4lb once per run, shared by all l4lb variants.
+type l4lbBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (h *harness) l4lbBinary() (string, error) {
+	h.l4lb.once.Do(func() { h.l4lb.path, h.l4lb.err = buildL4lb(h.dir) })
+	return h.l4lb.path, h.l4lb.err
+}
+
+func buildL4lb(dir string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
+		return "", fmt.Errorf("l4lb: no Go module here (run from the repository root)")
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	if _, err := os.Stat(filepath.Join(root, "cmd", "l4lb")); err != nil {
+		return "", fmt.Errorf("l4lb: cmd/l4lb is not in the tree yet")
+	}
+	bin := filepath.Join(dir, "l4lb")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/l4lb")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("l4lb: build failed: %s", firstLine(string(out)))
+	}
+	return bin, nil
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options is the whole configuration of one run.
+type options struct {
+	quick          bool
+	rounds         int
+	runTime        time.Duration // bulk and conn run length
+	pause          time.Duration // between two systems' runs
+	pingCount      int
+	idleCap        int
+	idleSettle     time.Duration
+	failDead       time.Duration
+	failRecoverMax time.Duration
+	portBase       int
+	pin            bool
+	user           string
+	keep           bool
+	scenarios      []string
+	systems        []string
+	jsonPath       string
+	svgPath        string
+}
+
+// profile fills what the flags left at zero: the full profile (5 rounds,
+// 5 s runs) or -quick (3 rounds, short runs, under three minutes).
+func (o *options) profile() {
+	full := options{rounds: 5, runTime: 5 * time.Second, pause: time.Second, pingCount: 20000,
+		idleCap: maxIdleConns, idleSettle: 2 * time.Second, failDead: 3 * time.Second, failRecoverMax: 12 * time.Second}
+	quick := options{rounds: 3, runTime: time.Second, pause: 200 * time.Millisecond, pingCount: 3000,
+		idleCap: 2000, idleSettle: time.Second, failDead: 1500 * time.Millisecond, failRecoverMax: 8 * time.Second}
+	p := full
+	if o.quick {
+		p = quick
+	}
+	if o.rounds == 0 {
+		o.rounds = p.rounds
+	}
+	o.runTime, o.pause, o.pingCount, o.idleCap = p.runTime, p.pause, p.pingCount, p.idleCap
+	o.idleSettle, o.failDead, o.failRecoverMax = p.idleSettle, p.failDead, p.failRecoverMax
+}
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-role" {
+		if err := runRole(os.Args[2], os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	opts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(opts, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func runRole(role string, args []string) error {
+	switch role {
+	case "backend":
+		return runBackendRole(args)
+	case "goproxy":
+		return runGoproxyRole(args)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	var scen, sys string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (under three minutes on 2 cores)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
+	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ","))
+	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all): "+strings.Join(systemNames(), ","))
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file")
+	fs.StringVar(&o.svgPath, "svg", "", "write the comparison chart to this SVG file")
+	fs.StringVar(&o.user, "user", "", "run the proxies as this user (e.g. nobody); the harness must be root")
+	fs.IntVar(&o.portBase, "port-base", 21000, "first port of the port plan on 127.0.0.1")
+	fs.BoolVar(&o.pin, "pin", true, "pin load generator and proxy apart (2+ CPUs)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if o.scenarios, err = pickNames(scen, scenarioNames(), "scenario"); err != nil {
+		return o, err
+	}
+	if o.systems, err = pickNames(sys, systemNames(), "system"); err != nil {
+		return o, err
+	}
+	if o.portBase < 1024 || o.portBase+600+10*len(systemNames()) > 65535 {
+		return o, fmt.Errorf("-port-base %d out of range", o.portBase)
+	}
+	o.profile()
+	return o, nil
+}
+
+func scenarioNames() []string {
+	var out []string
+	for _, s := range scenarioCatalog() {
+		out = append(out, s.name())
+	}
+	return out
+}
+
+func systemNames() []string {
+	var out []string
+	for _, s := range systemCatalog() {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// pickNames parses a comma list against the known names; empty = all.
+func pickNames(list string, known []string, what string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return known, nil
+	}
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ","))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func run(opts options, stdout, log io.Writer) error {
+	if opts.user != "" && os.Geteuid() != 0 {
+		return errors.New("-user needs the harness to run as root")
+	}
+	h, err := newHarness(opts, log)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		h.logf("bench: %v: stopping every child", s)
+		h.tearDown()
+		os.Exit(130)
+	}()
+	defer h.tearDown()
+
+	var specs []systemSpec
+	for _, s := range systemCatalog() {
+		if slices.Contains(opts.systems, s.name) {
+			specs = append(specs, s)
+		}
+	}
+	h.logf("bench: %d CPUs, RLIMIT_NOFILE %d, %s", h.ncpu, h.limit, h.layout)
+	if err := h.setUp(specs); err != nil {
+		return err
+	}
+	if len(h.systems) == 0 {
+		return errors.New("no system could be started")
+	}
+	var results []*ScenarioResult
+	for _, sc := range scenarioCatalog() {
+		if !slices.Contains(opts.scenarios, sc.name()) {
+			continue
+		}
+		h.logf("bench: scenario %s", sc.name())
+		results = append(results, runScenario(h, sc))
+	}
+	rep := report{meta: h.meta(), results: results}
+	if _, err := io.WriteString(stdout, renderMarkdown(rep)); err != nil {
+		return err
+	}
+	if opts.jsonPath != "" {
+		if err := os.WriteFile(opts.jsonPath, renderJSON(results), 0o644); err != nil {
+			return err
+		}
+	}
+	if opts.svgPath != "" {
+		if err := os.WriteFile(opts.svgPath, []byte(renderSVG(results)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

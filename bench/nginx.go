@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// nginxStreamModule is where Debian's libnginx-mod-stream puts the module.
+const nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
+
+// nginxConfig renders a stream-only nginx. Listeners use reuseport so each
+// worker has its own accept queue: without it one worker tends to take a
+// whole burst of streams (bench-method.md §7.3). The failover upstream uses
+// nginx's passive detection, max_fails=3 fail_timeout=5s.
+func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath string) string {
+	var b strings.Builder
+	if modulePath != "" {
+		fmt.Fprintf(&b, "load_module %s;\n", modulePath)
+	}
+	fmt.Fprintf(&b, "worker_processes %d;\nworker_rlimit_nofile %d;\ndaemon off;\n", workers, limit)
+	fmt.Fprintf(&b, "pid %s/nginx.pid;\nerror_log %s/nginx.err warn;\n\n", dir, dir)
+	fmt.Fprintf(&b, "events { worker_connections %d; }\n\nstream {\n", nginxWorkerConnections(limit))
+	for _, r := range routes {
+		if err := checkLoopback(r.listen); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(&b, "    upstream %s {\n", r.name)
+		for _, be := range r.backends {
+			fmt.Fprintf(&b, "        server %s", be)
+			if r.name == routeFailover {
+				b.WriteString(" max_fails=3 fail_timeout=5s")
+			}
+			b.WriteString(";\n")
+		}
+		fmt.Fprintf(&b, "    }\n    server { listen %s reuseport; proxy_pass %s; }\n", r.listen, r.name)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func nginxSystem() systemSpec {
+	return systemSpec{
+		name: "nginx", kind: KindPeer, fdsPerConn: 2,
+		about: "nginx stream, worker_processes = cores, listen ... reuseport",
+		prepare: func(h *harness, s *system) error {
+			if _, err := exec.LookPath("nginx"); err != nil {
+				return fmt.Errorf("nginx not installed (%s)", installHint)
+			}
+			out, _ := exec.Command("nginx", "-V").CombinedOutput()
+			if strings.Contains(string(out), "--with-stream=dynamic") {
+				if _, err := os.Stat(nginxStreamModule); err != nil {
+					return fmt.Errorf("nginx stream module missing (%s)", installHint)
+				}
+			} else if !strings.Contains(string(out), "--with-stream") {
+				return fmt.Errorf("nginx built without stream (%s)", installHint)
+			}
+			return nil
+		},
+		start: func(h *harness, s *system) (*child, error) {
+			module := ""
+			if _, err := os.Stat(nginxStreamModule); err == nil {
+				module = nginxStreamModule
+			}
+			cfg := s.file("nginx.conf")
+			if err := os.WriteFile(cfg, []byte(nginxConfig(s.routes, h.ncpu, h.limit, s.dir, module)), 0o644); err != nil {
+				return nil, err
+			}
+			return h.startAndWait(s, spawnSpec{
+				name: s.spec.name, path: "nginx",
+				args: []string{"-p", s.dir, "-c", cfg, "-e", s.file("nginx.err")},
+				cred: h.cred, logPath: s.file("nginx.log"),
+			})
+		},
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on every Linux the harness targets.
+const clockTicks = 100
+
+// procTree returns root and all its descendants (nginx workers are the
+// master's children).
+func procTree(root int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return []int{root}
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			children[st.ppid] = append(children[st.ppid], pid)
+		}
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+type procStat struct {
+	ppid         int
+	utime, stime uint64
+}
+
+// readStat parses /proc/PID/stat after the command name, which may hold
+// spaces and parentheses.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b), nil
+}
+
+func parseStat(b []byte) procStat {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+	if len(f) < 13 {
+		return procStat{}
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	stt, _ := strconv.ParseUint(f[12], 10, 64)
+	return procStat{ppid: ppid, utime: ut, stime: stt}
+}
+
+// cpuSeconds sums user+system time over pids.
+func cpuSeconds(pids []int) float64 {
+	var t uint64
+	for _, p := range pids {
+		if st, err := readStat(p); err == nil {
+			t += st.utime + st.stime
+		}
+	}
+	return float64(t) / clockTicks
+}
+
+// fieldKB reads "Key:   123 kB" from a /proc file.
+func fieldKB(path, key string) (float64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
+			fs := strings.Fields(rest)
+			if len(fs) > 0 {
+				v, err := strconv.ParseFloat(fs[0], 64)
+				return v, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// treeMemKB sums VmRSS and Pss over pids.
+func treeMemKB(pids []int) (rss, pss float64) {
+	for _, p := range pids {
+		dir := "/proc/" + strconv.Itoa(p)
+		if v, ok := fieldKB(dir+"/status", "VmRSS"); ok {
+			rss += v
+		}
+		if v, ok := fieldKB(dir+"/smaps_rollup", "Pss"); ok {
+			pss += v
+		}
+	}
+	return rss, pss
+}
+
+// treeFds counts open descriptors over pids.
+func treeFds(pids []int) int {
+	n := 0
+	for _, p := range pids {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/fd")
+		if err == nil {
+			n += len(ents)
+		}
+	}
+	return n
+}
+
+// slabKB is the system-wide kernel slab, where socket and pipe memory shows.
+func slabKB() float64 {
+	v, _ := fieldKB("/proc/meminfo", "Slab")
+	return v
+}
+
+// stealTicks is the host's steal counter from the cpu line of /proc/stat.
+func stealTicks() uint64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	return parseSteal(b)
+}
+
+func parseSteal(b []byte) uint64 {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	// cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[8], 10, 64)
+	return v
+}
+
+// threadIDs lists /proc/PID/task.
+func threadIDs(pid int) []int {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		if t, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// scenario is one kind of load. The runner alternates systems round by
+// round (A B C D A B C D ...) so slow drift on the host hits all alike.
+type scenario interface {
+	name() string
+	metrics() []MetricDef
+	// rounds for this run (idle runs once: only a fresh process is fresh).
+	rounds(o options) int
+	applies(s *system) bool
+	run(h *harness, s *system) (map[string]float64, error)
+	// finish derives figures that need other systems of the same round
+	// (e.g. "added over direct").
+	finish(sr *ScenarioResult)
+}
+
+// scenarioCatalog lists the scenarios in run order: idle first, on fresh
+// processes, failover last because it kills and restarts backends.
+func scenarioCatalog() []scenario {
+	return []scenario{idleScenario{}, bulkScenario{}, connScenario{}, pingScenario{}, failoverScenario{}}
+}
+
+func runScenario(h *harness, sc scenario) *ScenarioResult {
+	sr := &ScenarioResult{Scenario: sc.name(), Metrics: sc.metrics()}
+	n := sc.rounds(h.opts)
+	for round := range n {
+		for _, s := range h.systems {
+			if !sc.applies(s) {
+				continue
+			}
+			steal0 := stealTicks()
+			vals, err := sc.run(h, s)
+			steal := stealTicks() - steal0
+			sr.add(s.spec.name, s.spec.kind, vals, steal, err)
+			h.logf("  %-8s round %d/%d %-8s %s%s", sc.name(), round+1, n, s.spec.name, brief(sc.metrics(), vals), errNote(err, steal))
+			time.Sleep(h.opts.pause)
+		}
+	}
+	sc.finish(sr)
+	return sr
+}
+
+func brief(ms []MetricDef, vals map[string]float64) string {
+	var parts []string
+	for _, m := range ms {
+		if v, ok := vals[m.Name]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%s", m.Name, formatNum(v)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func errNote(err error, steal uint64) string {
+	s := ""
+	if steal > 0 {
+		s += fmt.Sprintf(" [steal %d ticks]", steal)
+	}
+	if err != nil {
+		s += " error: " + err.Error()
+	}
+	return s
+}
+
+// measureCPU runs f and returns the CPU seconds s's proxy tree used.
+func measureCPU(s *system, f func() error) (float64, error) {
+	pids := s.pids()
+	before := cpuSeconds(pids)
+	err := f()
+	// Re-read the tree: a worker may have been forked meanwhile.
+	return cpuSeconds(s.pids()) - before, err
+}
+
+// isProxy is true for every system except direct.
+func isProxy(s *system) bool { return s.spec.start != nil }

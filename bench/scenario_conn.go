@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	connWorkers = 32
+	connMsg     = 64
+)
+
+// connScenario: 32 workers each loop connect, send 64 B, read the 64 B
+// reply, close. Connections per second, p50/p99 of connect+reply, and the
+// proxy's CPU per connection.
+type connScenario struct{}
+
+func (connScenario) name() string { return "conn" }
+func (connScenario) metrics() []MetricDef {
+	return []MetricDef{
+		{Name: "conn_per_s", Unit: "conn/s", Better: HigherBetter, Chart: true},
+		{Name: "p50_us", Unit: "µs", Better: LowerBetter},
+		{Name: "p99_us", Unit: "µs", Better: LowerBetter},
+		{Name: "cpu_us_per_conn", Unit: "µs", Better: LowerBetter, Chart: true},
+		{Name: "errors", Unit: "", Better: LowerBetter},
+	}
+}
+func (connScenario) rounds(o options) int      { return o.rounds }
+func (connScenario) applies(*system) bool      { return true }
+func (connScenario) finish(sr *ScenarioResult) {}
+
+func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
+	var res connResult
+	cpu, _ := measureCPU(s, func() error {
+		res = connLoad(s.addr(routeEcho), connWorkers, h.opts.runTime, 0, nil, nil)
+		return nil
+	})
+	if res.ok == 0 {
+		return nil, fmt.Errorf("no connection succeeded (%d errors)", res.errors)
+	}
+	slices.Sort(res.latUS)
+	out := map[string]float64{
+		"conn_per_s": float64(res.ok) / res.elapsed.Seconds(),
+		"p50_us":     percentile(res.latUS, 50),
+		"p99_us":     percentile(res.latUS, 99),
+		"errors":     float64(res.errors),
+	}
+	if isProxy(s) {
+		out["cpu_us_per_conn"] = cpu * 1e6 / float64(res.ok)
+	}
+	return out, nil
+}
+
+type connResult struct {
+	ok, errors int
+	latUS      []float64
+	elapsed    time.Duration
+}
+
+// connEvent is one connection as the failover scenario sees it.
+type connEvent struct {
+	at  time.Time // when the connection started
+	ok  bool
+	tag byte // first byte of the reply
+}
+
+// connLoad runs workers until d has passed or stop is closed. pace > 0
+// sleeps between a worker's connections (steady load); onEvent, when
+// non-nil, sees every connection's outcome (from many goroutines).
+func connLoad(addr string, workers int, d, pace time.Duration, stop <-chan struct{}, onEvent func(connEvent)) connResult {
+	start := time.Now()
+	end := start.Add(d)
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return !time.Now().Before(end)
+		}
+	}
+	var (
+		mu  sync.Mutex
+		res connResult
+		wg  sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			req := make([]byte, connMsg)
+			rep := make([]byte, connMsg)
+			var lat []float64
+			ok, bad := 0, 0
+			for !stopped() {
+				t0 := time.Now()
+				err := connOnce(addr, req, rep)
+				if err == nil {
+					ok++
+					lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+				} else {
+					bad++
+				}
+				if onEvent != nil {
+					onEvent(connEvent{at: t0, ok: err == nil, tag: rep[0]})
+				}
+				if pace > 0 {
+					time.Sleep(pace)
+				} else if err != nil {
+					time.Sleep(time.Millisecond) // do not spin on a refusing port
+				}
+			}
+			mu.Lock()
+			res.ok += ok
+			res.errors += bad
+			res.latUS = append(res.latUS, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func connOnce(addr string, req, rep []byte) error {
+	rep[0] = 0
+	c, err := dialLoopback(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, rep)
+	return err
+}
