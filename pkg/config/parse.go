@@ -179,7 +179,7 @@ func decodePool(t *table, name string) *Pool {
 		p.Backends = append(p.Backends, decodeBackend(bt))
 		backendKeys = append(backendKeys, bt.key)
 	}
-	if len(p.Backends) == 0 {
+	if v, ok := t.m["backend"]; !ok || isEmptyArray(v) {
 		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr", name, t.keyOf("backend"))
 	}
 	checkBackendsDistinct(t.c, p.Backends, backendKeys)

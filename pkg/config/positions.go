@@ -15,20 +15,18 @@ type positions struct {
 }
 
 // line returns where key is written. A key that is not written (a missing
-// required key, an implicit table) gets the first line inside it, else the
-// line of the nearest enclosing table that is written, else 0.
+// required key, an implicit table) gets the line of the nearest enclosing
+// table that is, where a table not written itself is located by the first
+// line inside it; else 0.
 func (p *positions) line(key string) int {
 	if p == nil {
 		return 0
 	}
-	if n, ok := p.lines[key]; ok {
-		return n
-	}
-	if n := p.firstLineWithin(key); n > 0 {
-		return n
-	}
-	for _, a := range keyAncestors(key) {
-		if n, ok := p.lines[a]; ok {
+	for _, k := range append([]string{key}, keyAncestors(key)...) {
+		if n, ok := p.lines[k]; ok {
+			return n
+		}
+		if n := p.firstLineWithin(k); n > 0 {
 			return n
 		}
 	}

@@ -1,0 +1,245 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestParseFillsDefaults checks the defaults of DESIGN.md, written out as
+// literals so that a changed default fails here.
+func TestParseFillsDefaults(t *testing.T) {
+	cfg := mustParse(t, validBase)
+	want := &Config{
+		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, AcceptLoops: 0, PipeSize: 1048576},
+		Admin:  Admin{Listen: "127.0.0.1:9090"},
+		Log:    Log{Level: "info", Format: "text"},
+		Listeners: []Listener{
+			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1},
+		},
+		Pools: map[string]*Pool{"web": {
+			Name:              "web",
+			Algorithm:         "round-robin",
+			HashKey:           "source-ip",
+			ConnectTimeout:    2 * time.Second,
+			IdleTimeout:       10 * time.Minute,
+			Retries:           2,
+			SlowStart:         0,
+			HashBalanceFactor: 0,
+			RingVnodes:        160,
+			MaglevTableSize:   65537,
+			Backends:          []Backend{{Addr: "127.0.0.1:9001", Weight: 1, ID: "", Line: 6}},
+			Health:            Health{Enabled: true, Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3},
+			Breaker: Breaker{
+				Failures: 3, Window: 120 * time.Second, MinRatio: 0, MinVolume: 0,
+				Cooldown: 30 * time.Second, MaxCooldown: 5 * time.Minute, Successes: 1, CountEarlyReset: false,
+			},
+			Line: 5,
+		}},
+		PoolNames: []string{"web"},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("defaults:\n got %+v\n     %+v\nwant %+v\n     %+v", cfg, *cfg.Pools["web"], want, *want.Pools["web"])
+	}
+}
+
+// TestParseReadsEveryKey sets every key to a value other than its default
+// and checks each one arrives in the Config.
+func TestParseReadsEveryKey(t *testing.T) {
+	src := `[global]
+shutdown_timeout = "0s"
+max_connections = 5000
+accept_loops = 4
+pipe_size = 65536
+
+[admin]
+listen = ""
+
+[log]
+level = "debug"
+format = "json"
+
+[[listener]]
+name = "db"
+bind = "0.0.0.0:5432"
+protocol = "tcp"
+pool = "pg"
+backlog = 4096
+
+[[listener]]
+name = "db6"
+bind = "[::]:5432"
+pool = "pg"
+
+[pool.pg]
+algorithm = "maglev"
+hash_key = "source-ip-port"
+connect_timeout = "500ms"
+idle_timeout = "1h"
+retries = 0
+slow_start = "30s"
+hash_balance_factor = 1.25
+ring_vnodes = 40
+maglev_table_size = 251
+
+[[pool.pg.backend]]
+addr = "10.0.0.1:5432"
+weight = 0
+id = "pg-a"
+
+[[pool.pg.backend]]
+addr = "[2001:db8::2]:5432"
+weight = 256
+
+[pool.pg.health]
+enabled = false
+interval = "10s"
+timeout = "10s"
+rise = 1
+fall = 1
+
+[pool.pg.breaker]
+failures = 10
+window = "1m"
+min_ratio = 0.5
+min_volume = 20
+cooldown = "5s"
+max_cooldown = "5s"
+successes = 3
+count_early_reset = true
+
+[pool.spare]
+[[pool.spare.backend]]
+addr = "10.0.0.9:1"
+`
+	cfg := mustParse(t, src)
+	spare := DefaultPool("spare")
+	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 64}}
+	spare.Line = 63
+	want := &Config{
+		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, AcceptLoops: 4, PipeSize: 65536},
+		Admin:  Admin{Listen: ""},
+		Log:    Log{Level: "debug", Format: "json"},
+		Listeners: []Listener{
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 14},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 21},
+		},
+		Pools: map[string]*Pool{
+			"pg": {
+				Name:              "pg",
+				Algorithm:         "maglev",
+				HashKey:           "source-ip-port",
+				ConnectTimeout:    500 * time.Millisecond,
+				IdleTimeout:       time.Hour,
+				Retries:           0,
+				SlowStart:         30 * time.Second,
+				HashBalanceFactor: 1.25,
+				RingVnodes:        40,
+				MaglevTableSize:   251,
+				Backends: []Backend{
+					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 37},
+					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 42},
+				},
+				Health: Health{Enabled: false, Interval: 10 * time.Second, Timeout: 10 * time.Second, Rise: 1, Fall: 1},
+				Breaker: Breaker{
+					Failures: 10, Window: time.Minute, MinRatio: 0.5, MinVolume: 20,
+					Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Second, Successes: 3, CountEarlyReset: true,
+				},
+				Line: 26,
+			},
+			"spare": spare,
+		},
+		PoolNames: []string{"pg", "spare"},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("got  %+v\n     %+v\nwant %+v\n     %+v", cfg, *cfg.Pools["pg"], want, *want.Pools["pg"])
+	}
+	if got := cfg.Pools["pg"].Backends[0].Identity(); got != "pg-a" {
+		t.Errorf("Identity with id = %q, want pg-a", got)
+	}
+	if got := cfg.Pools["pg"].Backends[1].Identity(); got != "[2001:db8::2]:5432" {
+		t.Errorf("Identity without id = %q, want the addr", got)
+	}
+}
+
+func TestParseAcceptsIPv6(t *testing.T) {
+	src := `[admin]
+listen = "[::1]:9090"
+[[listener]]
+name = "v6"
+bind = "[::1]:8080"
+pool = "web"
+[[listener]]
+name = "v4"
+bind = "127.0.0.1:8080"
+pool = "web"
+[pool.web]
+backend = [{ addr = "[::1]:9001" }, { addr = "[fe80::1%lo]:9001" }, { addr = "127.0.0.1:9001" }]
+`
+	cfg := mustParse(t, src)
+	if got := cfg.Listeners[0].Bind; got != "[::1]:8080" {
+		t.Errorf("bind = %q, want [::1]:8080", got)
+	}
+	var addrs []string
+	for _, b := range cfg.Pools["web"].Backends {
+		addrs = append(addrs, b.Addr)
+		if b.Line != 12 {
+			t.Errorf("backend %s line = %d, want 12", b.Addr, b.Line)
+		}
+	}
+	if want := []string{"[::1]:9001", "[fe80::1%lo]:9001", "127.0.0.1:9001"}; !reflect.DeepEqual(addrs, want) {
+		t.Errorf("backends = %v, want %v", addrs, want)
+	}
+}
+
+// TestParseAcceptsEdgeValues checks boundary values that are allowed.
+func TestParseAcceptsEdgeValues(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+	}{
+		{"unused pool", validBase + "[pool.idle]\n[[pool.idle.backend]]\naddr = \"127.0.0.1:9\"\n"},
+		{"integer float", withPool("hash_balance_factor = 2\n")},
+		{"balance factor just above one", withPool("hash_balance_factor = 1.0001\n")},
+		{"maglev size equal to backends", withPool("maglev_table_size = 2\n") + "[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\n"},
+		{"largest maglev size", withPool("maglev_table_size = 10000019\n")},
+		{"health timeout equal to interval", validBase + "[pool.web.health]\ninterval = \"1s\"\ntimeout = \"1s\"\n"},
+		{"disabled health keeps its checks", validBase + "[pool.web.health]\nenabled = false\n"},
+		{"min ratio one", validBase + "[pool.web.breaker]\nmin_ratio = 1\n"},
+		{"empty admin listen", validBase + "[admin]\nlisten = \"\"\n"},
+		{"port 65535", withListener("name = \"a\"\nbind = \"127.0.0.1:65535\"\npool = \"web\"\n")},
+		{"same port on different hosts", validBase + "[[listener]]\nname = \"b\"\nbind = \"127.0.0.2:8080\"\npool = \"web\"\n"},
+		{"same addr in different pools", validBase + "[pool.b]\n[[pool.b.backend]]\naddr = \"127.0.0.1:9001\"\n"},
+		{"weight zero", withBackends("[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nweight = 0\n")},
+		{"explicit empty ids", withBackends("[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nid = \"\"\n[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\nid = \"\"\n")},
+		{"crlf line endings", "[[listener]]\r\nname = \"web\"\r\nbind = \"127.0.0.1:8080\"\r\npool = \"web\"\r\n[pool.web]\r\n[[pool.web.backend]]\r\naddr = \"127.0.0.1:9001\"\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { mustParse(t, tt.src) })
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "l4lb.toml")
+	if err := os.WriteFile(path, []byte(validBase+"[global]\nmax_connections = -1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].File != path || errs[0].Line != 9 {
+		t.Fatalf("Load = %v, want one error at %s:9", err, path)
+	}
+
+	_, err = Load(filepath.Join(dir, "missing.toml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want fs.ErrNotExist", err)
+	}
+	if errors.Is(err, ErrInvalid) {
+		t.Errorf("an unreadable file must not be ErrInvalid")
+	}
+}
