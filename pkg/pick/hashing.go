@@ -1,0 +1,97 @@
+package pick
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/l4lb/l4lb/pkg/hashring"
+)
+
+func nodesOf(backends []Backend) []hashring.Node {
+	nodes := make([]hashring.Node, len(backends))
+	for i, b := range backends {
+		nodes[i] = hashring.Node{ID: b.ID, Weight: b.Weight}
+	}
+	return nodes
+}
+
+// consistentHash owns keys by a hashring.Ring with RingVnodes points per
+// unit of weight; fallbacks are the next distinct backends clockwise. With
+// HashBalanceFactor > 1 a backend at or above its bounded-load capacity is
+// passed over like an unusable one (and offered after all those below it,
+// if n asks for more).
+type consistentHash struct {
+	common
+	ring   *hashring.Ring
+	factor float64
+}
+
+func newConsistentHash(c common, backends []Backend, cfg Config) (Picker, error) {
+	ring, err := hashring.NewRing(nodesOf(backends), cfg.RingVnodes, cfg.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("pick: consistent-hash: %w", err)
+	}
+	return &consistentHash{common: c, ring: ring, factor: cfg.HashBalanceFactor}, nil
+}
+
+func (p *consistentHash) Pick(src netip.AddrPort, n int, dst []int) []int {
+	if n <= 0 {
+		return dst
+	}
+	key := p.key.key(src)
+	from := len(dst)
+	tail := dst[from:]
+	if p.factor == 0 {
+		tail = p.ring.Successors(key, tail, n, p.st.Usable)
+		return append(dst[:from], tail...)
+	}
+	// Bounded loads need the average over the usable backends: O(backends).
+	var total int64
+	var totalWeight int
+	for i, w := range p.weights {
+		if w > 0 && p.st.Usable(i) {
+			total += p.st.Active(i)
+			totalWeight += int(w)
+		}
+	}
+	tail = p.ring.Successors(key, tail, n, func(i int) bool {
+		return p.st.Usable(i) && p.st.Active(i) < hashring.Capacity(p.factor, total, int(p.weights[i]), totalWeight)
+	})
+	if len(tail) < n {
+		tail = p.ring.Successors(key, tail, n-len(tail), p.st.Usable)
+	}
+	return append(dst[:from], tail...)
+}
+
+func (p *consistentHash) Order(src netip.AddrPort, dst []int) []int {
+	from := len(dst)
+	tail := p.ring.Successors(p.key.key(src), dst[from:], p.ring.Nodes(), nil)
+	return append(dst[:from], tail...)
+}
+
+// maglev owns keys by a hashring.Maglev table of MaglevTableSize slots;
+// fallbacks are the owners of the following slots (see hashring.Maglev).
+type maglev struct {
+	common
+	table *hashring.Maglev
+}
+
+func newMaglev(c common, backends []Backend, cfg Config) (Picker, error) {
+	table, err := hashring.NewMaglev(nodesOf(backends), cfg.MaglevTableSize, cfg.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("pick: maglev: %w: %w", ErrBadTableSize, err)
+	}
+	return &maglev{common: c, table: table}, nil
+}
+
+func (p *maglev) Pick(src netip.AddrPort, n int, dst []int) []int {
+	from := len(dst)
+	tail := p.table.Successors(p.key.key(src), dst[from:], n, p.st.Usable)
+	return append(dst[:from], tail...)
+}
+
+func (p *maglev) Order(src netip.AddrPort, dst []int) []int {
+	from := len(dst)
+	tail := p.table.Successors(p.key.key(src), dst[from:], p.table.Nodes(), nil)
+	return append(dst[:from], tail...)
+}
