@@ -1,0 +1,145 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options are a Prober's injected dependencies; every field is optional.
+type Options struct {
+	// Logger gets up/down changes (info). nil: discard.
+	Logger *slog.Logger
+	// OnChange is called from Run's goroutine on every up/down change,
+	// with the key passed to New. It must not block for long.
+	OnChange func(key string, up bool)
+	// Now stamps Status.LastCheck. nil: time.Now.
+	Now func() time.Time
+	// Rand returns a float in [0, 1) for the jitter. nil: math/rand/v2.
+	Rand func() float64
+}
+
+// Status is a Prober's state for the admin API.
+type Status struct {
+	Up bool
+	// Passes and Fails are the current streaks (Inconclusive breaks none).
+	Passes, Fails int
+	LastResult    Result
+	LastCheck     time.Time // zero before the first check
+	Checks        uint64    // checks made, Inconclusive included
+}
+
+// Prober checks one backend. Up is safe from any goroutine; Run must be
+// called at most once.
+type Prober struct {
+	key   string
+	cfg   Config
+	check Check
+	opts  Options
+	log   *slog.Logger
+
+	up atomic.Bool
+
+	mu     sync.Mutex
+	status Status
+}
+
+// New returns a Prober for key that starts up.
+func New(key string, cfg Config, check Check, opts Options) (*Prober, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if check == nil && cfg.Enabled {
+		return nil, fmt.Errorf("%w: nil check", ErrInvalidConfig)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = mathrand.Float64
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Prober{key: key, cfg: cfg, check: check, opts: opts, log: log.With("backend", key)}
+	p.up.Store(true)
+	p.status.Up = true
+	return p, nil
+}
+
+// Up reports whether the backend is health-up. Lock-free.
+func (p *Prober) Up() bool { return p.up.Load() }
+
+// Status returns a copy of the current state.
+func (p *Prober) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status
+}
+
+// Run checks the backend until ctx is done and returns once its check in
+// flight (if any) has returned. With Enabled false it returns at once and the
+// backend stays up. The first check comes after a random fraction of
+// Interval, each later one after Interval ±10%, so checks of many backends
+// spread out instead of aligning.
+func (p *Prober) Run(ctx context.Context) {
+	if !p.cfg.Enabled {
+		return
+	}
+	timer := time.NewTimer(time.Duration(p.opts.Rand() * float64(p.cfg.Interval)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		r := p.check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return // stopped mid-check: the result says nothing
+		}
+		p.record(r)
+		timer.Reset(time.Duration(float64(p.cfg.Interval) * (0.9 + 0.2*p.opts.Rand())))
+	}
+}
+
+// record applies rise/fall to one result.
+func (p *Prober) record(r Result) {
+	p.mu.Lock()
+	s := &p.status
+	s.Checks++
+	s.LastResult = r
+	s.LastCheck = p.opts.Now()
+	switch r {
+	case Pass:
+		s.Passes++
+		s.Fails = 0
+	case Fail:
+		s.Fails++
+		s.Passes = 0
+	}
+	changed := false
+	if s.Up && s.Fails >= p.cfg.Fall {
+		s.Up, changed = false, true
+	} else if !s.Up && s.Passes >= p.cfg.Rise {
+		s.Up, changed = true, true
+	}
+	up := s.Up
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	p.up.Store(up)
+	p.log.Info("health changed", "up", up, "result", r.String())
+	if p.opts.OnChange != nil {
+		p.opts.OnChange(p.key, up)
+	}
+}

@@ -1,0 +1,284 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const testKey = "web/127.0.0.1:9001"
+
+// script is a Check answering from a list (then Pass), counting calls and
+// the time of each.
+type script struct {
+	mu      sync.Mutex
+	answers []Result
+	times   []time.Time
+}
+
+func (s *script) check(ctx context.Context) Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.times = append(s.times, time.Now())
+	if len(s.answers) == 0 {
+		return Pass
+	}
+	r := s.answers[0]
+	s.answers = s.answers[1:]
+	return r
+}
+
+func (s *script) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.times)
+}
+
+type change struct {
+	key string
+	up  bool
+}
+
+// start runs a Prober with no jitter (first check at Interval/2, then every
+// Interval exactly) and returns a stop that cancels and waits.
+func start(t *testing.T, cfg Config, s *script, changes *[]change) (*Prober, func()) {
+	t.Helper()
+	var mu sync.Mutex
+	p, err := New(testKey, cfg, s.check, Options{
+		Rand: func() float64 { return 0.5 },
+		OnChange: func(key string, up bool) {
+			mu.Lock()
+			*changes = append(*changes, change{key, up})
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	return p, func() { cancel(); <-done }
+}
+
+func TestRiseAndFall(t *testing.T) {
+	P, F, I := Pass, Fail, Inconclusive
+	tests := []struct {
+		name    string
+		answers []Result
+		wantUp  []bool // Up after each check
+		changes []bool // OnChange values in order
+	}{
+		{"starts up, passes keep it up", []Result{P, P}, []bool{true, true}, nil},
+		{"falls on the 3rd consecutive failure", []Result{F, F, F}, []bool{true, true, false}, []bool{false}},
+		{"a pass resets the fall streak", []Result{F, F, P, F, F, F}, []bool{true, true, true, true, true, false}, []bool{false}},
+		{"rises on the 2nd consecutive pass", []Result{F, F, F, P, P}, []bool{true, true, false, false, true}, []bool{false, true}},
+		{"a failure resets the rise streak", []Result{F, F, F, P, F, P, P}, []bool{true, true, false, false, false, false, true}, []bool{false, true}},
+		{"inconclusive counts neither way", []Result{F, I, F, I, I, F}, []bool{true, true, true, true, true, false}, []bool{false}},
+		{"inconclusive never takes it down", []Result{I, I, I, I, I}, []bool{true, true, true, true, true}, nil},
+		{"inconclusive never brings it up", []Result{F, F, F, P, I, I, P}, []bool{true, true, false, false, false, false, true}, []bool{false, true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &script{answers: tc.answers}
+				var changes []change
+				p, stop := start(t, Config{Enabled: true}, s, &changes)
+				defer stop()
+				if !p.Up() {
+					t.Fatal("a backend must start up")
+				}
+				time.Sleep(DefaultInterval / 2) // first check
+				for i, want := range tc.wantUp {
+					synctest.Wait()
+					if s.calls() != i+1 {
+						t.Fatalf("check %d: %d checks made", i, s.calls())
+					}
+					if p.Up() != want {
+						t.Fatalf("after check %d (%v): up=%v, want %v", i, tc.answers[i], p.Up(), want)
+					}
+					time.Sleep(DefaultInterval)
+				}
+				stop()
+				if len(changes) != len(tc.changes) {
+					t.Fatalf("changes = %v, want %v", changes, tc.changes)
+				}
+				for i, c := range changes {
+					if c.up != tc.changes[i] || c.key != testKey {
+						t.Fatalf("change %d = %+v, want up=%v", i, c, tc.changes[i])
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestDisabledNeverDials(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{answers: []Result{Fail, Fail, Fail}}
+		var changes []change
+		p, stop := start(t, Config{Enabled: false}, s, &changes)
+		time.Sleep(time.Hour)
+		stop()
+		if s.calls() != 0 || !p.Up() || len(changes) != 0 {
+			t.Fatalf("disabled prober: calls=%d up=%v changes=%v", s.calls(), p.Up(), changes)
+		}
+	})
+}
+
+// Each check gets Timeout; a check that hangs is cut off and fails.
+func TestTimeoutBoundsCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var deadlines []time.Duration
+		var mu sync.Mutex
+		hang := func(ctx context.Context) Result {
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines = append(deadlines, time.Until(d))
+			mu.Unlock()
+			<-ctx.Done()
+			return Fail
+		}
+		p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}, hang, Options{Rand: func() float64 { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { p.Run(ctx); close(done) }()
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		if p.Up() {
+			t.Fatal("hanging check did not fail at its timeout")
+		}
+		cancel()
+		<-done
+		if deadlines[0] != 300*time.Millisecond {
+			t.Fatalf("check deadline = %v, want 300ms", deadlines[0])
+		}
+	})
+}
+
+func TestJitterSpreadsChecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		interval := 2 * time.Second
+		var seq atomic.Uint64
+		// A deterministic spread of Rand values in [0, 1).
+		rnd := func() float64 { return float64(seq.Add(7)%n) / n }
+		t0 := time.Now()
+		scripts := make([]*script, n)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := range scripts {
+			scripts[i] = &script{}
+			p, err := New(testKey, Config{Enabled: true, Interval: interval}, scripts[i].check, Options{Rand: rnd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { p.Run(ctx) })
+		}
+		time.Sleep(10 * interval)
+		cancel()
+		wg.Wait()
+		firsts := map[time.Duration]bool{}
+		for i, s := range scripts {
+			first := s.times[0].Sub(t0)
+			if first < 0 || first >= interval {
+				t.Fatalf("prober %d first check at %v, want within [0, %v)", i, first, interval)
+			}
+			firsts[first] = true
+			for j := 1; j < len(s.times); j++ {
+				gap := s.times[j].Sub(s.times[j-1])
+				if gap < interval*9/10 || gap > interval*11/10 {
+					t.Fatalf("prober %d gap %v outside interval ±10%%", i, gap)
+				}
+			}
+		}
+		if len(firsts) < n/2 {
+			t.Fatalf("first checks of %d probers fell on only %d distinct instants", n, len(firsts))
+		}
+	})
+}
+
+// Cancelling Run leaves no goroutine: synctest.Test fails if the bubble
+// still holds one when the function returns.
+func TestCancelLeavesNoGoroutine(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		name := map[bool]string{false: "between checks", true: "during a check"}[inFlight]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				entered := make(chan struct{}, 1)
+				check := func(ctx context.Context) Result {
+					entered <- struct{}{}
+					if inFlight {
+						<-ctx.Done()
+					}
+					return Pass
+				}
+				p, err := New(testKey, Config{Enabled: true}, check, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { p.Run(ctx); close(done) }()
+				<-entered
+				synctest.Wait() // Run is durably blocked: in the check or on its timer
+				cancel()
+				synctest.Wait() // everything that can run has run, without advancing time
+				select {
+				case <-done:
+				default:
+					t.Fatal("Run did not return after cancel")
+				}
+				// And the bubble ending proves no other goroutine was left.
+			})
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{answers: []Result{Fail, Inconclusive}}
+		var changes []change
+		p, stop := start(t, Config{Enabled: true}, s, &changes)
+		defer stop()
+		if st := p.Status(); !st.Up || st.Checks != 0 || !st.LastCheck.IsZero() {
+			t.Fatalf("initial status %+v", st)
+		}
+		time.Sleep(DefaultInterval/2 + DefaultInterval)
+		synctest.Wait()
+		st := p.Status()
+		if st.Checks != 2 || st.Fails != 1 || st.LastResult != Inconclusive || !st.LastCheck.Equal(time.Now()) {
+			t.Fatalf("status after F, I: %+v", st)
+		}
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		check Check
+		ok    bool
+	}{
+		{"defaults", Config{Enabled: true}, func(context.Context) Result { return Pass }, true},
+		{"negative interval", Config{Enabled: true, Interval: -1}, func(context.Context) Result { return Pass }, false},
+		{"negative fall", Config{Fall: -3}, nil, false},
+		{"enabled without a check", Config{Enabled: true}, nil, false},
+		{"disabled without a check", Config{}, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(testKey, tc.cfg, tc.check, Options{})
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
