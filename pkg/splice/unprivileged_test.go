@@ -1,0 +1,150 @@
+package splice
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// l4lb runs as an unprivileged user under systemd, where the kernel's
+// per-user pipe quota (fs.pipe-user-pages-soft) applies. These tests run the
+// relay as such a user: directly when the test is not root, and when it is,
+// by re-running this test binary as nobody.
+
+const childEnv = "L4LB_SPLICE_UNPRIVILEGED_CHILD"
+
+func TestRelayAsUnprivilegedUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		unprivilegedScenario(t)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The go tool's build directory is private to root: copy the binary
+	// where the unprivileged user can execute it.
+	dir, err := os.MkdirTemp("", "l4lb-splice-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "splice.test")
+	if err := copyFile(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{childEnv + "=1", "PATH=/usr/bin:/bin", "HOME=" + dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("child as uid 65534:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnprivilegedChild") {
+		t.Fatalf("unprivileged relay run failed: %v", err)
+	}
+}
+
+func TestUnprivilegedChild(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		t.Skip("run by TestRelayAsUnprivilegedUser as an unprivileged user")
+	}
+	unprivilegedScenario(t)
+}
+
+func unprivilegedScenario(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Fatal("scenario must run unprivileged")
+	}
+	t.Run("idle connections leave the pipe quota to active ones", func(t *testing.T) {
+		pool := NewPipePool(PipePoolConfig{Size: 1 << 20, MaxOpen: 512, MaxIdle: 8})
+		checkLeaks(t, pool)
+		r := newRig(t, Config{Pipes: pool})
+		// 100 idle connections: with io.Copy these would hold 200 pipes and
+		// exhaust the quota (64 one-MiB pipes per user).
+		for i := 0; i < 100; i++ {
+			p := r.open()
+			defer p.close()
+			p.client.Write([]byte("x"))
+			if _, err := io.ReadFull(p.backend, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "idle connections release their pipes", func() bool { return pool.Stats().Busy() == 0 })
+		before, _ := r.relayer.PathBytes()
+		bulk := r.open()
+		defer bulk.close()
+		payload := randomBytes(t, 32<<20)
+		if err := exchange(bulk, payload, payload[:1<<20]); err != nil {
+			t.Fatal(err)
+		}
+		bulk.waitResult(t)
+		spliced, copied := r.relayer.PathBytes()
+		if spliced-before != int64(len(payload)+1<<20) || copied != 0 {
+			t.Fatalf("bulk moved %d bytes by splice and %d by copy, want all %d by splice", spliced-before, copied, len(payload)+1<<20)
+		}
+	})
+	t.Run("spent pipe quota degrades to copy, not to tiny pipes", func(t *testing.T) {
+		pool := NewPipePool(PipePoolConfig{Size: 1 << 20, MaxOpen: 1000, MaxIdle: 1000})
+		checkLeaks(t, pool)
+		var held []*pipe
+		for len(held) < 1000 {
+			p := pool.get()
+			if p == nil {
+				break
+			}
+			if p.size < minUsefulPipe {
+				t.Fatalf("pool handed out a %d-byte pipe", p.size)
+			}
+			held = append(held, p)
+		}
+		defer func() {
+			for _, p := range held {
+				pool.put(p)
+			}
+		}()
+		if len(held) == 1000 {
+			t.Fatal("the per-user pipe quota never ran out; is this user privileged?")
+		}
+		t.Logf("quota ran out after %d one-MiB pipes", len(held))
+		r := newRig(t, Config{Pipes: pool})
+		p := r.open()
+		defer p.close()
+		payload := randomBytes(t, 4<<20)
+		if err := exchange(p, payload, payload); err != nil {
+			t.Fatal(err)
+		}
+		p.waitResult(t)
+		if spliced, copied := r.relayer.PathBytes(); spliced != 0 || copied != 8<<20 {
+			t.Fatalf("spliced %d copied %d, want every byte copied once no useful pipe can be had", spliced, copied)
+		}
+		// The pool does not retry pipe creation on every chunk while starved.
+		if !time.Now().Before(pool.starvedUntil) {
+			t.Fatal("pool is not backing off after the kernel refused a pipe")
+		}
+	})
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
