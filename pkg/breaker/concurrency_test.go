@@ -49,6 +49,7 @@ func TestConcurrentBeginDone(t *testing.T) {
 		if st := f.storeState(); st.Generation != uint64(transitions) {
 			t.Fatalf("store generation %d != transitions reported %d", st.Generation, transitions)
 		}
+		t.Logf("trips=%d closes=%d reopens=%d stale=%d", f.ev.n("trip"), f.ev.n("close"), f.ev.n("reopen"), f.ev.n("stale"))
 		if f.ev.n("trip") == 0 || f.ev.n("close") == 0 {
 			t.Fatalf("load did not exercise trips and closes: trips=%d closes=%d", f.ev.n("trip"), f.ev.n("close"))
 		}

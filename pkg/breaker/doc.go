@@ -35,6 +35,10 @@
 //	        b.Done(a, classify(err))               // Success, Failure or Local
 //	}
 //
+// State() is the snapshot for the admin API and metrics (open, generation,
+// cooldown left, disabled). Disable and Enable are the admin switches; they
+// write the Store and refresh the snapshot at once.
+//
 // All-down: collect State() of the candidates in the picker's order, call
 // ChooseForceTry, then Begin(KindForce)/Done on the chosen backend only.
 //

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 const testKey = "web/127.0.0.1:9001"
@@ -184,5 +183,3 @@ func trip(t *testing.T, b *Breaker) {
 		t.Fatalf("breaker did not trip after %d failures", b.Config().Failures)
 	}
 }
-
-var _ = time.Second

@@ -2,20 +2,15 @@ package breaker
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// ErrStore is wrapped by Store implementations for backend failures (a Redis
-// that cannot be reached, say). The breaker treats such errors as "no
-// transition": it never closes on an error.
-var ErrStore = errors.New("breaker store")
 
 // Store keeps the state that must agree across every instance sharing a
 // backend: generations, open entries (with their cooldown TTL), probe locks
 // and manual disables. Every state-changing method is a single atomic
 // compare-and-set, so the rules in Breaker never depend on which instance
-// acts first.
+// acts first. A Store error means "no transition": the breaker logs it and
+// never closes on an error.
 //
 // The generation counter of a key only ever goes up and is never deleted;
 // Close deletes the open entry, not the counter. Disables are stored apart
