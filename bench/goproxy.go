@@ -93,7 +93,7 @@ func goproxySystem() systemSpec {
 				args = append(args, "-map", r.listen+"="+strings.Join(r.backends, "|"))
 			}
 			return h.sup.start(spawnSpec{
-				name: s.spec.name, path: h.self, args: args, cred: h.cred,
+				name: s.spec.name, path: h.self, args: args, cred: h.cred, env: h.goEnv(nil),
 				waitReady: true, logPath: s.file("goproxy.log"),
 			})
 		},

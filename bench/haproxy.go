@@ -13,7 +13,7 @@ const installHint = "apt-get install haproxy nginx libnginx-mod-stream"
 const haproxyMaxpipes = 250
 
 // haproxyConfig renders mode tcp with forced splice (splice-auto never
-// splices in tcp mode on 2.6), nbthread = cores, and on the failover route
+// splices in tcp mode on 2.6), nbthread = proxy threads, and on the failover route
 // HAProxy's own detection: active checks plus layer-4 observation.
 func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 	maxconn := haproxyMaxconn(limit, haproxyMaxpipes)
@@ -52,7 +52,7 @@ func haproxySystem() systemSpec {
 		},
 		start: func(h *harness, s *system) (*child, error) {
 			cfg := s.file("haproxy.cfg")
-			if err := os.WriteFile(cfg, []byte(haproxyConfig(s.routes, h.ncpu, h.limit)), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte(haproxyConfig(s.routes, h.threads, h.limit)), 0o644); err != nil {
 				return nil, err
 			}
 			if out, err := exec.Command("haproxy", "-c", "-q", "-f", cfg).CombinedOutput(); err != nil {

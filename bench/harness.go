@@ -15,16 +15,19 @@ import (
 
 // harness is one run: its temp dir, children, CPU layout and systems.
 type harness struct {
-	opts   options
-	sup    *supervisor
-	dir    string // temp dir, world-readable so -user can exec from it
-	self   string // copy of the harness binary, for the child roles
-	cred   *syscall.Credential
-	ncpu   int
-	limit  uint64
-	layout cpuLayout
-	log    io.Writer
-	l4lb   l4lbBuild
+	opts options
+	sup  *supervisor
+	dir  string // temp dir, world-readable so -user can exec from it
+	self string // copy of the harness binary, for the child roles
+	cred *syscall.Credential
+	ncpu int
+	// threads is nbthread / worker_processes / GOMAXPROCS for every proxy,
+	// so none runs more threads than CPUs it may use.
+	threads int
+	limit   uint64
+	layout  cpuLayout
+	log     io.Writer
+	l4lb    l4lbBuild
 
 	backends *child // the shared sink + echo process
 	systems  []*system
@@ -34,6 +37,10 @@ type harness struct {
 func newHarness(opts options, log io.Writer) (*harness, error) {
 	h := &harness{opts: opts, sup: newSupervisor(), log: log, ncpu: runtime.NumCPU(), limit: nofileLimit()}
 	h.layout = planLayout(h.ncpu, opts.pin)
+	h.threads = opts.threads
+	if h.threads <= 0 {
+		h.threads = len(h.layout.proxy)
+	}
 	dir, err := os.MkdirTemp("", "l4lb-bench-")
 	if err != nil {
 		return nil, err
@@ -85,6 +92,12 @@ func copySelf(dir string) (string, error) {
 		return "", err
 	}
 	return dst, f.Close()
+}
+
+// goEnv is the environment for Go proxies; a spec's own env comes after it
+// and wins (exec keeps the last of duplicate keys).
+func (h *harness) goEnv(extra []string) []string {
+	return append([]string{"GOMAXPROCS=" + strconv.Itoa(h.threads)}, extra...)
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -153,6 +166,9 @@ func (h *harness) skip(name string, err error) {
 }
 
 func (h *harness) startSystem(s *system) error {
+	if !isProxy(s) {
+		return nil // direct has no failover run
+	}
 	for k := range s.route(routeFailover).backends {
 		c, err := h.startBackend(fmt.Sprintf("%s-failover-%d", s.spec.name, k), h.failoverBackendArgs(s, k)...)
 		if err != nil {

@@ -61,11 +61,11 @@ func l4lbSystem(name string, env []string) systemSpec {
 				return nil, err
 			}
 			cfg := s.file("l4lb.toml")
-			if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.ncpu)), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads)), 0o644); err != nil {
 				return nil, err
 			}
 			return h.startAndWait(s, spawnSpec{
-				name: name, path: bin, args: []string{"-config", cfg}, env: env,
+				name: name, path: bin, args: []string{"-config", cfg}, env: h.goEnv(env),
 				cred: h.cred, logPath: s.file("l4lb.log"),
 			})
 		},

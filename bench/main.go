@@ -26,6 +26,7 @@ type options struct {
 	failRecoverMax time.Duration
 	portBase       int
 	pin            bool
+	threads        int // proxy threads/workers; 0: the CPUs the proxy may use
 	user           string
 	keep           bool
 	scenarios      []string
@@ -97,6 +98,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.user, "user", "", "run the proxies as this user (e.g. nobody); the harness must be root")
 	fs.IntVar(&o.portBase, "port-base", 21000, "first port of the port plan on 127.0.0.1")
 	fs.BoolVar(&o.pin, "pin", true, "pin load generator and proxy apart (2+ CPUs)")
+	fs.IntVar(&o.threads, "threads", 0, "proxy threads/workers/GOMAXPROCS (0: as many as CPUs the proxy is pinned to; all cores with -pin=false)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

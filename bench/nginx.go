@@ -13,7 +13,8 @@ const nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
 // nginxConfig renders a stream-only nginx. Listeners use reuseport so each
 // worker has its own accept queue: without it one worker tends to take a
 // whole burst of streams (bench-method.md §7.3). The failover upstream uses
-// nginx's passive detection, max_fails=3 fail_timeout=5s.
+// nginx's passive detection, max_fails=3 fail_timeout=5s. proxy_half_close
+// passes the client's FIN on (nginx >= 1.21.4), as the bulk sink needs.
 func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath string) string {
 	var b strings.Builder
 	if modulePath != "" {
@@ -34,7 +35,7 @@ func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath stri
 			}
 			b.WriteString(";\n")
 		}
-		fmt.Fprintf(&b, "    }\n    server { listen %s reuseport; proxy_pass %s; }\n", r.listen, r.name)
+		fmt.Fprintf(&b, "    }\n    server { listen %s reuseport; proxy_pass %s; proxy_half_close on; }\n", r.listen, r.name)
 	}
 	b.WriteString("}\n")
 	return b.String()
@@ -43,7 +44,7 @@ func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath stri
 func nginxSystem() systemSpec {
 	return systemSpec{
 		name: "nginx", kind: KindPeer, fdsPerConn: 2,
-		about: "nginx stream, worker_processes = cores, listen ... reuseport",
+		about: "nginx stream, worker_processes = proxy threads, listen ... reuseport",
 		prepare: func(h *harness, s *system) error {
 			if _, err := exec.LookPath("nginx"); err != nil {
 				return fmt.Errorf("nginx not installed (%s)", installHint)
@@ -64,7 +65,7 @@ func nginxSystem() systemSpec {
 				module = nginxStreamModule
 			}
 			cfg := s.file("nginx.conf")
-			if err := os.WriteFile(cfg, []byte(nginxConfig(s.routes, h.ncpu, h.limit, s.dir, module)), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte(nginxConfig(s.routes, h.threads, h.limit, s.dir, module)), 0o644); err != nil {
 				return nil, err
 			}
 			return h.startAndWait(s, spawnSpec{

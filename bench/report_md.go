@@ -54,20 +54,29 @@ func writeScenarioMD(b *strings.Builder, sr *ScenarioResult) {
 }
 
 func writeRatiosMD(b *strings.Builder, sr *ScenarioResult) {
-	b.WriteString("\nratio of medians: × direct / × best peer (best peer per metric in the last row)\n\n| system |")
+	var ms []MetricDef
 	for _, m := range sr.Metrics {
+		if !m.NoRatio {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return
+	}
+	b.WriteString("\nratio of medians: × direct / × best peer (best peer per metric in the last row)\n\n| system |")
+	for _, m := range ms {
 		fmt.Fprintf(b, " %s |", m.Name)
 	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(sr.Metrics)) + "\n")
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(ms)) + "\n")
 	for _, r := range sr.Rows {
 		fmt.Fprintf(b, "| %s |", r.System)
-		for _, m := range sr.Metrics {
+		for _, m := range ms {
 			fmt.Fprintf(b, " %s / %s |", formatRatio(sr.ratioToDirect(r.System, m.Name)), formatRatio(sr.ratioToBestPeer(r.System, m.Name)))
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("| *best peer* |")
-	for _, m := range sr.Metrics {
+	for _, m := range ms {
 		name, _ := sr.bestPeer(m.Name)
 		if name == "" {
 			name = "-"

@@ -25,7 +25,7 @@ func (connScenario) metrics() []MetricDef {
 		{Name: "p50_us", Unit: "µs", Better: LowerBetter},
 		{Name: "p99_us", Unit: "µs", Better: LowerBetter},
 		{Name: "cpu_us_per_conn", Unit: "µs", Better: LowerBetter, Chart: true},
-		{Name: "errors", Unit: "", Better: LowerBetter},
+		{Name: "errors", Unit: "", Better: LowerBetter, NoRatio: true},
 	}
 }
 func (connScenario) rounds(o options) int      { return o.rounds }

@@ -24,10 +24,10 @@ type failoverScenario struct{}
 func (failoverScenario) name() string { return "failover" }
 func (failoverScenario) metrics() []MetricDef {
 	return []MetricDef{
-		{Name: "failures", Unit: "conns", Better: LowerBetter, Chart: true},
-		{Name: "last_failure_ms", Unit: "ms", Better: LowerBetter},
-		{Name: "recover_ms", Unit: "ms", Better: LowerBetter, Chart: true},
-		{Name: "conns", Unit: "conns", Better: HigherBetter},
+		{Name: "failures", Unit: "conns", Better: LowerBetter, Chart: true, NoRatio: true},
+		{Name: "last_failure_ms", Unit: "ms", Better: LowerBetter, NoRatio: true},
+		{Name: "recover_ms", Unit: "ms", Better: LowerBetter, Chart: true, NoRatio: true},
+		{Name: "conns", Unit: "conns", Better: HigherBetter, NoRatio: true},
 	}
 }
 func (failoverScenario) rounds(o options) int      { return o.rounds }
@@ -106,7 +106,7 @@ func (failoverScenario) run(h *harness, s *system) (map[string]float64, error) {
 		"conns":           float64(res.ok + res.errors),
 	}
 	if !lastFail.IsZero() {
-		out["last_failure_ms"] = ms(lastFail.Sub(killAt))
+		out["last_failure_ms"] = ms(max(0, lastFail.Sub(killAt)))
 	}
 	if recoveredAt.IsZero() {
 		out["recover_ms"] = ms(h.opts.failRecoverMax)

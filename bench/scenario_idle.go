@@ -19,7 +19,7 @@ type idleScenario struct{}
 func (idleScenario) name() string { return "idle" }
 func (idleScenario) metrics() []MetricDef {
 	return []MetricDef{
-		{Name: "n", Unit: "conns", Better: HigherBetter},
+		{Name: "n", Unit: "conns", Better: HigherBetter, NoRatio: true},
 		{Name: "rss_kb_per_conn", Unit: "KB", Better: LowerBetter, Chart: true},
 		{Name: "pss_kb_per_conn", Unit: "KB", Better: LowerBetter},
 		{Name: "fds_per_conn", Unit: "fds", Better: LowerBetter},

@@ -26,7 +26,7 @@ func (pingScenario) metrics() []MetricDef {
 		{Name: "p50_us", Unit: "µs", Better: LowerBetter, Chart: true},
 		{Name: "p99_us", Unit: "µs", Better: LowerBetter},
 		{Name: "p999_us", Unit: "µs", Better: LowerBetter},
-		{Name: "added_us", Unit: "µs", Better: LowerBetter, Chart: true},
+		{Name: "added_us", Unit: "µs", Better: LowerBetter, Chart: true, NoRatio: true},
 		{Name: "cpu_us_per_rt", Unit: "µs", Better: LowerBetter},
 	}
 }

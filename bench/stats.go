@@ -21,6 +21,9 @@ type MetricDef struct {
 	Better Better
 	// Chart marks the metrics drawn in the SVG panel of the scenario.
 	Chart bool
+	// NoRatio: counts and differences whose reference can be zero
+	// (failures, added µs) are not divided.
+	NoRatio bool
 }
 
 // Summary is the median with its range over the rounds of one system.
@@ -59,7 +62,7 @@ func percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return math.NaN()
 	}
-	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	rank := int(math.Ceil(p*float64(len(sorted))/100-1e-9)) - 1
 	rank = max(0, min(rank, len(sorted)-1))
 	return sorted[rank]
 }
