@@ -29,6 +29,11 @@ type Ring struct {
 	owners   []int32  // node index of each point
 	weights  []int32  // per node, as given
 	weighted int      // nodes with weight > 0
+	// index[j] is the first point at or after j << shift: it narrows the
+	// binary search to a bucket of ~2 points, saving the cache misses of a
+	// search over the whole ring (~1 MiB at 1000 nodes).
+	index []int32
+	shift uint
 }
 
 // NewRing builds a ring over nodes with vnodes points per unit of weight
@@ -90,7 +95,26 @@ func NewRing(nodes []Node, vnodes int, hash HashFunc) (*Ring, error) {
 	for i, n := range nodes {
 		r.weights[i] = int32(n.Weight)
 	}
+	r.buildIndex()
 	return r, nil
+}
+
+// buildIndex makes one bucket per point (rounded to a power of two).
+func (r *Ring) buildIndex() {
+	bits := uint(1)
+	for 1<<bits < len(r.hashes) && bits < 30 {
+		bits++
+	}
+	r.shift = 64 - bits
+	r.index = make([]int32, 1<<bits+1)
+	p := 0
+	for j := range 1 << bits {
+		for p < len(r.hashes) && r.hashes[p]>>r.shift < uint64(j) {
+			p++
+		}
+		r.index[j] = int32(p)
+	}
+	r.index[1<<bits] = int32(len(r.hashes))
 }
 
 // Nodes returns the number of nodes the ring was built from (including
@@ -107,7 +131,8 @@ func (r *Ring) Point(p int) (hash uint64, node int) { return r.hashes[p], int(r.
 // search returns the index of the first point at or after key, wrapping to
 // 0 past the last point.
 func (r *Ring) search(key uint64) int {
-	lo, hi := 0, len(r.hashes)
+	j := key >> r.shift
+	lo, hi := int(r.index[j]), int(r.index[j+1])
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if r.hashes[mid] < key {

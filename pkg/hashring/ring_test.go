@@ -3,6 +3,7 @@ package hashring
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -227,5 +228,31 @@ func TestWalkStopsOnceEveryNodeWasMet(t *testing.T) {
 	got := r.Successors(keyOf(1), nil, 3, func(int) bool { calls++; return false })
 	if len(got) != 0 || calls != 50 {
 		t.Errorf("all rejected: got %v after %d accept calls, want none after 50", got, calls)
+	}
+}
+
+func TestRingIndexedSearchMatchesBinarySearch(t *testing.T) {
+	for _, nodes := range []int{1, 3, 10, 300} {
+		r, err := NewRing(equalNodes(nodes), 7, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := []uint64{0, math.MaxUint64}
+		for i := range 20_000 {
+			keys = append(keys, keyOf(i))
+		}
+		for p := range r.Len() {
+			h, _ := r.Point(p)
+			keys = append(keys, h, h+1, h-1)
+		}
+		for _, k := range keys {
+			want, _ := slices.BinarySearch(r.hashes, k)
+			if want == r.Len() {
+				want = 0
+			}
+			if got := r.search(k); got != want {
+				t.Fatalf("%d nodes: search(%d) = %d, want %d", nodes, k, got, want)
+			}
+		}
 	}
 }
