@@ -62,6 +62,15 @@ func (es Errors) Error() string {
 // Is reports whether target is ErrInvalid.
 func (es Errors) Is(target error) bool { return target == ErrInvalid }
 
+// Unwrap exposes each problem, so errors.As can find an *Error.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
 func (es Errors) sort() {
 	sort.SliceStable(es, func(i, j int) bool {
 		li, lj := es[i].Line, es[j].Line

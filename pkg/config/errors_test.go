@@ -37,6 +37,10 @@ func TestErrorsSortByLineWithUnknownLast(t *testing.T) {
 	if !errors.Is(errs, ErrInvalid) {
 		t.Error("Errors is not ErrInvalid")
 	}
+	var first *Error
+	if !errors.As(error(errs), &first) || first.Msg != "c" {
+		t.Errorf("errors.As(*Error) = %v, want the first problem", first)
+	}
 }
 
 func TestClosest(t *testing.T) {

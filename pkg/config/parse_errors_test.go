@@ -34,6 +34,7 @@ func TestParseReportsEachProblem(t *testing.T) {
 		// Wrong types and shapes.
 		{"duration written as a number", validBase + "[pool.web.breaker]\ncooldown = 30 #!\n", "pool.web.breaker.cooldown", `must be a duration string such as "2s", not the integer 30`},
 		{"duration without unit", validBase + "[pool.web.breaker]\nwindow = \"120\" #!\n", "pool.web.breaker.window", `"120" is not a duration`},
+		{"duration written as a date", validBase + "[global]\nshutdown_timeout = 1979-05-27 #!\n", "global.shutdown_timeout", "not a date-time"},
 		{"duration in words", validBase + "[global]\nshutdown_timeout = \"2 minutes\" #!\n", "global.shutdown_timeout", `"2 minutes" is not a duration`},
 		{"integer written as a string", validBase + "[global]\naccept_loops = \"4\" #!\n", "global.accept_loops", `must be an integer, not the string "4"`},
 		{"integer written as a float", withPool("retries = 1.5 #!\n"), "pool.web.retries", "must be an integer, not the float 1.5"},
@@ -56,6 +57,7 @@ func TestParseReportsEachProblem(t *testing.T) {
 		// Listeners.
 		{"empty listener name", withListener("name = \"\" #!\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n"), "listener[0].name", "name must not be empty"},
 		{"listener name with a space", withListener("name = \"my web\" #!\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n"), "listener[0].name", `name "my web" may contain only letters, digits`},
+		{"listener name too long", withListener("name = \"" + strings.Repeat("x", 65) + "\" #!\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n"), "listener[0].name", "is longer than 64 characters"},
 		{"duplicate listener name", validBase + "[[listener]]\nname = \"web\" #!\nbind = \"127.0.0.1:8081\"\npool = \"web\"\n", "listener[1].name", `duplicate listener name "web": already used by listener[0] (line 1)`},
 		{"duplicate bind", validBase + "[[listener]]\nname = \"web2\"\nbind = \"127.0.0.1:8080\" #!\npool = \"web\"\n", "listener[1].bind", `duplicate bind "127.0.0.1:8080": listener[0] (line 1) already listens on 127.0.0.1:8080`},
 		{"duplicate bind IPv4-mapped spelling", validBase + "[[listener]]\nname = \"web2\"\nbind = \"[::ffff:127.0.0.1]:8080\" #!\npool = \"web\"\n", "listener[1].bind", "already listens on 127.0.0.1:8080"},

@@ -33,12 +33,6 @@ func (p *positions) line(key string) int {
 	return 0
 }
 
-// has reports whether key is written in the source.
-func (p *positions) has(key string) bool {
-	_, ok := p.lines[key]
-	return ok
-}
-
 func (p *positions) firstLineWithin(key string) int {
 	first := 0
 	for k, n := range p.lines {
