@@ -76,8 +76,17 @@ func pinProcs(pids []int, cpus []int) error {
 func pinSelf(cpus []int) error { return pinProcs([]int{os.Getpid()}, cpus) }
 
 // pinCurrentThread locks the calling goroutine to its OS thread and pins
-// that thread. The caller must not unlock: the thread dies with the goroutine.
-func pinCurrentThread(cpus []int) error {
+// that thread; the returned func restores the affinity and unlocks. The
+// thread must survive: a child's Pdeathsig fires when the thread that
+// forked it exits, and any runtime thread may have forked one.
+func pinCurrentThread(cpus, restore []int) (func(), error) {
 	runtime.LockOSThread()
-	return unix.SchedSetaffinity(0, cpuSet(cpus))
+	if err := unix.SchedSetaffinity(0, cpuSet(cpus)); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	return func() {
+		_ = unix.SchedSetaffinity(0, cpuSet(restore))
+		runtime.UnlockOSThread()
+	}, nil
 }

@@ -43,7 +43,7 @@ func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 func haproxySystem() systemSpec {
 	return systemSpec{
 		name: "haproxy", kind: KindPeer, fdsPerConn: 2,
-		about: "HAProxy mode tcp, nbthread = cores, option splice-request + splice-response",
+		about: "HAProxy mode tcp, nbthread = proxy threads, option splice-request + splice-response",
 		prepare: func(h *harness, s *system) error {
 			if _, err := exec.LookPath("haproxy"); err != nil {
 				return fmt.Errorf("haproxy not installed (%s)", installHint)

@@ -76,10 +76,12 @@ func (pingScenario) run(h *harness, s *system) (map[string]float64, error) {
 	var lat []float64
 	cpu, err := measureCPU(s, func() error {
 		go func() {
-			if err := pinCurrentThread(one); err != nil {
+			unpin, err := pinCurrentThread(one, h.layout.loadgen)
+			if err != nil {
 				done <- result{err: err}
 				return
 			}
+			defer unpin()
 			l, err := pingPong(s.addr(routeEcho), h.opts.pingCount, h.opts.pingCount/10)
 			done <- result{l, err}
 		}()
