@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/l4lb/l4lb/pkg/admin"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// instance is one running configuration: pools, listeners, admin endpoint.
+type instance struct {
+	log    *slog.Logger
+	pipes  *splice.PipePool
+	pools  []*pool.Pool
+	server *proxy.Server
+	admin  *admin.Server
+	budget fdBudget
+
+	stopPools context.CancelFunc
+	poolsDone sync.WaitGroup
+}
+
+// start builds everything from cfg and starts serving. On error nothing is
+// left running.
+func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
+	in = &instance{log: log}
+	defer func() {
+		if err != nil {
+			in.stop()
+		}
+	}()
+
+	loops := cfg.Global.AcceptLoops
+	if loops == 0 {
+		loops = defaultAcceptLoops()
+	}
+	backends := 0
+	for _, p := range cfg.Pools {
+		backends += len(p.Backends)
+	}
+	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends)
+	if need := in.budget.Reserved + 2*in.budget.MaxConnections; need > in.budget.Limit {
+		log.Warn("max_connections needs more file descriptors than the limit allows; raise LimitNOFILE",
+			"max_connections", in.budget.MaxConnections, "fds_needed", need, "fd_limit", in.budget.Limit)
+	}
+	in.pipes = splice.NewPipePool(splice.PipePoolConfig{
+		Size:    cfg.Global.PipeSize,
+		MaxOpen: in.budget.MaxPipes,
+		MaxIdle: min(32, in.budget.MaxPipes),
+	})
+
+	store := breaker.NewMemoryStore(nil)
+	byName := map[string]*pool.Pool{}
+	for _, name := range cfg.PoolNames {
+		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, Pipes: in.pipes, Logger: log})
+		if err != nil {
+			return in, err
+		}
+		byName[name] = p
+		in.pools = append(in.pools, p)
+	}
+
+	var fronts []proxy.Frontend
+	for _, l := range cfg.Listeners {
+		fronts = append(fronts, proxy.Frontend{Name: l.Name, Bind: l.Bind, Backlog: l.Backlog, Pool: byName[l.Pool]})
+	}
+	in.server, err = proxy.New(proxy.Config{
+		Frontends: fronts, AcceptLoops: loops, MaxConnections: in.budget.MaxConnections, Logger: log,
+	})
+	if err != nil {
+		return in, err
+	}
+
+	if cfg.Admin.Listen != "" {
+		h := admin.Handler(admin.Sources{Pools: in.pools, Server: in.server, Pipes: in.pipes,
+			MaxConnections: in.budget.MaxConnections}, log)
+		if in.admin, err = admin.Start(cfg.Admin.Listen, h, log); err != nil {
+			return in, err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	in.stopPools = cancel
+	for _, p := range in.pools {
+		in.poolsDone.Go(func() { p.Run(ctx) })
+	}
+	in.server.Serve()
+	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
+		"max_connections", in.budget.MaxConnections, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
+	return in, nil
+}
+
+// shutdown drains: stop accepting, let relays finish until ctx is done,
+// close the rest, then stop health checks, breakers and the admin endpoint.
+func (in *instance) shutdown(ctx context.Context) error {
+	var err error
+	if in.server != nil {
+		err = in.server.Shutdown(ctx)
+	}
+	in.stop()
+	return err
+}
+
+// stop ends the background work; the server must be shut down already (or
+// never started).
+func (in *instance) stop() {
+	if in.stopPools != nil {
+		in.stopPools()
+		in.poolsDone.Wait()
+	}
+	if in.admin != nil {
+		in.admin.Close()
+	}
+	if in.pipes != nil {
+		in.pipes.Trim()
+	}
+}
+
+func (in *instance) String() string {
+	return fmt.Sprintf("instance(%d pools)", len(in.pools))
+}

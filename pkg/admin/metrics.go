@@ -1,0 +1,110 @@
+package admin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// Sources are what the metrics are read from.
+type Sources struct {
+	Pools  []*pool.Pool
+	Server *proxy.Server
+	Pipes  *splice.PipePool
+	// MaxConnections is the effective global cap.
+	MaxConnections int
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+var (
+	backendLabels = []string{"pool", "backend"}
+
+	descBackendUp     = desc("l4lb_backend_up", "1 when the backend is usable: enabled, health-up and breaker closed.", backendLabels...)
+	descBreakerOpen   = desc("l4lb_breaker_open", "1 while the backend's breaker is open.", backendLabels...)
+	descBreakerGen    = desc("l4lb_breaker_generation", "Current breaker generation of the backend.", backendLabels...)
+	descHealthUp      = desc("l4lb_health_up", "1 while the backend's active health checks pass.", backendLabels...)
+	descDisabled      = desc("l4lb_backend_disabled", "1 while the backend is manually disabled.", backendLabels...)
+	descDials         = desc("l4lb_backend_dials_total", "Dials to the backend by kind (client, probe, force, health) and result (success, failure).", "pool", "backend", "kind", "result")
+	descTrips         = desc("l4lb_breaker_trips_total", "Times this instance tripped the backend's breaker.", backendLabels...)
+	descProbeFailures = desc("l4lb_breaker_probe_failures_total", "Failed recovery probes: the breaker alert signal.", backendLabels...)
+	descStale         = desc("l4lb_breaker_stale_results_total", "Dial results ignored because the dial began before a breaker transition.", backendLabels...)
+	descActive        = desc("l4lb_connections_active", "Relayed connections open now.", backendLabels...)
+	descBytes         = desc("l4lb_bytes_total", "Bytes relayed, by direction (to_backend, to_client).", "pool", "backend", "direction")
+	descClientConns   = desc("l4lb_client_connections_total", "Client connections by result: ok, failed (no backend could be dialed), rejected (cap, local trouble).", "listener", "result")
+	descAcceptErrors  = desc("l4lb_accept_errors_total", "Failed accept calls (e.g. out of file descriptors); the listener backs off and retries.", "listener")
+	descRelayBytes    = desc("l4lb_relay_bytes_total", "Bytes relayed by how they moved: splice (zero-copy) or copy.", "path")
+	descPipes         = desc("l4lb_splice_pipes", "Splice pipes in existence, by state (busy: holding a relay's data, idle: pooled).", "state")
+	descClientsOpen   = desc("l4lb_client_connections_open", "Client connections being served now, across listeners.")
+	descClientsMax    = desc("l4lb_client_connections_max", "The global connection cap (max_connections).")
+)
+
+// collector reads every metric from its sources at scrape time.
+type collector struct{ src Sources }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descHealthUp, descDisabled,
+		descDials, descTrips, descProbeFailures, descStale, descActive, descBytes, descClientConns,
+		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	counter := func(d *prometheus.Desc, v int64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	for _, p := range c.src.Pools {
+		for _, b := range p.Backends() {
+			st := b.Breaker()
+			gauge(descBackendUp, b01(b.Usable()), p.Name, b.Addr)
+			gauge(descBreakerOpen, b01(st.Open), p.Name, b.Addr)
+			gauge(descBreakerGen, float64(st.Generation), p.Name, b.Addr)
+			gauge(descHealthUp, b01(b.HealthUp()), p.Name, b.Addr)
+			gauge(descDisabled, b01(st.Disabled), p.Name, b.Addr)
+			for _, k := range pool.DialKinds {
+				ok, failed := b.Dials(k)
+				counter(descDials, ok, p.Name, b.Addr, k.String(), "success")
+				counter(descDials, failed, p.Name, b.Addr, k.String(), "failure")
+			}
+			counter(descTrips, b.Trips(), p.Name, b.Addr)
+			counter(descProbeFailures, b.ProbeFailures(), p.Name, b.Addr)
+			counter(descStale, b.StaleResults(), p.Name, b.Addr)
+			gauge(descActive, float64(b.Active()), p.Name, b.Addr)
+			counter(descBytes, b.Meter.ToBackend.Load(), p.Name, b.Addr, "to_backend")
+			counter(descBytes, b.Meter.ToClient.Load(), p.Name, b.Addr, "to_client")
+		}
+	}
+	if s := c.src.Server; s != nil {
+		for _, ls := range s.Stats() {
+			counter(descClientConns, ls.OK, ls.Name, "ok")
+			counter(descClientConns, ls.Failed, ls.Name, "failed")
+			counter(descClientConns, ls.Rejected, ls.Name, "rejected")
+			counter(descAcceptErrors, ls.AcceptErrors, ls.Name)
+		}
+		spliced, copied := s.PathBytes()
+		counter(descRelayBytes, spliced, "splice")
+		counter(descRelayBytes, copied, "copy")
+		gauge(descClientsOpen, float64(s.Active()))
+	}
+	if c.src.Pipes != nil {
+		ps := c.src.Pipes.Stats()
+		gauge(descPipes, float64(ps.Busy()), "busy")
+		gauge(descPipes, float64(ps.Idle), "idle")
+	}
+	gauge(descClientsMax, float64(c.src.MaxConnections))
+}
+
+func b01(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,106 @@
+package pool
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/health"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// DialKind is what a dial was for, as in the metric label "kind".
+type DialKind uint8
+
+const (
+	DialClient DialKind = iota // for a client connection (retries included)
+	DialProbe                  // the breaker's recovery probe
+	DialForce                  // an all-down force-try
+	DialHealth                 // an active health check
+	numDialKinds
+)
+
+var dialKindNames = [numDialKinds]string{"client", "probe", "force", "health"}
+
+func (k DialKind) String() string { return dialKindNames[k] }
+
+// DialKinds lists every kind, for exporting counters.
+var DialKinds = [...]DialKind{DialClient, DialProbe, DialForce, DialHealth}
+
+// Backend is one backend of a pool with its live state and counters.
+type Backend struct {
+	Addr   string // as configured; the metrics label
+	ID     string // hashing identity
+	Weight int
+	index  int
+
+	breaker *breaker.Breaker
+	health  *health.Prober // nil when health checks are off
+
+	active      atomic.Int64
+	usable      atomic.Bool
+	usableSince atomic.Int64 // unix nanos of the last false->true change; 0: from start
+	Meter       splice.Meter
+
+	// dials counts outcomes per kind: [kind][success, failure].
+	dials [numDialKinds][2]atomic.Int64
+	// Breaker event counters.
+	trips         atomic.Int64
+	probeFailures atomic.Int64
+	stale         atomic.Int64
+}
+
+// Active is the number of relayed connections open now.
+func (b *Backend) Active() int64 { return b.active.Load() }
+
+// HealthUp reports whether active checks pass (always true when off).
+func (b *Backend) HealthUp() bool { return b.health == nil || b.health.Up() }
+
+// Breaker returns the backend's breaker state snapshot.
+func (b *Backend) Breaker() breaker.State { return b.breaker.State() }
+
+// Usable reports enabled AND health-up AND breaker closed.
+func (b *Backend) Usable() bool { return b.HealthUp() && b.breaker.Allow() }
+
+// Dials returns how many dials of kind k succeeded and failed.
+func (b *Backend) Dials(k DialKind) (success, failure int64) {
+	return b.dials[k][0].Load(), b.dials[k][1].Load()
+}
+
+// Trips, ProbeFailures and StaleResults are the breaker's event counts.
+func (b *Backend) Trips() int64         { return b.trips.Load() }
+func (b *Backend) ProbeFailures() int64 { return b.probeFailures.Load() }
+func (b *Backend) StaleResults() int64  { return b.stale.Load() }
+
+// countDial records one dial; local trouble is neither success nor failure.
+func (b *Backend) countDial(k DialKind, o dialer.Outcome) {
+	switch o {
+	case dialer.Success:
+		b.dials[k][0].Add(1)
+	case dialer.Failure:
+		b.dials[k][1].Add(1)
+	}
+}
+
+// refreshUsable recomputes usability and stamps the moment it came back,
+// which slow start ramps from.
+func (b *Backend) refreshUsable(now time.Time) bool {
+	u := b.Usable()
+	// Write only on a change: this runs on every pick.
+	if b.usable.Load() != u && b.usable.CompareAndSwap(!u, u) && u {
+		b.usableSince.Store(now.UnixNano())
+	}
+	return u
+}
+
+func breakerResult(o dialer.Outcome) breaker.Result {
+	switch o {
+	case dialer.Success:
+		return breaker.Success
+	case dialer.Failure:
+		return breaker.Failure
+	default:
+		return breaker.Local
+	}
+}

@@ -1,0 +1,202 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/health"
+	"github.com/l4lb/l4lb/pkg/pick"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// Deps are what a Pool shares with the rest of the process.
+type Deps struct {
+	// Store keeps breaker state and manual disables; one per process (or
+	// fleet). Required.
+	Store breaker.Store
+	// Pipes is the process's splice pipe pool; nil relays by copy.
+	Pipes *splice.PipePool
+	// Logger gets backend state changes; nil discards.
+	Logger *slog.Logger
+	// Now is the clock for slow start and breaker windows; nil: time.Now.
+	Now func() time.Time
+	// BreakerRefresh is how often breaker snapshots are re-read; 0: default.
+	BreakerRefresh time.Duration
+}
+
+// Pool is a configured pool, live.
+type Pool struct {
+	Name      string
+	Algorithm string
+	cfg       *config.Pool
+	backends  []*Backend
+	picker    pick.Picker
+	relayer   *splice.Relayer
+	dialer    *dialer.Dialer
+	now       func() time.Time
+	log       *slog.Logger
+}
+
+// New builds a pool from its configuration. Nothing runs until Run.
+func New(cfg *config.Pool, deps Deps) (*Pool, error) {
+	if deps.Store == nil {
+		return nil, fmt.Errorf("pool %s: no breaker store", cfg.Name)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{
+		Name:      cfg.Name,
+		Algorithm: cfg.Algorithm,
+		cfg:       cfg,
+		relayer:   splice.NewRelayer(splice.Config{IdleTimeout: cfg.IdleTimeout, Pipes: deps.Pipes}),
+		dialer:    dialer.New(cfg.ConnectTimeout),
+		now:       deps.Now,
+		log:       log.With("pool", cfg.Name),
+	}
+	pickBackends := make([]pick.Backend, len(cfg.Backends))
+	for i, bc := range cfg.Backends {
+		b, err := p.newBackend(i, bc, deps)
+		if err != nil {
+			return nil, err
+		}
+		b.usable.Store(true)
+		p.backends = append(p.backends, b)
+		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight}
+	}
+	picker, err := pick.New(pickBackends, p, pick.Config{
+		Algorithm:         cfg.Algorithm,
+		HashKey:           cfg.HashKey,
+		SlowStart:         cfg.SlowStart,
+		HashBalanceFactor: cfg.HashBalanceFactor,
+		RingVnodes:        cfg.RingVnodes,
+		MaglevTableSize:   cfg.MaglevTableSize,
+		Now:               deps.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
+	}
+	p.picker = picker
+	return p, nil
+}
+
+func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error) {
+	b := &Backend{Addr: bc.Addr, ID: bc.Identity(), Weight: bc.Weight, index: i}
+	blog := p.log.With("backend", bc.Addr)
+	brk, err := breaker.New(p.Name+"/"+bc.Addr, breaker.Config{
+		Failures:    p.cfg.Breaker.Failures,
+		Window:      p.cfg.Breaker.Window,
+		MinRatio:    p.cfg.Breaker.MinRatio,
+		MinVolume:   p.cfg.Breaker.MinVolume,
+		Cooldown:    p.cfg.Breaker.Cooldown,
+		MaxCooldown: p.cfg.Breaker.MaxCooldown,
+		Successes:   p.cfg.Breaker.Successes,
+	}, deps.Store, breaker.Options{
+		Now:             deps.Now,
+		Logger:          blog,
+		Events:          p.breakerEvents(b, blog),
+		Probe:           p.probeFunc(b),
+		SnapshotRefresh: deps.BreakerRefresh,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
+	}
+	b.breaker = brk
+	if p.cfg.Health.Enabled {
+		check := health.TCPCheck(p.countingDial(b, DialHealth), bc.Addr, dialer.IsLocal)
+		prober, err := health.New(p.Name+"/"+bc.Addr, health.Config{
+			Enabled:  true,
+			Interval: p.cfg.Health.Interval,
+			Timeout:  p.cfg.Health.Timeout,
+			Rise:     p.cfg.Health.Rise,
+			Fall:     p.cfg.Health.Fall,
+		}, check, health.Options{
+			Logger: blog,
+			Now:    deps.Now,
+			OnChange: func(_ string, up bool) {
+				blog.Info("backend health changed", "health", upDown(up), "usable", b.refreshUsable(p.now()))
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
+		}
+		b.health = prober
+	}
+	return b, nil
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+// Run runs the breakers' recovery loops and the health checks until ctx is
+// done, and returns once they have all stopped.
+func (p *Pool) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, b := range p.backends {
+		wg.Go(func() { b.breaker.Run(ctx) })
+		if b.health != nil {
+			wg.Go(func() { b.health.Run(ctx) })
+		}
+	}
+	wg.Wait()
+}
+
+// Backends lists the pool's backends in configuration order.
+func (p *Pool) Backends() []*Backend { return p.backends }
+
+// Backend finds a backend by its configured address.
+func (p *Pool) Backend(addr string) (*Backend, bool) {
+	for _, b := range p.backends {
+		if b.Addr == addr {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// Relayer is the pool's relay (its idle timeout is the pool's).
+func (p *Pool) Relayer() *splice.Relayer { return p.relayer }
+
+// Disable and Enable are the manual admin switch (breaker rule 5).
+func (p *Pool) Disable(ctx context.Context, b *Backend) error {
+	if err := b.breaker.Disable(ctx); err != nil {
+		return err
+	}
+	p.log.Info("backend disabled by operator", "backend", b.Addr)
+	b.refreshUsable(p.now())
+	return nil
+}
+
+func (p *Pool) Enable(ctx context.Context, b *Backend) error {
+	if err := b.breaker.Enable(ctx); err != nil {
+		return err
+	}
+	p.log.Info("backend enabled by operator", "backend", b.Addr)
+	b.refreshUsable(p.now())
+	return nil
+}
+
+// The pick.State the picker reads on every pick.
+
+func (p *Pool) Usable(i int) bool   { return p.backends[i].refreshUsable(p.now()) }
+func (p *Pool) Active(i int) int64  { return p.backends[i].active.Load() }
+func (p *Pool) UsableSince(i int) time.Time {
+	if ns := p.backends[i].usableSince.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}

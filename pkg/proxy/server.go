@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// Frontend is one listener and the pool it feeds.
+type Frontend struct {
+	Name    string
+	Bind    string
+	Backlog int
+	Pool    *pool.Pool
+}
+
+// Config describes a Server.
+type Config struct {
+	Frontends []Frontend
+	// AcceptLoops per listener; 0: one per CPU.
+	AcceptLoops int
+	// MaxConnections caps client connections open at once; past it new
+	// clients are accepted and closed at once. Must be > 0.
+	MaxConnections int
+	Logger         *slog.Logger
+}
+
+// Server runs the listeners of one configuration.
+type Server struct {
+	fronts   []*front
+	max      int64
+	log      *slog.Logger
+	active   atomic.Int64
+	handlers sync.WaitGroup
+	conns    tracker
+
+	// dialCtx is canceled only when a shutdown runs out of time, so dials
+	// in flight while draining still complete.
+	dialCtx    context.Context
+	cancelDial context.CancelFunc
+}
+
+type front struct {
+	name     string
+	ln       *listener.Listener
+	pool     *pool.Pool
+	ok       atomic.Int64
+	failed   atomic.Int64
+	rejected atomic.Int64
+}
+
+// New binds every listener (so a busy address fails here) without
+// accepting yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.MaxConnections <= 0 {
+		return nil, errors.New("proxy: MaxConnections must be > 0")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{max: int64(cfg.MaxConnections), log: log}
+	s.conns.init()
+	s.dialCtx, s.cancelDial = context.WithCancel(context.Background())
+	for _, fc := range cfg.Frontends {
+		ln, err := listener.Listen(listener.Config{
+			Name: fc.Name, Addr: fc.Bind, Backlog: fc.Backlog, Loops: cfg.AcceptLoops, Logger: log,
+		})
+		if err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+		s.fronts = append(s.fronts, &front{name: fc.Name, ln: ln, pool: fc.Pool})
+	}
+	return s, nil
+}
+
+// Serve starts accepting on every listener and returns at once.
+func (s *Server) Serve() {
+	for _, f := range s.fronts {
+		f.ln.Serve(s.acceptor(f))
+	}
+}
+
+// Addr returns the bound address of the named listener.
+func (s *Server) Addr(name string) (*net.TCPAddr, error) {
+	for _, f := range s.fronts {
+		if f.name == name {
+			return f.ln.Addr(), nil
+		}
+	}
+	return nil, fmt.Errorf("proxy: no listener %q", name)
+}
+
+// Active is the number of client connections being served now.
+func (s *Server) Active() int64 { return s.active.Load() }
+
+// ListenerStats counts client connections of one listener by result.
+type ListenerStats struct {
+	Name                 string
+	OK, Failed, Rejected int64
+	AcceptErrors         int64
+}
+
+// Stats returns the per-listener counters.
+func (s *Server) Stats() []ListenerStats {
+	out := make([]ListenerStats, len(s.fronts))
+	for i, f := range s.fronts {
+		out[i] = ListenerStats{Name: f.name, OK: f.ok.Load(), Failed: f.failed.Load(),
+			Rejected: f.rejected.Load(), AcceptErrors: f.ln.AcceptErrors()}
+	}
+	return out
+}
+
+// PathBytes sums, over every pool, the bytes moved by splice and by copy.
+func (s *Server) PathBytes() (spliced, copied int64) {
+	seen := map[*pool.Pool]bool{}
+	for _, f := range s.fronts {
+		if seen[f.pool] {
+			continue
+		}
+		seen[f.pool] = true
+		sp, cp := f.pool.Relayer().PathBytes()
+		spliced += sp
+		copied += cp
+	}
+	return spliced, copied
+}
+
+func (s *Server) acceptor(f *front) listener.Handler {
+	return func(c *net.TCPConn) {
+		if s.active.Add(1) > s.max {
+			s.active.Add(-1)
+			f.rejected.Add(1)
+			c.Close()
+			s.log.Debug("connection cap reached, client refused", "listener", f.name, "max_connections", s.max)
+			return
+		}
+		s.handlers.Add(1)
+		go s.serve(f, c)
+	}
+}
+
+func (s *Server) serve(f *front, c *net.TCPConn) {
+	defer s.handlers.Done()
+	defer s.active.Add(-1)
+	ct := s.conns.add(c)
+	defer s.conns.remove(ct)
+
+	src := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	up, err := f.pool.Connect(s.dialCtx, src, func() bool { return peerGone(c) })
+	if err != nil {
+		if errors.Is(err, pool.ErrLocal) {
+			f.rejected.Add(1)
+		} else {
+			f.failed.Add(1)
+		}
+		s.log.Debug("client not served", "listener", f.name, "client", src.String(), "err", err)
+		c.Close()
+		return
+	}
+	f.ok.Add(1)
+	bt := s.conns.add(up.Conn)
+	res := f.pool.Relay(c, up)
+	s.conns.remove(bt)
+	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
+		s.log.Debug("relay reset", "listener", f.name, "client", src.String(), "backend", up.Backend.Addr,
+			"outcome", res.Outcome.String(), "err", res.Err)
+	}
+}
+
+// Shutdown stops accepting, waits for open relays to finish until ctx is
+// done, then closes what is left and waits for it to wind down.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeListeners()
+	drained := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		s.cancelDial()
+		return nil
+	case <-ctx.Done():
+	}
+	left := s.active.Load()
+	s.log.Warn("shutdown timeout: closing open connections", "connections", left)
+	s.cancelDial()
+	s.conns.closeAll()
+	<-drained
+	return fmt.Errorf("proxy: closed %d connections still open at the shutdown deadline: %w", left, ctx.Err())
+}
+
+func (s *Server) closeListeners() {
+	for _, f := range s.fronts {
+		f.ln.Close()
+	}
+}
