@@ -192,8 +192,8 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 
 // The pick.State the picker reads on every pick.
 
-func (p *Pool) Usable(i int) bool   { return p.backends[i].refreshUsable(p.now()) }
-func (p *Pool) Active(i int) int64  { return p.backends[i].active.Load() }
+func (p *Pool) Usable(i int) bool  { return p.backends[i].refreshUsable(p.now()) }
+func (p *Pool) Active(i int) int64 { return p.backends[i].active.Load() }
 func (p *Pool) UsableSince(i int) time.Time {
 	if ns := p.backends[i].usableSince.Load(); ns != 0 {
 		return time.Unix(0, ns)

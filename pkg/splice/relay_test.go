@@ -13,7 +13,9 @@ import (
 	"time"
 )
 
-func newPool() *PipePool { return NewPipePool(PipePoolConfig{Size: 1 << 20, MaxOpen: 256, MaxIdle: 16}) }
+func newPool() *PipePool {
+	return NewPipePool(PipePoolConfig{Size: 1 << 20, MaxOpen: 256, MaxIdle: 16})
+}
 
 // exchange sends payloads both ways at once over one proxied connection,
 // each side half-closing when done, and checks that each side received
