@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// lb is an in-process l4lb built from a TOML text.
+type lb struct {
+	server *Server
+	pools  map[string]*pool.Pool
+	addr   string // first listener's address
+	pipes  *splice.PipePool
+}
+
+// poolTOML renders one listener on a free port feeding pool "p" with the
+// given backends; extra is appended inside [pool.p].
+func poolTOML(t *testing.T, algorithm string, backends []string, extra string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "[admin]\nlisten = \"\"\n[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n", testnet.FreeAddr(t))
+	fmt.Fprintf(&b, "[pool.p]\nalgorithm = %q\n%s\n", algorithm, extra)
+	for _, a := range backends {
+		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = %q\n", a)
+	}
+	return b.String()
+}
+
+func startLB(t *testing.T, text string, maxConns int) *lb {
+	t.Helper()
+	cfg, err := config.Parse("test.toml", []byte(text))
+	if err != nil {
+		t.Fatalf("config:\n%s\n%v", text, err)
+	}
+	l := &lb{pools: map[string]*pool.Pool{}, pipes: splice.NewPipePool(splice.PipePoolConfig{MaxOpen: 64, MaxIdle: 8})}
+	store := breaker.NewMemoryStore(nil)
+	var fronts []Frontend
+	for _, name := range cfg.PoolNames {
+		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, Pipes: l.pipes, BreakerRefresh: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.pools[name] = p
+	}
+	for _, lc := range cfg.Listeners {
+		fronts = append(fronts, Frontend{Name: lc.Name, Bind: lc.Bind, Pool: l.pools[lc.Pool]})
+	}
+	if maxConns == 0 {
+		maxConns = 1000
+	}
+	l.server, err = New(Config{Frontends: fronts, AcceptLoops: 2, MaxConnections: maxConns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.addr = cfg.Listeners[0].Bind
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, p := range l.pools {
+		wg.Go(func() { p.Run(ctx) })
+	}
+	l.server.Serve()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		l.server.Shutdown(sctx)
+		cancel()
+		wg.Wait()
+		l.pipes.Trim()
+	})
+	return l
+}
+
+func (l *lb) listener(name string) ListenerStats {
+	for _, s := range l.server.Stats() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return ListenerStats{}
+}
+
+// closedAddr is an address on which nothing listens: dials are refused.
+func closedAddr(t *testing.T) string { return testnet.FreeAddr(t) }
+
+// noLeaks checks, when the test ends, that goroutines are back to where
+// they were.
+func noLeaks(t *testing.T) {
+	g0 := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		testnet.Eventually(t, "goroutines to wind down", func() bool { return runtime.NumGoroutine() <= g0 })
+	})
+}
+
+func dial(t *testing.T, addr string) *net.TCPConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*net.TCPConn)
+}
