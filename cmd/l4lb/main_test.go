@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+// The test binary doubles as the l4lb binary: with this variable set it
+// runs main instead of the tests, so end-to-end tests start real l4lb
+// processes without a separate build.
+const asMainEnv = "L4LB_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) != "" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// proc is an l4lb process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startL4LB(t *testing.T, bin string, attr *syscall.SysProcAttr, args ...string) *proc {
+	t.Helper()
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.SysProcAttr = attr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("l4lb stderr:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait returns the exit code, failing after a generous deadline.
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		p.done <- nil // for the cleanup
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(30 * time.Second):
+		t.Fatal("l4lb did not exit")
+		return -1
+	}
+}
+
+// writeConfig writes a one-listener config in front of backends and
+// returns its path, the listener address and the admin address.
+func writeConfig(t *testing.T, dir string, backends []string, extra string) (path, listen, adminAddr string) {
+	t.Helper()
+	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n[admin]\nlisten = %q\n[log]\nlevel = \"debug\"\n", extra, adminAddr)
+	fmt.Fprintf(&b, "[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n[pool.p]\nalgorithm = \"round-robin\"\n", listen)
+	for _, a := range backends {
+		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = %q\n", a)
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path = filepath.Join(dir, "l4lb.toml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, listen, adminAddr
+}
+
+func waitServing(t *testing.T, p *proc, addr string) {
+	t.Helper()
+	testnet.Eventually(t, "l4lb to accept on "+addr, func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("l4lb exited early: %v\n%s", err, p.stderr.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func metric(t *testing.T, adminAddr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no series %s in /metrics", series)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "l4lb ") {
+		t.Fatalf("version: code %d, %q", code, out.String())
+	}
+	if code := run([]string{"bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "bogus"`) {
+		t.Fatalf("unknown command: code %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-config FILE is required") {
+		t.Fatalf("no config: code %d, %q", code, errb.String())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good, _, _ := writeConfig(t, dir, []string{"127.0.0.1:9"}, "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "-config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), ": ok") {
+		t.Fatalf("check of a good file: code %d, out %q, err %q", code, out.String(), errb.String())
+	}
+	if code := run([]string{"check", "-config", "../../config.toml"}, &out, &errb); code != 0 {
+		t.Fatalf("the shipped config.toml fails check: %s", errb.String())
+	}
+
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte(`[global]
+shutdown_timeout = "soon"
+[[listener]]
+name = "a"
+bind = "127.0.0.1:8080"
+pool = "missing"
+colour = "blue"
+`), 0o644)
+	out.Reset()
+	errb.Reset()
+	code := run([]string{"check", "-config", bad}, &out, &errb)
+	msg := errb.String()
+	if code != 1 {
+		t.Fatalf("check of a bad file: exit %d, want 1", code)
+	}
+	for _, want := range []string{"bad.toml:2: global.shutdown_timeout", "bad.toml:6:", "missing", "bad.toml:7:", "colour"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("check output lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestSIGTERMDrainsOpenRelays(t *testing.T) {
+	b := testnet.StartBackend(t, "b", "")
+	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "[global]\nshutdown_timeout = \"20s\"")
+	p := startL4LB(t, "", nil, "-config", path)
+	waitServing(t, p, listen)
+
+	c, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if tag, _ := r.ReadString('\n'); tag != "b\n" {
+		t.Fatalf("greeting %q", tag)
+	}
+	p.signal(t, syscall.SIGTERM)
+	testnet.Eventually(t, "new connections refused", func() bool {
+		nc, err := net.DialTimeout("tcp", listen, time.Second)
+		if err == nil {
+			nc.Close()
+		}
+		return err != nil
+	})
+	// The open relay still works while draining.
+	fmt.Fprintf(c, "during drain\n")
+	if line, err := r.ReadString('\n'); err != nil || line != "during drain\n" {
+		t.Fatalf("relay during drain: %q %v", line, err)
+	}
+	select {
+	case <-p.done:
+		t.Fatal("l4lb exited with a relay still open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	c.Close()
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d after drain, want 0", code)
+	}
+	if !strings.Contains(p.stderr.String(), "shutting down") {
+		t.Fatalf("no shutdown log line:\n%s", p.stderr.String())
+	}
+}
+
+func TestShutdownTimeoutClosesTheRest(t *testing.T) {
+	b := testnet.StartBackend(t, "b", "")
+	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "[global]\nshutdown_timeout = \"300ms\"")
+	p := startL4LB(t, "", nil, "-config", path)
+	waitServing(t, p, listen)
+	c, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bufio.NewReader(c).ReadString('\n')
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want 0 after closing what the drain left", code)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("held connection: %v, want closed", err)
+	}
+}
+
+func TestSIGHUPIsNotFatal(t *testing.T) {
+	b := testnet.StartBackend(t, "b", "")
+	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "")
+	p := startL4LB(t, "", nil, "-config", path)
+	waitServing(t, p, listen)
+	p.signal(t, syscall.SIGHUP)
+	testnet.Eventually(t, "the SIGHUP log line", func() bool {
+		return strings.Contains(p.stderr.String(), "reload not supported yet")
+	})
+	if tag, err := testnet.Hello(listen, ""); err != nil || tag != "b" {
+		t.Fatalf("after SIGHUP: %q %v, want still serving", tag, err)
+	}
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+func TestRunsUnprivilegedAndSplices(t *testing.T) {
+	var attr *syscall.SysProcAttr
+	bin := ""
+	dir := t.TempDir()
+	if os.Getuid() == 0 {
+		// Production runs l4lb as an unprivileged user: so does this test.
+		shared, err := os.MkdirTemp("", "l4lb-cmd-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(shared)
+		os.Chmod(shared, 0o755)
+		self, _ := os.Executable()
+		bin = filepath.Join(shared, "l4lb")
+		data, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir = shared
+		attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	b := testnet.StartBackend(t, "b", "")
+	path, listen, adminAddr := writeConfig(t, dir, []string{b.Addr}, "")
+	p := startL4LB(t, bin, attr, "-config", path)
+	waitServing(t, p, listen)
+
+	const size = 8 << 20
+	c, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	go func() {
+		c.Write(payload)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil || len(got) != size+2 || !bytes.Equal(got[2:], payload) {
+		t.Fatalf("echo through l4lb: %d bytes (%v), want %d", len(got), err, size+2)
+	}
+	testnet.Eventually(t, "relay accounted", func() bool {
+		return metric(t, adminAddr, `l4lb_relay_bytes_total{path="splice"}`) >= 2*size
+	})
+	if cp := metric(t, adminAddr, `l4lb_relay_bytes_total{path="copy"}`); cp != 0 {
+		t.Fatalf("%v bytes copied, want every byte spliced", cp)
+	}
+	if os.Getuid() == 0 {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if !regexp.MustCompile(`(?m)^Uid:\s+65534\b`).Match(status) {
+			t.Fatalf("l4lb is not running as uid 65534:\n%s", status)
+		}
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+func TestDemoOnTheShippedConfig(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:8080", "127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003", "127.0.0.1:9090"} {
+		if ln, err := net.Listen("tcp", a); err != nil {
+			t.Skipf("the demo's port %s is busy here: %v", a, err)
+		} else {
+			ln.Close()
+		}
+	}
+	p := startL4LB(t, "", nil, "demo", "-config", "../../config.toml")
+	testnet.Eventually(t, "the demo to show its requests", func() bool {
+		return strings.Contains(p.stdout.String(), "Ctrl-C stops the demo")
+	})
+	out := p.stdout.String()
+	for i, backend := range []string{"9001", "9002", "9003"} {
+		want := fmt.Sprintf("request %d -> [backend 127.0.0.1:%s] hello %d", i+1, backend, i+1)
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("demo exit code %d", code)
+	}
+}
