@@ -1,0 +1,168 @@
+package admin
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+const testConfig = `
+[[listener]]
+name = "web"
+bind = "127.0.0.1:18080"
+pool = "web"
+[pool.web]
+algorithm = "maglev"
+[[pool.web.backend]]
+addr = "127.0.0.1:9001"
+weight = 3
+[[pool.web.backend]]
+addr = "[::1]:9001"
+[pool.web.health]
+enabled = false
+`
+
+func newTestServer(t *testing.T) (*httptest.Server, *pool.Pool) {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(cfg.Pools["web"], pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, MaxConnections: 100}, nil))
+	t.Cleanup(srv.Close)
+	return srv, p
+}
+
+func do(t *testing.T, method, url string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var v map[string]any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %q", method, url, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	return resp.StatusCode, v
+}
+
+func TestListPoolsShape(t *testing.T) {
+	srv, _ := newTestServer(t)
+	code, v := do(t, "GET", srv.URL+"/api/v1/pools", nil)
+	if code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	raw, _ := json.Marshal(v)
+	want := `{"pools":[{"algorithm":"maglev","backends":[` +
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":1}` +
+		`],"name":"web"}]}`
+	if string(raw) != want {
+		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
+	}
+}
+
+func TestDisableEnable(t *testing.T) {
+	srv, p := newTestServer(t)
+	// [::1]:9001 path-escaped, as DESIGN.md shows.
+	url := srv.URL + "/api/v1/pools/web/backends/%5B::1%5D:9001/"
+	for _, round := range []struct {
+		action   string
+		disabled bool
+	}{{"disable", true}, {"disable", true}, {"enable", false}, {"enable", false}} {
+		code, v := do(t, "POST", url+round.action, nil)
+		if code != 200 || v["addr"] != "[::1]:9001" || v["disabled"] != round.disabled || v["usable"] == round.disabled {
+			t.Fatalf("%s: %d %v", round.action, code, v)
+		}
+		b, _ := p.Backend("[::1]:9001")
+		if b.Breaker().Disabled != round.disabled {
+			t.Fatalf("%s did not reach the breaker store", round.action)
+		}
+	}
+}
+
+func TestAPIErrors(t *testing.T) {
+	srv, _ := newTestServer(t)
+	tests := []struct {
+		name, method, path string
+		hdr                map[string]string
+		code               int
+		msg                string
+	}{
+		{"unknown pool", "POST", "/api/v1/pools/nope/backends/127.0.0.1:9001/disable", nil, 404, `unknown pool "nope"`},
+		{"unknown backend", "POST", "/api/v1/pools/web/backends/127.0.0.1:1/disable", nil, 404, `unknown backend "127.0.0.1:1"`},
+		{"unknown action", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/drain", nil, 404, "unknown action"},
+		{"unknown route", "GET", "/api/v1/whatever", nil, 404, "no such route"},
+		{"GET on disable", "GET", "/api/v1/pools/web/backends/127.0.0.1:9001/disable", nil, 405, "use POST"},
+		{"POST on pools", "POST", "/api/v1/pools", nil, 405, "use GET"},
+		{"browser Origin", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/disable", map[string]string{"Origin": "http://evil.example"}, 403, "Origin"},
+		{"DNS rebinding Host", "GET", "/api/v1/pools", map[string]string{"Host": "evil.example:9090"}, 403, "Host"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, v := do(t, tc.method, srv.URL+tc.path, tc.hdr)
+			if code != tc.code || !strings.Contains(v["error"].(string), tc.msg) {
+				t.Fatalf("%d %v, want %d with %q", code, v, tc.code, tc.msg)
+			}
+		})
+	}
+	for _, host := range []string{"localhost:9090", "127.0.0.1:9090", "[::1]:9090"} {
+		if code, _ := do(t, "GET", srv.URL+"/api/v1/pools", map[string]string{"Host": host}); code != 200 {
+			t.Fatalf("Host %s refused (%d)", host, code)
+		}
+	}
+}
+
+func TestMetricsNames(t *testing.T) {
+	srv, _ := newTestServer(t)
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`l4lb_backend_up{backend="127.0.0.1:9001",pool="web"} 1`,
+		`l4lb_breaker_open{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_breaker_generation{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_health_up{backend="127.0.0.1:9001",pool="web"} 1`,
+		`l4lb_backend_disabled{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_backend_dials_total{backend="127.0.0.1:9001",kind="probe",pool="web",result="failure"} 0`,
+		`l4lb_backend_dials_total{backend="127.0.0.1:9001",kind="health",pool="web",result="success"} 0`,
+		`l4lb_breaker_trips_total{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_breaker_probe_failures_total{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_breaker_stale_results_total{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_connections_active{backend="127.0.0.1:9001",pool="web"} 0`,
+		`l4lb_bytes_total{backend="127.0.0.1:9001",direction="to_backend",pool="web"} 0`,
+		`l4lb_bytes_total{backend="[::1]:9001",direction="to_client",pool="web"} 0`,
+		`l4lb_client_connections_max 100`,
+	} {
+		if !strings.Contains(string(body), "\n"+series+"\n") {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
