@@ -93,7 +93,8 @@ func buildL4lb(dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(root, "cmd", "l4lb")); err != nil {
 		return "", fmt.Errorf("l4lb: cmd/l4lb is not in the tree yet")
 	}
-	bin := filepath.Join(dir, "l4lb")
+	// Not dir/l4lb: that is the l4lb system's own run directory.
+	bin := filepath.Join(dir, "l4lb.bin")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/l4lb")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
