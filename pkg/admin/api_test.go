@@ -166,3 +166,16 @@ func TestMetricsNames(t *testing.T) {
 		}
 	}
 }
+
+func TestProfilesServed(t *testing.T) {
+	srv, _ := newTestServer(t)
+	resp, err := http.Get(srv.URL + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("pprof: %d %.80q", resp.StatusCode, body)
+	}
+}
