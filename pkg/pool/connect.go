@@ -84,7 +84,12 @@ func (p *Pool) dial(ctx context.Context, b *Backend, k DialKind, clientGone func
 		o = dialer.Local
 	}
 	b.countDial(k, o)
-	b.breaker.Done(a, breakerResult(o))
+	// With count_early_reset a connect is only half the evidence: the relay
+	// reports the dial once the backend sends a byte or resets first.
+	pending := o == dialer.Success && p.cfg.Breaker.CountEarlyReset
+	if !pending {
+		b.breaker.Done(a, breakerResult(o))
+	}
 	if o == dialer.Local {
 		if c != nil {
 			c.Close()
@@ -95,7 +100,7 @@ func (p *Pool) dial(ctx context.Context, b *Backend, k DialKind, clientGone func
 		p.log.Debug("dial failed", "backend", b.Addr, "kind", k.String(), "err", err)
 		return Upstream{}, err
 	}
-	return Upstream{Conn: c, Backend: b, attempt: a}, nil
+	return Upstream{Conn: c, Backend: b, attempt: a, pending: pending}, nil
 }
 
 // probeFunc is the breaker's own recovery dial for b.
@@ -126,14 +131,7 @@ type Upstream struct {
 	Conn    *net.TCPConn
 	Backend *Backend
 	attempt breaker.Attempt
-}
-
-// ReportEarlyReset tells the breaker, when count_early_reset is on, that the
-// backend reset this connection before sending a byte: a backend that
-// accepts and at once resets is as broken as one that refuses. The dial
-// counters keep the connect's own outcome; only the breaker hears of it.
-func (p *Pool) ReportEarlyReset(up Upstream) {
-	if p.cfg.Breaker.CountEarlyReset {
-		up.Backend.breaker.Done(up.attempt, breaker.Failure)
-	}
+	// pending: the breaker has not heard this dial's result yet
+	// (count_early_reset); Relay reports it.
+	pending bool
 }

@@ -3,6 +3,7 @@ package pool
 import (
 	"net"
 
+	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -11,10 +12,20 @@ import (
 func (p *Pool) Relay(client net.Conn, up Upstream) splice.Result {
 	b := up.Backend
 	b.active.Add(1)
-	res := p.relayer.Relay(client, up.Conn, &b.Meter)
-	b.active.Add(-1)
-	if res.Outcome == splice.BackendReset && res.ToClient == 0 {
-		p.ReportEarlyReset(up)
+	defer b.active.Add(-1)
+	if !up.pending {
+		return p.relayer.Relay(client, up.Conn, &b.Meter)
+	}
+	// count_early_reset: the dial is judged by what the backend does first.
+	res := p.relayer.RelayNotify(client, up.Conn, &b.Meter, func() {
+		b.breaker.Done(up.attempt, breaker.Success)
+	})
+	if res.ToClient == 0 {
+		r := breaker.Success
+		if res.Outcome == splice.BackendReset {
+			r = breaker.Failure
+		}
+		b.breaker.Done(up.attempt, r)
 	}
 	return res
 }

@@ -14,7 +14,8 @@ type direction struct {
 	s         *session
 	toBackend bool // client to backend; decides which end a failure blames
 	meter     *atomic.Int64
-	n         int64 // bytes delivered to dst
+	n         int64  // bytes delivered to dst
+	firstByte func() // called once when n first grows; nil: nobody asked
 
 	// Raw (TCP to TCP) path.
 	src, dst rawConn
@@ -152,10 +153,20 @@ func (d *direction) drain(fd uintptr) bool {
 			d.bufStart += n
 			d.s.r.copied.Add(int64(n))
 		}
-		d.n += int64(n)
-		if d.meter != nil {
-			d.meter.Add(int64(n))
-		}
+		d.delivered(n)
+	}
+}
+
+// delivered accounts n bytes written to dst.
+func (d *direction) delivered(n int) {
+	d.n += int64(n)
+	if d.meter != nil {
+		d.meter.Add(int64(n))
+	}
+	if d.firstByte != nil && n > 0 {
+		f := d.firstByte
+		d.firstByte = nil
+		f()
 	}
 }
 
@@ -193,11 +204,8 @@ func (d *direction) runCopy() {
 		if nr > 0 {
 			d.s.touch()
 			nw, werr := d.dstConn.Write(buf[:nr])
-			d.n += int64(nw)
 			d.s.r.copied.Add(int64(nw))
-			if d.meter != nil {
-				d.meter.Add(int64(nw))
-			}
+			d.delivered(nw)
 			if werr != nil {
 				d.copyFailed(!d.toBackend, werr)
 				return

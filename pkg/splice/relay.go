@@ -89,6 +89,13 @@ type Result struct {
 // ended, then closes both connections. It returns when the relay is over.
 // m may be nil.
 func (r *Relayer) Relay(client, backend net.Conn, m *Meter) Result {
+	return r.RelayNotify(client, backend, m, nil)
+}
+
+// RelayNotify is Relay that also calls firstByte, once, when the backend's
+// first byte has been delivered to the client (if ever). It is called on a
+// relay goroutine and must not block.
+func (r *Relayer) RelayNotify(client, backend net.Conn, m *Meter, firstByte func()) Result {
 	s := &session{r: r, client: client, backend: backend}
 	s.touch()
 	var toBackend, toClient *atomic.Int64
@@ -98,6 +105,7 @@ func (r *Relayer) Relay(client, backend net.Conn, m *Meter) Result {
 	if !s.setupSplice(toBackend, toClient) {
 		s.setupCopy(toBackend, toClient)
 	}
+	s.dirs[1].firstByte = firstByte
 	if r.idleTimeout > 0 {
 		s.mu.Lock()
 		s.timer = time.AfterFunc(r.idleTimeout, s.checkIdle)

@@ -1,0 +1,296 @@
+package pool
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+// These tests drive the breaker through real dials on 127.0.0.1.
+
+func TestRefusedBackendTripsAfterExactlyFailuresDials(t *testing.T) {
+	live := testnet.StartBackend(t, "live", "")
+	refused := testnet.FreeAddr(t)
+	p := newPool(t, []string{refused, live.Addr},
+		"algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 3\ncooldown = \"60s\"")
+	for i := 0; i < 20; i++ {
+		if got := connect(t, p); got != live.Addr {
+			t.Fatalf("client %d got %q: a client must not see the refused backend's failures", i, got)
+		}
+	}
+	if ok, failed := dials(p, refused, DialClient); ok != 0 || failed != 3 {
+		t.Fatalf("refused backend: %d ok / %d failed dials, want exactly 3 failed then no more", ok, failed)
+	}
+	b, _ := p.Backend(refused)
+	if st := b.Breaker(); !st.Open || st.Generation != 1 || b.Trips() != 1 {
+		t.Fatalf("breaker %+v trips %d, want open at generation 1 after one trip", st, b.Trips())
+	}
+	if b.ProbeFailures() != 0 {
+		t.Fatal("a trip raised the probe-failure alert")
+	}
+}
+
+func TestFrozenBackendTripsOnConnectTimeouts(t *testing.T) {
+	live := testnet.StartBackend(t, "live", "")
+	frozen := testnet.FrozenBackend(t)
+	p := newPool(t, []string{frozen, live.Addr},
+		"algorithm = \"round-robin\"\nretries = 1\nconnect_timeout = \"200ms\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 3\ncooldown = \"60s\"")
+	for i := 0; i < 8; i++ {
+		if got := connect(t, p); got != live.Addr {
+			t.Fatalf("client %d got %q, want the live backend", i, got)
+		}
+	}
+	if _, failed := dials(p, frozen, DialClient); failed != 3 {
+		t.Fatalf("%d timed-out dials to the frozen backend, want 3", failed)
+	}
+	if b, _ := p.Backend(frozen); !b.Breaker().Open {
+		t.Fatal("frozen backend's breaker did not trip on connect timeouts")
+	}
+}
+
+func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
+	back := newRestartable(t) // down at first: refused
+	live := testnet.StartBackend(t, "live", "")
+	const cooldown = 1500 * time.Millisecond
+	p := newPool(t, []string{back.addr, live.Addr},
+		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"1500ms\"")
+	connect(t, p)
+	connect(t, p)
+	b, _ := p.Backend(back.addr)
+	if !b.Breaker().Open {
+		t.Fatal("breaker did not trip")
+	}
+	tripped := time.Now()
+	back.start() // back up, well within the cooldown
+
+	for time.Since(tripped) < cooldown*2/3 {
+		if got := connect(t, p); got != live.Addr {
+			t.Fatalf("client reached %q during the cooldown", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if back.accepted() != 0 {
+		t.Fatalf("restarted backend saw %d connections during the cooldown, want none", back.accepted())
+	}
+	testnet.Eventually(t, "the probe to close the breaker", func() bool { return !b.Breaker().Open })
+	// tripped was taken just after the trip, so allow that much slack.
+	if time.Since(tripped) < cooldown-50*time.Millisecond {
+		t.Fatalf("breaker closed after %v, before the %v cooldown ended", time.Since(tripped), cooldown)
+	}
+	if ok, failed := dials(p, back.addr, DialProbe); ok != 1 || failed != 0 {
+		t.Fatalf("probe dials %d ok / %d failed, want exactly one successful probe", ok, failed)
+	}
+	if back.accepted() != 1 {
+		t.Fatalf("backend saw %d connections before clients returned, want only the probe", back.accepted())
+	}
+	served := false
+	for i := 0; i < 4 && !served; i++ {
+		served = connect(t, p) == back.addr
+	}
+	if !served {
+		t.Fatal("closed breaker, but clients never reach the backend")
+	}
+}
+
+func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
+	dead := testnet.FreeAddr(t)
+	live := testnet.StartBackend(t, "live", "")
+	p := newPool(t, []string{dead, live.Addr},
+		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"300ms\"\nmax_cooldown = \"10s\"")
+	connect(t, p)
+	connect(t, p)
+	b, _ := p.Backend(dead)
+	testnet.Eventually(t, "a failed probe", func() bool { return b.ProbeFailures() >= 1 })
+	st := b.Breaker()
+	if !st.Open || st.Generation < 2 {
+		t.Fatalf("after a failed probe: %+v, want open with a new generation", st)
+	}
+	if st.Cooldown < 540*time.Millisecond || st.Cooldown > 660*time.Millisecond {
+		t.Fatalf("cooldown after one failed probe %v, want 600ms ±10%%", st.Cooldown)
+	}
+}
+
+func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
+	a := testnet.StartBackend(t, "a", "")
+	other := testnet.StartBackend(t, "b", "")
+	p := newPool(t, []string{a.Addr, other.Addr},
+		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 1\nfall = 1\n[pool.p.breaker]\nfailures = 1\ncooldown = \"100ms\"")
+	b, _ := p.Backend(a.Addr)
+	if err := p.Disable(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	// Health checks keep passing, the breaker's loops run, clients come
+	// and go: none of it may bring the backend back.
+	deadline := time.Now().Add(600 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if got := connect(t, p); got != other.Addr {
+			t.Fatalf("a client reached %q, the disabled backend", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if hs, _ := dials(p, a.Addr, DialHealth); hs == 0 {
+		t.Fatal("no health check ran: the test proves nothing")
+	}
+	if !b.Breaker().Disabled || b.Usable() {
+		t.Fatal("disable was undone")
+	}
+	// Even all-down never force-tries a disabled backend.
+	ob, _ := p.Backend(other.Addr)
+	p.Disable(context.Background(), ob)
+	if got := connect(t, p); got != "" {
+		t.Fatalf("with every backend disabled a client reached %q", got)
+	}
+	if _, f := dials(p, a.Addr, DialForce); f != 0 {
+		t.Fatal("a disabled backend was force-tried")
+	}
+	p.Enable(context.Background(), b)
+	if got := connect(t, p); got != a.Addr {
+		t.Fatalf("after enable: %q", got)
+	}
+}
+
+func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
+	first := newRestartable(t)
+	second, third := testnet.FreeAddr(t), testnet.FreeAddr(t)
+	p := newPool(t, []string{first.addr, second, third},
+		"algorithm = \"round-robin\"\nretries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	// Trip them one after another: the first tripped has the least left.
+	for _, addr := range []string{first.addr, second, third} {
+		for {
+			connect(t, p)
+			if b, _ := p.Backend(addr); b.Breaker().Open {
+				break
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	before := map[string]int64{}
+	for _, b := range p.Backends() {
+		_, before[b.Addr] = b.Dials(DialClient)
+	}
+	for i := 0; i < 5; i++ {
+		if got := connect(t, p); got != "" {
+			t.Fatalf("all down, yet a client got %q", got)
+		}
+	}
+	if _, f := dials(p, first.addr, DialForce); f != 5 {
+		t.Fatalf("%d force-tries of the backend closest to recovery, want 5 (one per client)", f)
+	}
+	for _, addr := range []string{second, third} {
+		if ok, f := dials(p, addr, DialForce); ok+f != 0 {
+			t.Fatalf("backend %s was force-tried too", addr)
+		}
+	}
+	for _, b := range p.Backends() {
+		if _, f := b.Dials(DialClient); f != before[b.Addr] {
+			t.Fatal("all-down clients made ordinary dials besides the force-try")
+		}
+	}
+	fb, _ := p.Backend(first.addr)
+	if st := fb.Breaker(); st.Generation != 1 || fb.ProbeFailures() != 0 {
+		t.Fatalf("failed force-tries changed the breaker (%+v) or alerted", st)
+	}
+	// A successful force-try is recovery, before the cooldown ends.
+	first.start()
+	if got := connect(t, p); got != first.addr {
+		t.Fatalf("force-try after restart got %q", got)
+	}
+	if st := fb.Breaker(); st.Open {
+		t.Fatalf("successful force-try did not close the breaker: %+v", st)
+	}
+}
+
+func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
+	back := newRestartable(t)
+	back.start()
+	live := testnet.StartBackend(t, "live", "")
+	p := newPool(t, []string{back.addr, live.Addr},
+		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 2\nfall = 2")
+	b, _ := p.Backend(back.addr)
+	back.stop()
+	testnet.Eventually(t, "health to go down", func() bool { return !b.HealthUp() })
+	for i := 0; i < 6; i++ {
+		if got := connect(t, p); got != live.Addr {
+			t.Fatalf("client reached %q while it is health-down", got)
+		}
+	}
+	if _, f := dials(p, back.addr, DialHealth); f < 2 {
+		t.Fatalf("%d failed health dials counted, want at least fall=2", f)
+	}
+	if st := b.Breaker(); st.Open || st.Generation != 0 || b.Trips() != 0 {
+		t.Fatalf("health failures reached the breaker: %+v", st)
+	}
+	back.start()
+	testnet.Eventually(t, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
+}
+
+func TestEarlyResetCountsWhenConfigured(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+			// A backend that accepts, then resets before sending a byte
+			// (after a moment, so the connect itself succeeds).
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					time.AfterFunc(50*time.Millisecond, func() {
+						c.(*net.TCPConn).SetLinger(0)
+						c.Close()
+					})
+				}
+			}()
+			extra := "algorithm = \"round-robin\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 2\n"
+			if on {
+				extra += "count_early_reset = true\n"
+			}
+			p := newPool(t, []string{ln.Addr().String()}, extra)
+			for i := 0; i < 3; i++ {
+				up, err := p.Connect(context.Background(), client, nil)
+				if err != nil {
+					continue // tripped: the client fails, as with no breaker
+				}
+				// The client side of the relay: a socket pair on loopback.
+				cl, sv := tcpPair(t)
+				if res := p.Relay(sv, up); res.Outcome.String() != "backend-reset" || res.ToClient != 0 {
+					t.Fatalf("relay %+v, want a backend reset before any byte", res)
+				}
+				cl.Close()
+			}
+			b := p.Backends()[0]
+			if ok, f := b.Dials(DialClient); ok < 2 || f != 0 {
+				t.Fatalf("dials %d ok / %d failed: the connects themselves must succeed", ok, f)
+			}
+			if got := b.Breaker().Open; got != on {
+				t.Fatalf("count_early_reset=%v: breaker open = %v", on, got)
+			}
+		})
+	}
+}
+
+// tcpPair returns two connected TCP sockets on 127.0.0.1.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
