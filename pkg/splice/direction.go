@@ -63,7 +63,11 @@ func (d *direction) run() {
 			return
 		}
 		if d.eof {
-			closeWrite(d.dstConn)
+			// The last direction to end needs no half-close: the close
+			// that ends the relay sends the FIN, one syscall fewer.
+			if d.s.ended.Add(1) == 1 {
+				closeWrite(d.dstConn)
+			}
 			return
 		}
 		d.s.touch()

@@ -128,6 +128,7 @@ type session struct {
 	client, backend net.Conn
 	lastActive      atomic.Int64
 	finished        atomic.Bool
+	ended           atomic.Int32 // directions that reached EOF
 	wg              sync.WaitGroup
 	dirs            [2]direction // 0: client to backend, 1: backend to client
 
