@@ -149,12 +149,12 @@ func (s *Server) acceptor(f *front) listener.Handler {
 	}
 }
 
+// serve connects the client to a backend and starts the relay, then hands
+// its client-to-backend direction to a fresh goroutine and returns: dialing
+// grows a goroutine's stack to several KiB, and an idle relay should not
+// keep that stack for its whole life.
 func (s *Server) serve(f *front, c *net.TCPConn) {
-	defer s.handlers.Done()
-	defer s.active.Add(-1)
 	ct := s.conns.add(c)
-	defer s.conns.remove(ct)
-
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	up, err := f.pool.Connect(s.dialCtx, src, func() bool { return peerGone(c) })
 	if err != nil {
@@ -165,14 +165,24 @@ func (s *Server) serve(f *front, c *net.TCPConn) {
 		}
 		s.log.Debug("client not served", "listener", f.name, "client", src.String(), "err", err)
 		c.Close()
+		s.conns.remove(ct)
+		s.active.Add(-1)
+		s.handlers.Done()
 		return
 	}
 	f.ok.Add(1)
-	bt := s.conns.add(up.Conn)
-	res := f.pool.Relay(c, up)
-	s.conns.remove(bt)
+	s.conns.add(up.Conn)
+	go s.finishRelay(f, c, up, f.pool.StartRelay(c, up))
+}
+
+func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying) {
+	res := r.Wait()
+	s.conns.remove(up.Conn)
+	s.conns.remove(c)
+	s.active.Add(-1)
+	s.handlers.Done()
 	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
-		s.log.Debug("relay reset", "listener", f.name, "client", src.String(), "backend", up.Backend.Addr,
+		s.log.Debug("relay reset", "listener", f.name, "client", c.RemoteAddr().String(), "backend", up.Backend.Addr,
 			"outcome", res.Outcome.String(), "err", res.Err)
 	}
 }

@@ -89,13 +89,20 @@ type Result struct {
 // ended, then closes both connections. It returns when the relay is over.
 // m may be nil.
 func (r *Relayer) Relay(client, backend net.Conn, m *Meter) Result {
-	return r.RelayNotify(client, backend, m, nil)
+	return r.Start(client, backend, m, nil).Wait()
 }
 
-// RelayNotify is Relay that also calls firstByte, once, when the backend's
-// first byte has been delivered to the client (if ever). It is called on a
-// relay goroutine and must not block.
-func (r *Relayer) RelayNotify(client, backend net.Conn, m *Meter, firstByte func()) Result {
+// Session is a relay that has been started: its backend-to-client direction
+// runs on a goroutine of its own, the other one runs in Wait.
+type Session struct{ s *session }
+
+// Start sets up the relay and starts its backend-to-client direction.
+// firstByte, if not nil, is called once when the backend's first byte has
+// been delivered to the client (if ever); it runs on a relay goroutine and
+// must not block. The caller must call Wait, typically on a fresh
+// goroutine: a direction waiting for data parks with whatever stack its
+// goroutine grew, so a shallow goroutine keeps an idle relay small.
+func (r *Relayer) Start(client, backend net.Conn, m *Meter, firstByte func()) Session {
 	s := &session{r: r, client: client, backend: backend}
 	s.touch()
 	var toBackend, toClient *atomic.Int64
@@ -111,12 +118,20 @@ func (r *Relayer) RelayNotify(client, backend net.Conn, m *Meter, firstByte func
 		s.timer = time.AfterFunc(r.idleTimeout, s.checkIdle)
 		s.mu.Unlock()
 	}
-
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.dirs[1].run()
-	}()
+	go s.runBackendToClient()
+	return Session{s}
+}
+
+func (s *session) runBackendToClient() {
+	defer s.wg.Done()
+	s.dirs[1].run()
+}
+
+// Wait runs the client-to-backend direction until it ends, waits for the
+// other one, closes both connections and returns the result.
+func (rs Session) Wait() Result {
+	s := rs.s
 	s.dirs[0].run()
 	s.wg.Wait()
 	return s.finish()
