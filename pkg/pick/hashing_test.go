@@ -14,9 +14,15 @@ func TestHashingDistribution(t *testing.T) {
 		bound float64
 	}{
 		{Maglev, 1.02},
-		// 160 random points per backend: see hashring's TestRingDistribution
-		// for why 1.10 needs ~1000 points; mean + 3 sigma here.
-		{ConsistentHash, 1.25},
+		// The bound at the default 160 points, for these ten
+		// backends (10.1.0.1..10:9000; deterministic: 1.085). It is a
+		// property of this address set, not of every set: 160 random
+		// points per backend give each share a relative spread of
+		// 1/sqrt(160) = 7.9%, so over arbitrary ID sets the largest of
+		// ten shares is typically 1.12 x the mean (hashring's
+		// TestRingDistribution asserts that statistical bound, and 1.10
+		// at 1000 points). hash_balance_factor bounds it exactly.
+		{ConsistentHash, 1.10},
 	} {
 		t.Run(tc.alg, func(t *testing.T) {
 			p := mustNew(t, equalBackends(10), newState(10), Config{Algorithm: tc.alg})
