@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -108,9 +107,15 @@ func (in *instance) shutdown(ctx context.Context) error {
 	return err
 }
 
-// stop ends the background work; the server must be shut down already (or
-// never started).
+// stop ends the background work and releases the listeners.
 func (in *instance) stop() {
+	if in.server != nil {
+		// Releases the addresses of a server that never served (a failed
+		// start); after a drain it returns at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		in.server.Shutdown(ctx)
+	}
 	if in.stopPools != nil {
 		in.stopPools()
 		in.poolsDone.Wait()
@@ -121,8 +126,4 @@ func (in *instance) stop() {
 	if in.pipes != nil {
 		in.pipes.Trim()
 	}
-}
-
-func (in *instance) String() string {
-	return fmt.Sprintf("instance(%d pools)", len(in.pools))
 }

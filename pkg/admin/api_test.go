@@ -137,6 +137,30 @@ func TestAPIErrors(t *testing.T) {
 	}
 }
 
+func TestMetricsScrapedByHostName(t *testing.T) {
+	srv, _ := newTestServer(t)
+	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+	req.Host = "lb1.example:9090" // how Prometheus scrapes a named target
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics with a host name: %d, want 200", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/debug/pprof/", nil)
+	req.Host = "evil.example:9090"
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("/debug/pprof/ with a foreign host name: %d, want 403", resp.StatusCode)
+	}
+}
+
 func TestMetricsNames(t *testing.T) {
 	srv, _ := newTestServer(t)
 	resp, err := http.Get(srv.URL + "/metrics")

@@ -33,17 +33,19 @@ func Handler(src Sources, log *slog.Logger) http.Handler {
 	reg.MustRegister(collector{src: src},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
+	// The API and the profiles act or reveal, so a browser page must not
+	// reach them; /metrics is read-only and scraped by host name.
+	guarded := http.NewServeMux()
+	(&api{pools: src.Pools, log: log}).routes(guarded)
+	guarded.HandleFunc("/debug/pprof/", pprof.Index)
+	guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	guarded.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	guarded.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}}))
-	(&api{pools: src.Pools, log: log}).routes(mux)
-	// Profiles of a live process, on the loopback-only admin endpoint
-	// behind the same browser guard as the API.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return notFromBrowser(mux)
+	mux.Handle("/", notFromBrowser(guarded))
+	return mux
 }
 
 // Start binds addr now (so a busy port fails start-up) and serves in the

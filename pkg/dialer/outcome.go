@@ -69,3 +69,10 @@ func IsLocal(err error) bool {
 	}
 	return false
 }
+
+// IsTimeout reports whether a dial failed by running out of time (the
+// connect timeout, or the kernel's own SYN retries).
+func IsTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, syscall.ETIMEDOUT)
+}

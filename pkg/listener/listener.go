@@ -60,6 +60,11 @@ func Listen(cfg Config) (*Listener, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Listener{cfg: cfg, log: log.With("listener", cfg.Name), closing: make(chan struct{})}
+	if ap.Port() != 0 {
+		if err := checkUnused(ap); err != nil {
+			return nil, fmt.Errorf("listener %q on %s: %w", cfg.Name, cfg.Addr, err)
+		}
+	}
 	for i := 0; i < cfg.Loops; i++ {
 		s, err := listenSocket(ap, cfg.Backlog)
 		if err != nil {

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -111,6 +112,14 @@ func TestListenErrors(t *testing.T) {
 	if err == nil {
 		plain.Close()
 		t.Fatal("a plain listener could bind the same port")
+	}
+	// A second l4lb on the same address must not join the SO_REUSEPORT
+	// group silently and steal a share of the connections.
+	if l2, err := Listen(Config{Name: "b", Addr: l.Addr().String(), Loops: 1}); err == nil {
+		l2.Close()
+		t.Fatal("a second listener joined an address already in use")
+	} else if !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("error %q does not say the address is in use", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -71,4 +72,23 @@ func setBacklog(ln *net.TCPListener, backlog int) error {
 		return fmt.Errorf("listen backlog %d: %w", backlog, lerr)
 	}
 	return nil
+}
+
+// checkUnused refuses an address something already listens on. With
+// SO_REUSEPORT a second process of the same user (another l4lb, a demo
+// left running) would otherwise join the port silently and take a share of
+// the connections; a plain bind without SO_REUSEPORT tells.
+func checkUnused(addr netip.AddrPort) error {
+	network := "tcp4"
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		network = "tcp6"
+	}
+	ln, err := net.Listen(network, addr.String())
+	if err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			return fmt.Errorf("address already in use by another socket (another l4lb?): %w", err)
+		}
+		return err
+	}
+	return ln.Close()
 }

@@ -228,10 +228,20 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 }
 
 func TestEarlyResetCountsWhenConfigured(t *testing.T) {
-	for _, on := range []bool{true, false} {
-		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
-			// A backend that accepts, then resets before sending a byte
-			// (after a moment, so the connect itself succeeds).
+	tests := []struct {
+		name      string
+		on        bool
+		sendFirst bool // the backend sends a byte before resetting
+		wantOpen  bool
+	}{
+		{"on: reset before the first byte is a failed dial", true, false, true},
+		{"on: reset after a byte is no failure", true, true, false},
+		{"off: a reset is never a failed dial", false, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// A backend that accepts, then resets (after a moment, so the
+			// connect itself succeeds).
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -243,6 +253,9 @@ func TestEarlyResetCountsWhenConfigured(t *testing.T) {
 					if err != nil {
 						return
 					}
+					if tc.sendFirst {
+						c.Write([]byte("x"))
+					}
 					time.AfterFunc(50*time.Millisecond, func() {
 						c.(*net.TCPConn).SetLinger(0)
 						c.Close()
@@ -250,28 +263,48 @@ func TestEarlyResetCountsWhenConfigured(t *testing.T) {
 				}
 			}()
 			extra := "algorithm = \"round-robin\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 2\n"
-			if on {
+			if tc.on {
 				extra += "count_early_reset = true\n"
 			}
 			p := newPool(t, []string{ln.Addr().String()}, extra)
-			for i := 0; i < 3; i++ {
+			b := p.Backends()[0]
+			for i := 0; i < 2; i++ {
 				up, err := p.Connect(context.Background(), client, nil)
 				if err != nil {
-					continue // tripped: the client fails, as with no breaker
+					t.Fatalf("connect %d: %v", i, err)
 				}
-				// The client side of the relay: a socket pair on loopback.
 				cl, sv := tcpPair(t)
-				if res := p.Relay(sv, up); res.Outcome.String() != "backend-reset" || res.ToClient != 0 {
-					t.Fatalf("relay %+v, want a backend reset before any byte", res)
+				if res := p.Relay(sv, up); res.Outcome.String() != "backend-reset" {
+					t.Fatalf("relay %+v, want a backend reset", res)
 				}
 				cl.Close()
 			}
-			b := p.Backends()[0]
-			if ok, f := b.Dials(DialClient); ok < 2 || f != 0 {
-				t.Fatalf("dials %d ok / %d failed: the connects themselves must succeed", ok, f)
+			ok, failed := b.Dials(DialClient)
+			if got := b.Breaker().Open; got != tc.wantOpen {
+				t.Fatalf("breaker open = %v, want %v (dials %d ok / %d failed)", got, tc.wantOpen, ok, failed)
 			}
-			if got := b.Breaker().Open; got != on {
-				t.Fatalf("count_early_reset=%v: breaker open = %v", on, got)
+			// The dial counters tell the same story as the breaker.
+			wantFailed := int64(0)
+			if tc.wantOpen {
+				wantFailed = 2
+			}
+			if failed != wantFailed || ok != 2-wantFailed {
+				t.Fatalf("dials %d ok / %d failed, want %d / %d", ok, failed, 2-wantFailed, wantFailed)
+			}
+			if !tc.on || !tc.wantOpen {
+				return
+			}
+			// All down now: the force-try connects, then is reset before a
+			// byte: a failed force-try, which changes nothing.
+			up, err := p.Connect(context.Background(), client, nil)
+			if err != nil {
+				t.Fatalf("force-try: %v", err)
+			}
+			cl, sv := tcpPair(t)
+			p.Relay(sv, up)
+			cl.Close()
+			if _, f := b.Dials(DialForce); f != 1 || !b.Breaker().Open || b.Breaker().Generation != 1 {
+				t.Fatalf("force-try reset before a byte: %d failed force dials, breaker %+v; want 1, still open at generation 1", f, b.Breaker())
 			}
 		})
 	}

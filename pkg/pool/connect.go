@@ -36,8 +36,13 @@ func (p *Pool) Connect(ctx context.Context, src netip.AddrPort, clientGone func(
 		return p.forceTry(ctx, src, clientGone)
 	}
 	var last error
-	for _, i := range cands {
+	for k, i := range cands {
 		b := p.backends[i]
+		// After a failed dial (up to connect_timeout long) a later
+		// candidate may have tripped meanwhile: open means no client dial.
+		if k > 0 && !b.Usable() {
+			continue
+		}
 		up, err := p.dial(ctx, b, DialClient, clientGone)
 		if err == nil {
 			return up, nil
@@ -80,27 +85,26 @@ func (p *Pool) dial(ctx context.Context, b *Backend, k DialKind, clientGone func
 	a := b.breaker.Begin(bk)
 	c, err := p.dialer.Dial(ctx, b.Addr)
 	o := dialer.Classify(err)
-	if o == dialer.Failure && clientGone != nil && clientGone() {
+	if o == dialer.Failure && dialer.IsTimeout(err) && clientGone != nil && clientGone() {
+		// The client gave up while we waited: the timeout measured its
+		// patience as much as the backend. A refusal stays evidence.
 		o = dialer.Local
 	}
-	b.countDial(k, o)
 	// With count_early_reset a connect is only half the evidence: the relay
-	// reports the dial once the backend sends a byte or resets first.
+	// settles the dial once the backend sends a byte or resets first.
 	pending := o == dialer.Success && p.cfg.Breaker.CountEarlyReset
 	if !pending {
+		b.countDial(k, o)
 		b.breaker.Done(a, breakerResult(o))
 	}
 	if o == dialer.Local {
-		if c != nil {
-			c.Close()
-		}
 		return Upstream{}, errors.Join(ErrLocal, err)
 	}
 	if err != nil {
 		p.log.Debug("dial failed", "backend", b.Addr, "kind", k.String(), "err", err)
 		return Upstream{}, err
 	}
-	return Upstream{Conn: c, Backend: b, attempt: a, pending: pending}, nil
+	return Upstream{Conn: c, Backend: b, kind: k, attempt: a, pending: pending}, nil
 }
 
 // probeFunc is the breaker's own recovery dial for b.
@@ -130,6 +134,7 @@ func (p *Pool) countingDial(b *Backend, k DialKind) func(ctx context.Context, ne
 type Upstream struct {
 	Conn    *net.TCPConn
 	Backend *Backend
+	kind    DialKind
 	attempt breaker.Attempt
 	// pending: the breaker has not heard this dial's result yet
 	// (count_early_reset); Relay reports it.

@@ -3,7 +3,7 @@ package pool
 import (
 	"net"
 
-	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -28,7 +28,7 @@ func (p *Pool) StartRelay(client net.Conn, up Upstream) *Relaying {
 	if up.pending {
 		// count_early_reset: the dial is judged by what the backend does
 		// first; a first byte proves it.
-		firstByte = func() { b.breaker.Done(up.attempt, breaker.Success) }
+		firstByte = func() { up.settle(dialer.Success) }
 	}
 	return &Relaying{up: up, sess: p.relayer.Start(client, up.Conn, &b.Meter, firstByte)}
 }
@@ -38,14 +38,20 @@ func (p *Pool) StartRelay(client net.Conn, up Upstream) *Relaying {
 // cleanly did not.
 func (r *Relaying) Wait() splice.Result {
 	res := r.sess.Wait()
-	b := r.up.Backend
-	b.active.Add(-1)
+	r.up.Backend.active.Add(-1)
 	if r.up.pending && res.ToClient == 0 {
-		result := breaker.Success
+		o := dialer.Success
 		if res.Outcome == splice.BackendReset {
-			result = breaker.Failure
+			o = dialer.Failure
 		}
-		b.breaker.Done(r.up.attempt, result)
+		r.up.settle(o)
 	}
 	return res
+}
+
+// settle records a pending dial's outcome, in the dial counters and with
+// the breaker at once, so the two never disagree.
+func (up Upstream) settle(o dialer.Outcome) {
+	up.Backend.countDial(up.kind, o)
+	up.Backend.breaker.Done(up.attempt, breakerResult(o))
 }

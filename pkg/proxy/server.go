@@ -58,7 +58,8 @@ type front struct {
 }
 
 // New binds every listener (so a busy address fails here) without
-// accepting yet.
+// accepting yet. A Server that is never served must still be shut down to
+// release its addresses.
 func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections <= 0 {
 		return nil, errors.New("proxy: MaxConnections must be > 0")
@@ -154,7 +155,7 @@ func (s *Server) acceptor(f *front) listener.Handler {
 // grows a goroutine's stack to several KiB, and an idle relay should not
 // keep that stack for its whole life.
 func (s *Server) serve(f *front, c *net.TCPConn) {
-	ct := s.conns.add(c)
+	s.conns.add(c)
 	src := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	up, err := f.pool.Connect(s.dialCtx, src, func() bool { return peerGone(c) })
 	if err != nil {
@@ -163,28 +164,33 @@ func (s *Server) serve(f *front, c *net.TCPConn) {
 		} else {
 			f.failed.Add(1)
 		}
-		s.log.Debug("client not served", "listener", f.name, "client", src.String(), "err", err)
-		c.Close()
-		s.conns.remove(ct)
-		s.active.Add(-1)
-		s.handlers.Done()
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("client not served", "listener", f.name, "client", src.String(), "err", err)
+		}
+		s.done(c)
 		return
 	}
 	f.ok.Add(1)
-	s.conns.add(up.Conn)
 	go s.finishRelay(f, c, up, f.pool.StartRelay(c, up))
 }
 
 func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying) {
 	res := r.Wait()
-	s.conns.remove(up.Conn)
+	s.done(c)
+	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("relay reset", "listener", f.name, "client", c.RemoteAddr().String(),
+				"backend", up.Backend.Addr, "outcome", res.Outcome.String(), "err", res.Err)
+		}
+	}
+}
+
+// done ends the accounting of a client connection.
+func (s *Server) done(c *net.TCPConn) {
+	c.Close()
 	s.conns.remove(c)
 	s.active.Add(-1)
 	s.handlers.Done()
-	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
-		s.log.Debug("relay reset", "listener", f.name, "client", c.RemoteAddr().String(), "backend", up.Backend.Addr,
-			"outcome", res.Outcome.String(), "err", res.Err)
-	}
 }
 
 // Shutdown stops accepting, waits for open relays to finish until ctx is
@@ -201,11 +207,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancelDial()
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-drained: // both ready: drained wins
+			s.cancelDial()
+			return nil
+		default:
+		}
 	}
 	left := s.active.Load()
 	s.log.Warn("shutdown timeout: closing open connections", "connections", left)
 	s.cancelDial()
-	s.conns.closeAll()
+	s.conns.cutAll()
 	<-drained
 	return fmt.Errorf("proxy: closed %d connections still open at the shutdown deadline: %w", left, ctx.Err())
 }

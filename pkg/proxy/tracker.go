@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// tracker remembers open connections so a shutdown that runs out of time
-// can close them. It is sharded so accept loops on different CPUs rarely
-// share a lock.
+// tracker remembers the client connections being served so a shutdown
+// that runs out of time can cut them. It is sharded so accept loops on
+// different CPUs rarely share a lock.
 type tracker struct {
 	shards [32]trackerShard
 }
@@ -15,7 +15,7 @@ type tracker struct {
 type trackerShard struct {
 	mu    sync.Mutex
 	conns map[*net.TCPConn]struct{}
-	_     [40]byte // keep shards on separate cache lines
+	_     [64 - 16]byte // a shard per cache line: mutex (8) + map pointer (8)
 }
 
 func (t *tracker) init() {
@@ -28,12 +28,11 @@ func (t *tracker) shard(c *net.TCPConn) *trackerShard {
 	return &t.shards[(uintptr(ptrOf(c))>>6)%uintptr(len(t.shards))]
 }
 
-func (t *tracker) add(c *net.TCPConn) *net.TCPConn {
+func (t *tracker) add(c *net.TCPConn) {
 	s := t.shard(c)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	return c
 }
 
 func (t *tracker) remove(c *net.TCPConn) {
@@ -43,11 +42,15 @@ func (t *tracker) remove(c *net.TCPConn) {
 	s.mu.Unlock()
 }
 
-func (t *tracker) closeAll() {
+// cutAll resets every tracked client connection. Its relay sees the close
+// and resets the backend side too: a cut stream must not end with a FIN
+// that looks like a complete one.
+func (t *tracker) cutAll() {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
 		for c := range s.conns {
+			c.SetLinger(0)
 			c.Close()
 		}
 		s.mu.Unlock()

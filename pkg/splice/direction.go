@@ -15,7 +15,8 @@ type direction struct {
 	toBackend bool // client to backend; decides which end a failure blames
 	meter     *atomic.Int64
 	n         int64  // bytes delivered to dst
-	firstByte func() // called once when n first grows; nil: nobody asked
+	firstByte func() // called once after n first grows; nil: nobody asked
+	firstSeen bool   // n has grown; firstByte is due
 
 	// Raw (TCP to TCP) path.
 	src, dst rawConn
@@ -71,7 +72,11 @@ func (d *direction) run() {
 			return
 		}
 		d.s.touch()
-		if err := d.dst.Write(d.writeFn); err != nil {
+		d.s.inFlight.Add(1)
+		err := d.dst.Write(d.writeFn)
+		d.s.inFlight.Add(-1)
+		d.fireFirstByte()
+		if err != nil {
 			d.s.abort(Aborted, nil, false, false)
 			return
 		}
@@ -79,7 +84,6 @@ func (d *direction) run() {
 			d.s.brokenEnd(!d.toBackend, d.werr)
 			return
 		}
-		d.s.touch()
 	}
 }
 
@@ -161,15 +165,26 @@ func (d *direction) drain(fd uintptr) bool {
 	}
 }
 
-// delivered accounts n bytes written to dst.
+// delivered accounts n bytes written to dst. Progress is activity: a
+// slow reader draining a full pipe is not idle.
 func (d *direction) delivered(n int) {
+	if n <= 0 {
+		return
+	}
 	d.n += int64(n)
 	if d.meter != nil {
 		d.meter.Add(int64(n))
 	}
-	if d.firstByte != nil && n > 0 {
+	d.s.touch()
+	d.firstSeen = d.firstByte != nil
+}
+
+// fireFirstByte calls the first-byte hook once it is due. It runs outside
+// the socket callbacks: the hook may wait on a breaker Store.
+func (d *direction) fireFirstByte() {
+	if d.firstSeen {
 		f := d.firstByte
-		d.firstByte = nil
+		d.firstByte, d.firstSeen = nil, false
 		f()
 	}
 }
@@ -207,9 +222,12 @@ func (d *direction) runCopy() {
 		nr, rerr := d.srcConn.Read(buf)
 		if nr > 0 {
 			d.s.touch()
+			d.s.inFlight.Add(1)
 			nw, werr := d.dstConn.Write(buf[:nr])
+			d.s.inFlight.Add(-1)
 			d.s.r.copied.Add(int64(nw))
 			d.delivered(nw)
+			d.fireFirstByte()
 			if werr != nil {
 				d.copyFailed(!d.toBackend, werr)
 				return

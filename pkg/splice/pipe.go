@@ -18,8 +18,8 @@ const minUsefulPipe = 64 << 10
 // refused one, so a spent quota costs no pipe2/fcntl/close per chunk.
 const starveBackoff = time.Second
 
-// ErrPipeTooSmall reports that the kernel would not give a pipe of useful size.
-var ErrPipeTooSmall = errors.New("splice: kernel gave a pipe too small to be useful")
+// errPipeTooSmall: the kernel would not give a pipe of useful size.
+var errPipeTooSmall = errors.New("splice: kernel gave a pipe too small to be useful")
 
 // pipe is one kernel pipe used as a splice buffer. It is empty whenever it
 // sits in a pool.
@@ -41,7 +41,7 @@ func newPipe(size int) (*pipe, error) {
 		got, err = unix.FcntlInt(uintptr(p.w), unix.F_GETPIPE_SZ, 0)
 		if err != nil || got < min(size, minUsefulPipe) {
 			p.close()
-			return nil, ErrPipeTooSmall
+			return nil, errPipeTooSmall
 		}
 	}
 	p.size = got

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Config tunes a Relayer.
@@ -142,15 +144,17 @@ type session struct {
 	r               *Relayer
 	client, backend net.Conn
 	lastActive      atomic.Int64
-	finished        atomic.Bool
 	ended           atomic.Int32 // directions that reached EOF
+	inFlight        atomic.Int32 // directions holding read bytes not yet delivered
 	wg              sync.WaitGroup
 	dirs            [2]direction // 0: client to backend, 1: backend to client
 
-	mu      sync.Mutex // guards the fields below
-	timer   *time.Timer
-	outcome Outcome
-	err     error
+	mu       sync.Mutex // guards the fields below
+	timer    *time.Timer
+	outq     [2]int // send-queue bytes of client, backend at the last idle check
+	finished bool
+	outcome  Outcome
+	err      error
 }
 
 // setupSplice prepares both directions for splicing; false when either end
@@ -185,22 +189,67 @@ func (s *session) touch() { s.lastActive.Store(s.r.sinceEpoch()) }
 // timer; instead the timer, when it fires, re-arms itself for whatever is
 // left since the last activity.
 func (s *session) checkIdle() {
-	if s.finished.Load() {
+	left := s.r.idleTimeout - time.Duration(s.r.sinceEpoch()-s.lastActive.Load())
+	if left <= 0 && s.peersDraining() {
+		// Bytes l4lb handed over long ago are still being read out of a
+		// socket's send queue by a slow peer: that is traffic too.
+		s.touch()
+		left = s.r.idleTimeout
+	}
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
 		return
 	}
-	left := s.r.idleTimeout - time.Duration(s.r.sinceEpoch()-s.lastActive.Load())
 	if left > 0 {
-		s.mu.Lock()
 		s.timer.Reset(left)
 		s.mu.Unlock()
 		return
 	}
+	s.mu.Unlock()
 	s.abort(IdleTimeout, nil, false, false)
+}
+
+// peersDraining reports whether either socket's unsent queue changed since
+// the last idle check and is not empty: its peer is reading, slowly. Only
+// called when the idle timer fires, so it costs nothing per byte.
+func (s *session) peersDraining() bool {
+	draining := false
+	for i, c := range [2]net.Conn{s.client, s.backend} {
+		q := sendQueue(c)
+		s.mu.Lock()
+		if q > 0 && q != s.outq[i] {
+			draining = true
+		}
+		s.outq[i] = q
+		s.mu.Unlock()
+	}
+	return draining
+}
+
+// sendQueue is the number of bytes in c's send queue not yet acknowledged
+// by the peer (TIOCOUTQ); 0 when it cannot be read.
+func sendQueue(c net.Conn) int {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	q := 0
+	raw.Control(func(fd uintptr) {
+		q, _ = unix.IoctlGetInt(int(fd), unix.TIOCOUTQ)
+	})
+	return q
 }
 
 // abort ends the relay early. The first reason recorded wins. Resetting a
 // side (SO_LINGER 0) makes its close send RST instead of FIN, which is how a
-// reset on one side is passed on to the other.
+// reset on one side is passed on to the other. A relay cut from outside,
+// or with bytes read but not yet delivered, resets both sides, so neither
+// mistakes a truncated stream for a complete one.
 func (s *session) abort(o Outcome, err error, resetClient, resetBackend bool) {
 	s.mu.Lock()
 	first := s.outcome == 0
@@ -210,6 +259,9 @@ func (s *session) abort(o Outcome, err error, resetClient, resetBackend bool) {
 	s.mu.Unlock()
 	if !first {
 		return
+	}
+	if o == Aborted || s.inFlight.Load() > 0 {
+		resetClient, resetBackend = true, true
 	}
 	if resetClient {
 		setLingerZero(s.client)
@@ -232,8 +284,8 @@ func (s *session) brokenEnd(clientSide bool, err error) {
 }
 
 func (s *session) finish() Result {
-	s.finished.Store(true)
 	s.mu.Lock()
+	s.finished = true
 	if s.timer != nil {
 		s.timer.Stop()
 	}

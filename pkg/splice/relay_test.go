@@ -372,3 +372,45 @@ func TestRelayAbortedFromOutside(t *testing.T) {
 		t.Fatal("relay did not end after its sockets were closed")
 	}
 }
+
+func TestSlowReaderIsNotIdle(t *testing.T) {
+	// The backend sends 2 MiB at once; the client reads it slowly, for many
+	// idle timeouts. Bytes sit in the pipe and in socket queues and trickle
+	// out: that is traffic, and the relay must not cut it.
+	const idle = 250 * time.Millisecond
+	pool := newPool()
+	checkLeaks(t, pool)
+	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
+	p := r.open()
+	defer p.close()
+	p.client.SetReadBuffer(16 << 10)
+	payload := randomBytes(t, 2<<20)
+	go func() {
+		p.backend.Write(payload)
+		p.backend.CloseWrite()
+	}()
+	got := make([]byte, 0, len(payload))
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for {
+		time.Sleep(40 * time.Millisecond)
+		n, err := p.client.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes and %v: %v", len(got), time.Since(start), err)
+		}
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("client got %d bytes, want the %d sent", len(got), len(payload))
+	}
+	if el := time.Since(start); el < 3*idle {
+		t.Fatalf("read took only %v: the test did not outlast the idle timeout", el)
+	}
+	p.client.CloseWrite()
+	if res := p.waitResult(t); res.Outcome != Completed {
+		t.Fatalf("outcome %v, want completed", res.Outcome)
+	}
+}
