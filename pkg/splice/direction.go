@@ -208,7 +208,7 @@ func (d *direction) release() {
 
 // spliceCall moves up to max bytes from in to out without blocking.
 func spliceCall(in, out, max int) (int64, error) {
-	n, err := unix.Splice(in, nil, out, nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+	n, err := unix.Splice(in, nil, out, nil, max, unix.SPLICE_F_NONBLOCK)
 	return int64(n), err
 }
 
