@@ -207,11 +207,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancelDial()
 		return nil
 	case <-ctx.Done():
-		select {
-		case <-drained: // both ready: drained wins
+		if s.active.Load() == 0 { // nothing left to cut: drained, or about to be
+			<-drained
 			s.cancelDial()
 			return nil
-		default:
 		}
 	}
 	left := s.active.Load()
