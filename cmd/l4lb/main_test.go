@@ -208,21 +208,28 @@ colour = "blue"
 	}
 }
 
-func TestSIGTERMDrainsOpenRelays(t *testing.T) {
+// servingOneClient starts l4lb (with extra config) in front of a tagged
+// echo backend and opens one relayed connection, greeting read.
+func servingOneClient(t *testing.T, extra string) (*proc, string, net.Conn, *bufio.Reader) {
+	t.Helper()
 	b := testnet.StartBackend(t, "b", "")
-	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "[global]\nshutdown_timeout = \"20s\"")
+	path, listen, _ := writeConfig(t, "", []string{b.Addr}, extra)
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
-
 	c, err := net.Dial("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	r := bufio.NewReader(c)
 	if tag, _ := r.ReadString('\n'); tag != "b\n" {
 		t.Fatalf("greeting %q", tag)
 	}
+	return p, listen, c, r
+}
+
+func TestSIGTERMDrainsOpenRelays(t *testing.T) {
+	p, listen, c, r := servingOneClient(t, "[global]\nshutdown_timeout = \"20s\"")
 	p.signal(t, syscall.SIGTERM)
 	testnet.Eventually(t, "new connections refused", func() bool {
 		nc, err := net.DialTimeout("tcp", listen, time.Second)
@@ -251,16 +258,7 @@ func TestSIGTERMDrainsOpenRelays(t *testing.T) {
 }
 
 func TestShutdownTimeoutClosesTheRest(t *testing.T) {
-	b := testnet.StartBackend(t, "b", "")
-	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "[global]\nshutdown_timeout = \"300ms\"")
-	p := startL4LB(t, "", nil, "-config", path)
-	waitServing(t, p, listen)
-	c, err := net.Dial("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bufio.NewReader(c).ReadString('\n')
+	p, _, c, _ := servingOneClient(t, "[global]\nshutdown_timeout = \"300ms\"")
 	p.signal(t, syscall.SIGTERM)
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want 0 after closing what the drain left", code)
@@ -295,22 +293,7 @@ func TestRunsUnprivilegedAndSplices(t *testing.T) {
 	dir := t.TempDir()
 	if os.Getuid() == 0 {
 		// Production runs l4lb as an unprivileged user: so does this test.
-		shared, err := os.MkdirTemp("", "l4lb-cmd-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(shared)
-		os.Chmod(shared, 0o755)
-		self, _ := os.Executable()
-		bin = filepath.Join(shared, "l4lb")
-		data, err := os.ReadFile(self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bin, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		dir = shared
+		bin, dir = testnet.ExecutableCopy(t)
 		attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
 	b := testnet.StartBackend(t, "b", "")

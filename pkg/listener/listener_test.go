@@ -9,18 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+	"github.com/l4lb/l4lb/internal/testnet"
+)
 
 func TestSocketsShareOneAddress(t *testing.T) {
 	tests := []struct{ name, addr string }{
@@ -63,7 +54,7 @@ func TestSocketsShareOneAddress(t *testing.T) {
 				}
 				c.Close()
 			}
-			eventually(t, "every connection accepted", func() bool { return accepted.Load() == n })
+			testnet.Eventually(t, "every connection accepted", func() bool { return accepted.Load() == n })
 			for i := 0; i < n; i++ {
 				if v := <-noDelay; v != 1 {
 					t.Fatal("accepted connection without TCP_NODELAY")
@@ -169,7 +160,7 @@ func TestAcceptBacksOffOnEMFILEAndRecovers(t *testing.T) {
 		accepted.Add(1)
 		c.Close()
 	})
-	eventually(t, "accept to fail", func() bool { return l.AcceptErrors() > 0 })
+	testnet.Eventually(t, "accept to fail", func() bool { return l.AcceptErrors() > 0 })
 	time.Sleep(600 * time.Millisecond)
 	errs := l.AcceptErrors()
 	restore()
@@ -181,5 +172,5 @@ func TestAcceptBacksOffOnEMFILEAndRecovers(t *testing.T) {
 	if accepted.Load() != 0 {
 		t.Fatal("accepted while out of fds")
 	}
-	eventually(t, "queued connections accepted after fds are back", func() bool { return accepted.Load() == int64(len(clients)) })
+	testnet.Eventually(t, "queued connections accepted after fds are back", func() bool { return accepted.Load() == int64(len(clients)) })
 }

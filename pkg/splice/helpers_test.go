@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // proxied is one connection through a Relayer: the test holds the client's
@@ -130,18 +132,6 @@ func countFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // checkLeaks records goroutines and fds now and, when the test ends, waits
 // for both to return to these counts. The pool's idle pipes are closed
 // first: they are kept on purpose and are not a leak.
@@ -155,7 +145,7 @@ func checkLeaks(t *testing.T, pools ...*PipePool) {
 	g0, fd0 := runtime.NumGoroutine(), countFDs(t)
 	t.Cleanup(func() {
 		for _, p := range pools {
-			eventually(t, "pipes returned to the pool", func() bool { return p.Stats().Busy() == 0 })
+			testnet.Eventually(t, "pipes returned to the pool", func() bool { return p.Stats().Busy() == 0 })
 			p.Trim()
 		}
 		deadline := time.Now().Add(15 * time.Second)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 func newPool() *PipePool {
@@ -282,7 +284,7 @@ func TestIdleConnectionHoldsTwoFDsAndNoPipe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "every pipe back in the pool", func() bool { return pool.Stats().Busy() == 0 })
+	testnet.Eventually(t, "every pipe back in the pool", func() bool { return pool.Stats().Busy() == 0 })
 	pool.Trim()
 	// The test holds two ends per connection itself; the relay holds the
 	// other two and nothing else.

@@ -4,11 +4,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // l4lb runs as an unprivileged user under systemd, where the kernel's
@@ -23,24 +24,7 @@ func TestRelayAsUnprivilegedUser(t *testing.T) {
 		unprivilegedScenario(t)
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The go tool's build directory is private to root: copy the binary
-	// where the unprivileged user can execute it.
-	dir, err := os.MkdirTemp("", "l4lb-splice-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "splice.test")
-	if err := copyFile(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir := testnet.ExecutableCopy(t)
 	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = []string{childEnv + "=1", "PATH=/usr/bin:/bin", "HOME=" + dir}
@@ -77,7 +61,7 @@ func unprivilegedScenario(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, "idle connections release their pipes", func() bool { return pool.Stats().Busy() == 0 })
+		testnet.Eventually(t, "idle connections release their pipes", func() bool { return pool.Stats().Busy() == 0 })
 		before, _ := r.relayer.PathBytes()
 		bulk := r.open()
 		defer bulk.close()
@@ -130,21 +114,4 @@ func unprivilegedScenario(t *testing.T) {
 			t.Fatal("pool is not backing off after the kernel refused a pipe")
 		}
 	})
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
