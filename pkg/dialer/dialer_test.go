@@ -63,6 +63,15 @@ func TestDialRealSockets(t *testing.T) {
 	if err != nil || Classify(err) != Success {
 		t.Fatalf("dial to a listener: %v", err)
 	}
+	raw, _ := c.SyscallConn()
+	raw.Control(func(fd uintptr) {
+		if v, _ := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY); v != 1 {
+			t.Error("backend connection without TCP_NODELAY")
+		}
+		if v, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE); v != 0 {
+			t.Error("backend connection with keepalive probes (they cost syscalls per connection)")
+		}
+	})
 	c.Close()
 
 	_, err = d.Dial(context.Background(), refused)
