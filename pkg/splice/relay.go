@@ -130,6 +130,11 @@ func (s *session) runBackendToClient() {
 	s.dirs[1].run()
 }
 
+// Cut ends the relay at once, resetting both sides: for a shutdown that
+// ran out of time. Closing one socket is not enough: a direction blocked
+// writing to a backend that does not read would never notice.
+func (rs Session) Cut() { rs.s.abort(Aborted, nil, true, true) }
+
 // Wait runs the client-to-backend direction until it ends, waits for the
 // other one, closes both connections and returns the result.
 func (rs Session) Wait() Result {

@@ -71,8 +71,10 @@ func unprivilegedScenario(t *testing.T) {
 		}
 		bulk.waitResult(t)
 		spliced, copied := r.relayer.PathBytes()
-		if spliced-before != int64(len(payload)+1<<20) || copied != 0 {
-			t.Fatalf("bulk moved %d bytes by splice and %d by copy, want all %d by splice", spliced-before, copied, len(payload)+1<<20)
+		// The 100 one-byte messages and a stream's first bytes are copied
+		// (streamThreshold); the stream itself must splice, quota or not.
+		if total := int64(len(payload) + 1<<20); spliced-before < total*9/10 {
+			t.Fatalf("bulk moved %d bytes by splice and %d by copy, want at least 90%% of %d by splice", spliced-before, copied, total)
 		}
 	})
 	t.Run("spent pipe quota degrades to copy, not to tiny pipes", func(t *testing.T) {
