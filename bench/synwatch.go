@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +16,9 @@ import (
 // the failover scenario sees when a proxy stops dialing it. It needs
 // CAP_NET_RAW (the harness is root).
 type synWatch struct {
-	fd   int
+	fd   int // owned by read, which closes it
 	port uint16
+	stop atomic.Bool
 	mu   sync.Mutex
 	syns []time.Time
 	done chan struct{}
@@ -39,7 +41,10 @@ func newSYNWatch(port int) (*synWatch, error) {
 	}
 	// Wake the reader now and then so close is noticed.
 	tv := unix.Timeval{Usec: 100_000}
-	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("packet socket timeout: %w", err)
+	}
 	w := &synWatch{fd: fd, port: uint16(port), done: make(chan struct{})}
 	go w.read()
 	return w, nil
@@ -47,8 +52,12 @@ func newSYNWatch(port int) (*synWatch, error) {
 
 func (w *synWatch) read() {
 	defer close(w.done)
+	// The reader closes the fd itself: closing it from another goroutine
+	// while recvfrom may be called again would read whatever socket
+	// reuses the number.
+	defer unix.Close(w.fd)
 	buf := make([]byte, 128)
-	for {
+	for !w.stop.Load() {
 		n, from, err := unix.Recvfrom(w.fd, buf, unix.MSG_TRUNC)
 		if err == unix.EAGAIN || err == unix.EINTR {
 			continue
@@ -75,7 +84,7 @@ func isSYNTo(p []byte, port uint16) bool {
 		return false
 	}
 	ihl := int(p[0]&0x0f) * 4
-	if len(p) < ihl+14 {
+	if ihl < 20 || len(p) < ihl+14 {
 		return false
 	}
 	tcp := p[ihl:]
@@ -97,7 +106,7 @@ func (w *synWatch) between(from, to time.Time) []time.Time {
 }
 
 func (w *synWatch) close() {
-	unix.Close(w.fd)
+	w.stop.Store(true)
 	<-w.done
 }
 

@@ -85,9 +85,9 @@ func (p *Pool) dial(ctx context.Context, b *Backend, k DialKind, clientGone func
 	a := b.breaker.Begin(bk)
 	c, err := p.dialer.Dial(ctx, b.Addr)
 	o := dialer.Classify(err)
-	if o == dialer.Failure && dialer.IsTimeout(err) && clientGone != nil && clientGone() {
-		// The client gave up while we waited: the timeout measured its
-		// patience as much as the backend. A refusal stays evidence.
+	if o == dialer.Failure && clientGone != nil && clientGone() {
+		// A client that left while its dial was in flight never counts
+		// against the backend (DESIGN, data path rule 5).
 		o = dialer.Local
 	}
 	// With count_early_reset a connect is only half the evidence: the relay

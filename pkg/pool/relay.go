@@ -38,14 +38,17 @@ func (r *Relaying) Cut() { r.sess.Cut() }
 
 // Wait finishes the relay and settles a pending dial: a backend that reset
 // before its first byte failed the dial, one that sent nothing and closed
-// cleanly did not.
+// cleanly did not, and a relay cut from outside tells nothing.
 func (r *Relaying) Wait() splice.Result {
 	res := r.sess.Wait()
 	r.up.Backend.active.Add(-1)
 	if r.up.pending && res.ToClient == 0 {
 		o := dialer.Success
-		if res.Outcome == splice.BackendReset {
+		switch res.Outcome {
+		case splice.BackendReset:
 			o = dialer.Failure
+		case splice.Aborted:
+			o = dialer.Local // cut by a shutdown: no evidence either way
 		}
 		r.up.settle(o)
 	}

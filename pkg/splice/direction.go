@@ -72,8 +72,7 @@ func (d *direction) run() {
 			}
 			return
 		}
-		d.s.touch()
-		d.s.inFlight.Add(1)
+		// fill counted the bytes it read as in flight (and as activity).
 		err := d.dst.Write(d.writeFn)
 		d.s.inFlight.Add(-1)
 		d.fireFirstByte()
@@ -110,6 +109,10 @@ func (d *direction) fill(fd uintptr) bool {
 			d.buf = getBuffer()
 		}
 	}
+	// In flight from before the read: an idle timeout firing during the
+	// syscall must see that bytes may be on their way, and reset rather
+	// than close with a FIN that would pass for a complete stream.
+	d.s.inFlight.Add(1)
 	for {
 		var n int
 		var err error
@@ -124,19 +127,23 @@ func (d *direction) fill(fd uintptr) bool {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
+			d.s.inFlight.Add(-1)
 			d.release()
 			return false
 		case err != nil:
+			d.s.inFlight.Add(-1)
 			d.rerr = err
 		case n == 0:
+			d.s.inFlight.Add(-1)
 			d.eof = true
-		case d.p != nil:
-			d.inPipe = n
 		default:
-			d.bufStart, d.bufEnd = 0, n
-		}
-		if n > 0 {
+			if d.p != nil {
+				d.inPipe = n
+			} else {
+				d.bufStart, d.bufEnd = 0, n
+			}
 			d.streaming = n >= streamThreshold
+			d.s.touch()
 		}
 		return true
 	}

@@ -29,6 +29,8 @@ type rig struct {
 	accepted chan *net.TCPConn
 	meter    Meter
 	relays   sync.WaitGroup
+	// tuneFront, if set, adjusts the relay's client-side socket.
+	tuneFront func(*net.TCPConn)
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
@@ -79,6 +81,9 @@ func (r *rig) open() *proxied {
 		if err != nil {
 			done <- err
 			return
+		}
+		if r.tuneFront != nil {
+			r.tuneFront(fc)
 		}
 		bc, err := net.DialTCP("tcp", nil, r.back.Addr().(*net.TCPAddr))
 		if err != nil {

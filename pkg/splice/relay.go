@@ -100,8 +100,9 @@ type Session struct{ s *session }
 
 // Start sets up the relay and starts its backend-to-client direction.
 // firstByte, if not nil, is called once when the backend's first byte has
-// been delivered to the client (if ever); it runs on a relay goroutine and
-// must not block. The caller must call Wait, typically on a fresh
+// been delivered to the client (if ever); it runs on the backend-to-client
+// goroutine, outside any socket callback, so it may wait briefly (on a
+// breaker Store) but holds that direction while it does. The caller must call Wait, typically on a fresh
 // goroutine: a direction waiting for data parks with whatever stack its
 // goroutine grew, so a shallow goroutine keeps an idle relay small.
 func (r *Relayer) Start(client, backend net.Conn, m *Meter, firstByte func()) Session {
@@ -195,7 +196,10 @@ func (s *session) touch() { s.lastActive.Store(s.r.sinceEpoch()) }
 // left since the last activity.
 func (s *session) checkIdle() {
 	left := s.r.idleTimeout - time.Duration(s.r.sinceEpoch()-s.lastActive.Load())
-	if left <= 0 && s.peersDraining() {
+	// Sampled on every run, so "draining" means the queue changed since
+	// the previous run, not merely that it holds bytes.
+	draining := s.peersDraining()
+	if left <= 0 && draining {
 		// Bytes l4lb handed over long ago are still being read out of a
 		// socket's send queue by a slow peer: that is traffic too.
 		s.touch()

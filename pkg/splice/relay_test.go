@@ -420,15 +420,18 @@ func TestRelayAbortedFromOutside(t *testing.T) {
 
 func TestSlowReaderIsNotIdle(t *testing.T) {
 	// The backend sends 2 MiB at once; the client reads it slowly, for many
-	// idle timeouts. Bytes sit in the pipe and in socket queues and trickle
-	// out: that is traffic, and the relay must not cut it.
+	// idle timeouts. Small socket buffers on the client side make the relay
+	// itself wait on the slow reader: bytes trickle out of its pipe, and
+	// that is traffic the relay must not cut.
 	const idle = 250 * time.Millisecond
 	pool := newPool()
 	checkLeaks(t, pool)
 	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
+	r.tuneFront = func(c *net.TCPConn) { c.SetWriteBuffer(16 << 10) }
 	p := r.open()
 	defer p.close()
 	p.client.SetReadBuffer(16 << 10)
+	p.client.CloseWrite() // the client only listens
 	payload := randomBytes(t, 2<<20)
 	go func() {
 		p.backend.Write(payload)
@@ -454,7 +457,6 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	if el := time.Since(start); el < 3*idle {
 		t.Fatalf("read took only %v: the test did not outlast the idle timeout", el)
 	}
-	p.client.CloseWrite()
 	if res := p.waitResult(t); res.Outcome != Completed {
 		t.Fatalf("outcome %v, want completed", res.Outcome)
 	}
