@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -48,5 +50,39 @@ func TestIsSYNTo(t *testing.T) {
 	}
 	if isSYNTo(pkt(9001, 0x12), 9001) || isSYNTo(pkt(9002, 0x02), 9001) || isSYNTo(pkt(9001, 0x10), 9001) {
 		t.Fatal("SYN-ACK, other port or plain ACK counted as a dial")
+	}
+}
+
+func TestSYNWatchCountsDialsToOnePort(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a packet socket needs CAP_NET_RAW")
+	}
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := closed.Addr().(*net.TCPAddr).Port
+	closed.Close() // dials to it are refused
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	w, err := newSYNWatch(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		net.Dial("tcp", closed.Addr().String()) // refused
+		if c, err := net.Dial("tcp", open.Addr().String()); err == nil {
+			c.Close()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.between(start, time.Now().Add(time.Second))) < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	w.close()
+	if n := len(w.between(start, time.Now())); n != 5 {
+		t.Fatalf("counted %d SYNs to the closed port, want the 5 dials (and none to the open one)", n)
 	}
 }
