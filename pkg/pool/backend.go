@@ -85,11 +85,11 @@ func (b *Backend) countDial(k DialKind, o dialer.Outcome) {
 
 // refreshUsable recomputes usability and stamps the moment it came back,
 // which slow start ramps from.
-func (b *Backend) refreshUsable(now time.Time) bool {
+// It runs on every pick, so it reads the clock and writes only on a change.
+func (b *Backend) refreshUsable(now func() time.Time) bool {
 	u := b.Usable()
-	// Write only on a change: this runs on every pick.
 	if b.usable.Load() != u && b.usable.CompareAndSwap(!u, u) && u {
-		b.usableSince.Store(now.UnixNano())
+		b.usableSince.Store(now().UnixNano())
 	}
 	return u
 }

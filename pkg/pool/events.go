@@ -13,7 +13,7 @@ func (p *Pool) breakerEvents(b *Backend, log *slog.Logger) breaker.Events {
 	changed := func(msg string) func(string) {
 		return func(string) {
 			st := b.breaker.State()
-			log.Info(msg, "generation", st.Generation, "cooldown", st.Cooldown, "usable", b.refreshUsable(p.now()))
+			log.Info(msg, "generation", st.Generation, "cooldown", st.Cooldown, "usable", b.refreshUsable(p.now))
 		}
 	}
 	trip := changed("breaker opened")

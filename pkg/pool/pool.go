@@ -124,7 +124,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 			Logger: blog,
 			Now:    deps.Now,
 			OnChange: func(_ string, up bool) {
-				blog.Info("backend health changed", "health", upDown(up), "usable", b.refreshUsable(p.now()))
+				blog.Info("backend health changed", "health", upDown(up), "usable", b.refreshUsable(p.now))
 			},
 		})
 		if err != nil {
@@ -177,7 +177,7 @@ func (p *Pool) Disable(ctx context.Context, b *Backend) error {
 		return err
 	}
 	p.log.Info("backend disabled by operator", "backend", b.Addr)
-	b.refreshUsable(p.now())
+	b.refreshUsable(p.now)
 	return nil
 }
 
@@ -186,13 +186,13 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 		return err
 	}
 	p.log.Info("backend enabled by operator", "backend", b.Addr)
-	b.refreshUsable(p.now())
+	b.refreshUsable(p.now)
 	return nil
 }
 
 // The pick.State the picker reads on every pick.
 
-func (p *Pool) Usable(i int) bool  { return p.backends[i].refreshUsable(p.now()) }
+func (p *Pool) Usable(i int) bool  { return p.backends[i].refreshUsable(p.now) }
 func (p *Pool) Active(i int) int64 { return p.backends[i].active.Load() }
 func (p *Pool) UsableSince(i int) time.Time {
 	if ns := p.backends[i].usableSince.Load(); ns != 0 {

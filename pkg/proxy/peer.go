@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,5 +23,3 @@ func peerGone(c *net.TCPConn) bool {
 	})
 	return gone
 }
-
-func ptrOf(c *net.TCPConn) unsafe.Pointer { return unsafe.Pointer(c) }

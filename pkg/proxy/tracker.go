@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"sync"
+	"unsafe"
 
 	"github.com/l4lb/l4lb/pkg/pool"
 )
@@ -27,7 +28,7 @@ func (t *tracker) init() {
 }
 
 func (t *tracker) shard(c *net.TCPConn) *trackerShard {
-	return &t.shards[(uintptr(ptrOf(c))>>6)%uintptr(len(t.shards))]
+	return &t.shards[(uintptr(unsafe.Pointer(c))>>6)%uintptr(len(t.shards))]
 }
 
 func (t *tracker) add(c *net.TCPConn) {
