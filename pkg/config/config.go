@@ -30,6 +30,12 @@ type Global struct {
 // Admin is the metrics and admin API endpoint ([admin]).
 type Admin struct {
 	Listen string // host:port; "" turns the endpoint off
+	// TokenFile holds a bearer token that POST routes then require; ""
+	// leaves them open (the endpoint should then stay on loopback).
+	TokenFile string
+	// MaxConnections caps admin connections open at once, so scrapes and
+	// API calls can never eat the data path's file descriptors.
+	MaxConnections int
 }
 
 // Log selects the process logger ([log]).
@@ -54,6 +60,7 @@ type Pool struct {
 	Algorithm         string
 	HashKey           string
 	ConnectTimeout    time.Duration
+	ConnectBudget     time.Duration // all attempts of one client together (>= ConnectTimeout)
 	IdleTimeout       time.Duration
 	Retries           int
 	SlowStart         time.Duration // 0: off
@@ -103,4 +110,7 @@ type Breaker struct {
 	MaxCooldown     time.Duration // cap of the doubled cooldown
 	Successes       int           // post-trip successes needed to close
 	CountEarlyReset bool          // an RST before the backend's first byte is a failure
+	// EarlyResetWindow bounds "early": a backend silent this long after the
+	// connect has accepted the dial, whatever it does later.
+	EarlyResetWindow time.Duration
 }

@@ -58,6 +58,7 @@ const (
 	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
 	MaxRiseFall        = 1000
 	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
+	MaxAdminConns      = 65536
 )
 
 // DefaultGlobal returns [global] with every key at its default.
@@ -71,7 +72,7 @@ func DefaultGlobal() Global {
 }
 
 // DefaultAdmin returns [admin] with every key at its default.
-func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090"} }
+func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090", MaxConnections: 64} }
 
 // DefaultLog returns [log] with every key at its default.
 func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
@@ -98,16 +99,22 @@ func DefaultHealth() Health {
 // DefaultBreaker returns [pool.NAME.breaker] with every key at its default.
 func DefaultBreaker() Breaker {
 	return Breaker{
-		Failures:        3,
-		Window:          120 * time.Second,
-		MinRatio:        0,
-		MinVolume:       0,
-		Cooldown:        30 * time.Second,
-		MaxCooldown:     5 * time.Minute,
-		Successes:       1,
-		CountEarlyReset: false,
+		Failures:         3,
+		Window:           120 * time.Second,
+		MinRatio:         0,
+		MinVolume:        0,
+		Cooldown:         30 * time.Second,
+		MaxCooldown:      5 * time.Minute,
+		Successes:        1,
+		CountEarlyReset:  false,
+		EarlyResetWindow: 5 * time.Second,
 	}
 }
+
+// DefaultConnectBudget is connect_budget when the file does not set it; a
+// pool whose connect_timeout is longer gets its connect_timeout instead, so
+// raising the one never makes the other an error.
+const DefaultConnectBudget = 5 * time.Second
 
 // DefaultPool returns a pool named name with every key at its default and
 // no backends.
@@ -117,6 +124,7 @@ func DefaultPool(name string) *Pool {
 		Algorithm:         AlgorithmRoundRobin,
 		HashKey:           HashKeySourceIP,
 		ConnectTimeout:    2 * time.Second,
+		ConnectBudget:     DefaultConnectBudget,
 		IdleTimeout:       10 * time.Minute,
 		Retries:           2,
 		SlowStart:         0,

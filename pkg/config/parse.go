@@ -109,6 +109,8 @@ func decodeAdmin(t *table, a *Admin) {
 			t.c.add(t.keyOf("listen"), "%v (or \"\" to turn the admin endpoint off)", err)
 		}
 	}
+	t.str("token_file", &a.TokenFile)
+	t.integer("max_connections", &a.MaxConnections, 1, MaxAdminConns)
 	t.done()
 }
 
@@ -163,7 +165,13 @@ func decodePool(t *table, name string) *Pool {
 	p.Line = t.c.pos.line(t.key)
 	t.oneOf("algorithm", &p.Algorithm, "load-balancing algorithm", Algorithms())
 	t.oneOf("hash_key", &p.HashKey, "hash key", HashKeys())
-	t.duration("connect_timeout", &p.ConnectTimeout, true)
+	timeoutOK := t.duration("connect_timeout", &p.ConnectTimeout, true)
+	if _, set := t.get("connect_budget"); !set && timeoutOK {
+		p.ConnectBudget = max(p.ConnectBudget, p.ConnectTimeout)
+	}
+	if t.duration("connect_budget", &p.ConnectBudget, true) && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
+		t.c.add(t.keyOf("connect_budget"), "connect_budget %v is shorter than connect_timeout %v: not even the first dial could take its full time; raise connect_budget or lower connect_timeout", p.ConnectBudget, p.ConnectTimeout)
+	}
 	t.duration("idle_timeout", &p.IdleTimeout, true)
 	t.integer("retries", &p.Retries, 0, MaxRetries)
 	t.duration("slow_start", &p.SlowStart, false)
@@ -237,5 +245,6 @@ func decodeBreaker(t *table, b *Breaker) {
 	}
 	t.integer("successes", &b.Successes, 1, MaxBreakerCount)
 	t.boolean("count_early_reset", &b.CountEarlyReset)
+	t.duration("early_reset_window", &b.EarlyResetWindow, true)
 	t.done()
 }
