@@ -16,7 +16,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	cfg := mustParse(t, validBase)
 	want := &Config{
 		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, AcceptLoops: 0, PipeSize: 1048576},
-		Admin:  Admin{Listen: "127.0.0.1:9090"},
+		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text"},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1},
@@ -26,6 +26,7 @@ func TestParseFillsDefaults(t *testing.T) {
 			Algorithm:         "round-robin",
 			HashKey:           "source-ip",
 			ConnectTimeout:    2 * time.Second,
+			ConnectBudget:     5 * time.Second,
 			IdleTimeout:       10 * time.Minute,
 			Retries:           2,
 			SlowStart:         0,
@@ -37,6 +38,7 @@ func TestParseFillsDefaults(t *testing.T) {
 			Breaker: Breaker{
 				Failures: 3, Window: 120 * time.Second, MinRatio: 0, MinVolume: 0,
 				Cooldown: 30 * time.Second, MaxCooldown: 5 * time.Minute, Successes: 1, CountEarlyReset: false,
+				EarlyResetWindow: 5 * time.Second,
 			},
 			Line: 5,
 		}},
@@ -58,6 +60,8 @@ pipe_size = 65536
 
 [admin]
 listen = ""
+token_file = "/etc/l4lb/admin.token"
+max_connections = 8
 
 [log]
 level = "debug"
@@ -79,6 +83,7 @@ pool = "pg"
 algorithm = "maglev"
 hash_key = "source-ip-port"
 connect_timeout = "500ms"
+connect_budget = "1s"
 idle_timeout = "1h"
 retries = 0
 slow_start = "30s"
@@ -111,6 +116,7 @@ cooldown = "5s"
 max_cooldown = "5s"
 successes = 3
 count_early_reset = true
+early_reset_window = "30s"
 
 [pool.spare]
 [[pool.spare.backend]]
@@ -118,15 +124,15 @@ addr = "10.0.0.9:1"
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
-	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 64}}
-	spare.Line = 63
+	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 68}}
+	spare.Line = 67
 	want := &Config{
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, AcceptLoops: 4, PipeSize: 65536},
-		Admin:  Admin{Listen: ""},
+		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json"},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 14},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 21},
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23},
 		},
 		Pools: map[string]*Pool{
 			"pg": {
@@ -134,6 +140,7 @@ addr = "10.0.0.9:1"
 				Algorithm:         "maglev",
 				HashKey:           "source-ip-port",
 				ConnectTimeout:    500 * time.Millisecond,
+				ConnectBudget:     time.Second,
 				IdleTimeout:       time.Hour,
 				Retries:           0,
 				SlowStart:         30 * time.Second,
@@ -141,15 +148,16 @@ addr = "10.0.0.9:1"
 				RingVnodes:        40,
 				MaglevTableSize:   251,
 				Backends: []Backend{
-					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 37},
-					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 42},
+					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 40},
+					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 45},
 				},
 				Health: Health{Enabled: false, Interval: 10 * time.Second, Timeout: 10 * time.Second, Rise: 1, Fall: 1},
 				Breaker: Breaker{
 					Failures: 10, Window: time.Minute, MinRatio: 0.5, MinVolume: 20,
 					Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Second, Successes: 3, CountEarlyReset: true,
+					EarlyResetWindow: 30 * time.Second,
 				},
-				Line: 26,
+				Line: 28,
 			},
 			"spare": spare,
 		},
@@ -220,6 +228,31 @@ func TestParseAcceptsEdgeValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { mustParse(t, tt.src) })
+	}
+}
+
+// TestConnectBudgetFollowsConnectTimeout checks the budget's default: 5s,
+// or connect_timeout when that is longer and connect_budget is not written,
+// so raising connect_timeout alone never turns into an error.
+func TestConnectBudgetFollowsConnectTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		keys string
+		want time.Duration
+	}{
+		{"defaults", "", 5 * time.Second},
+		{"short timeout keeps the default", "connect_timeout = \"3s\"\n", 5 * time.Second},
+		{"long timeout raises the default", "connect_timeout = \"10s\"\n", 10 * time.Second},
+		{"written budget wins", "connect_timeout = \"1s\"\nconnect_budget = \"3s\"\n", 3 * time.Second},
+		{"budget equal to timeout", "connect_timeout = \"10s\"\nconnect_budget = \"10s\"\n", 10 * time.Second},
+		{"budget written before timeout", "connect_budget = \"20s\"\nconnect_timeout = \"10s\"\n", 20 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mustParse(t, withPool(tt.keys)).Pools["web"].ConnectBudget; got != tt.want {
+				t.Errorf("connect budget = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -9,15 +9,18 @@ import (
 
 const referencePath = "../../config.toml"
 
-// designKeys is every key of "Configuration shape" in DESIGN.md, with the
-// default it documents. The pool is called NAME and the backend is the
-// first one.
+// designKeys is every key of "Configuration shape" in DESIGN.md and of the
+// issues since (connect_budget, early_reset_window, token_file and the
+// admin max_connections come from issue 8), with its default. The pool is
+// called NAME and the backend is the first one.
 var designKeys = []struct{ key, value string }{
 	{"global.shutdown_timeout", `"30s"`},
 	{"global.max_connections", "0"},
 	{"global.accept_loops", "0"},
 	{"global.pipe_size", "1048576"},
 	{"admin.listen", `"127.0.0.1:9090"`},
+	{"admin.token_file", `""`},
+	{"admin.max_connections", "64"},
 	{"log.level", `"info"`},
 	{"log.format", `"text"`},
 	{"listener[0].name", ""},
@@ -28,6 +31,7 @@ var designKeys = []struct{ key, value string }{
 	{"pool.NAME.algorithm", `"round-robin"`},
 	{"pool.NAME.hash_key", `"source-ip"`},
 	{"pool.NAME.connect_timeout", `"2s"`},
+	{"pool.NAME.connect_budget", `"5s"`},
 	{"pool.NAME.idle_timeout", `"10m"`},
 	{"pool.NAME.retries", "2"},
 	{"pool.NAME.slow_start", `"0s"`},
@@ -50,6 +54,7 @@ var designKeys = []struct{ key, value string }{
 	{"pool.NAME.breaker.max_cooldown", `"5m"`},
 	{"pool.NAME.breaker.successes", "1"},
 	{"pool.NAME.breaker.count_early_reset", "false"},
+	{"pool.NAME.breaker.early_reset_window", `"5s"`},
 }
 
 // TestReferenceConfigIsValid checks the shipped config.toml parses and is
@@ -86,10 +91,10 @@ func TestReferenceConfigIsValid(t *testing.T) {
 	}
 	// The reference writes defaults, so it must decode exactly as the
 	// defaults do.
-	if cfg.Global != DefaultGlobal() || cfg.Log != DefaultLog() || p.Health != DefaultHealth() || p.Breaker != DefaultBreaker() {
-		t.Errorf("config.toml does not hold the defaults: %+v %+v %+v %+v", cfg.Global, cfg.Log, p.Health, p.Breaker)
+	if cfg.Global != DefaultGlobal() || cfg.Admin != DefaultAdmin() || cfg.Log != DefaultLog() || p.Health != DefaultHealth() || p.Breaker != DefaultBreaker() {
+		t.Errorf("config.toml does not hold the defaults: %+v %+v %+v %+v %+v", cfg.Global, cfg.Admin, cfg.Log, p.Health, p.Breaker)
 	}
-	if p.ConnectTimeout != 2*time.Second || p.IdleTimeout != 10*time.Minute || p.Retries != 2 ||
+	if p.ConnectTimeout != 2*time.Second || p.ConnectBudget != DefaultConnectBudget || p.IdleTimeout != 10*time.Minute || p.Retries != 2 ||
 		p.SlowStart != 0 || p.HashBalanceFactor != 0 || p.RingVnodes != 160 || p.MaglevTableSize != 65537 || p.HashKey != HashKeySourceIP {
 		t.Errorf("config.toml pool keys are not the defaults: %+v", *p)
 	}
@@ -133,6 +138,8 @@ accept_loops = 0
 pipe_size = 1048576
 [admin]
 listen = "127.0.0.1:9090"
+token_file = ""
+max_connections = 64
 [log]
 level = "info"
 format = "text"
@@ -146,6 +153,7 @@ backlog = 0
 algorithm = "round-robin"
 hash_key = "source-ip"
 connect_timeout = "2s"
+connect_budget = "5s"
 idle_timeout = "10m"
 retries = 2
 slow_start = "0s"
@@ -171,6 +179,7 @@ cooldown = "30s"
 max_cooldown = "5m"
 successes = 1
 count_early_reset = false
+early_reset_window = "5s"
 `
 	mustParse(t, src)
 	for k := range locate([]byte(src)).lines {
