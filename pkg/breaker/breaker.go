@@ -24,7 +24,8 @@ type Options struct {
 	// Now is the local clock (monotonic use only). nil: time.Now.
 	Now func() time.Time
 	// Logger receives trips, closes (info), the probe-failure alert (warn)
-	// and stale results (debug). nil: discard.
+	// and stale results (debug). The caller attaches the attributes that
+	// name the backend; the breaker adds none of its own. nil: discard.
 	Logger *slog.Logger
 	// Events are the counter hooks.
 	Events Events
@@ -70,8 +71,10 @@ type Breaker struct {
 	opts  Options
 	log   *slog.Logger
 
-	snap    atomic.Pointer[snapshot]
-	probing atomic.Bool
+	snap     atomic.Pointer[snapshot]
+	probing  atomic.Bool
+	probeNow atomic.Bool   // ProbeNow asked; Run clears it when it acts
+	wake     chan struct{} // ProbeNow wakes Run; buffered 1
 
 	mu       sync.Mutex // guards win and recovery
 	win      *window
@@ -119,8 +122,9 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 		cfg:   cfg,
 		store: store,
 		opts:  opts,
-		log:   log.With("backend", key),
+		log:   log,
 		win:   newWindow(cfg, opts.Now()),
+		wake:  make(chan struct{}, 1),
 	}
 	b.snap.Store(&snapshot{readAt: opts.Now()})
 	ctx, cancel := b.storeCtx()

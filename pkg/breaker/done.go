@@ -11,8 +11,9 @@ import (
 //
 // Outcomes (current generation g, DESIGN.md table):
 //   - a.Generation < g: stale, ignored, counted (Events.Stale).
-//   - closed, g: a failure goes into the window and may trip; a success does
-//     nothing (it does not clear the window).
+//   - closed, g: a client failure goes into the window and may trip; a
+//     success does nothing (it does not clear the window); a force-try (the
+//     backend was only health-down) is counted only, either way.
 //   - open, g, probe or force-try: a success counts towards Successes and
 //     then closes by compare-and-delete; a failed probe re-opens with a
 //     doubled cooldown and raises the alert; a failed force-try is counted
@@ -44,6 +45,15 @@ func (b *Breaker) Done(a Attempt, r Result) {
 		return
 	}
 	if !s.Open {
+		if a.Kind == KindForce {
+			// Rule 6: a force-try is made at a backend the client could
+			// not otherwise reach (here: health-down, breaker closed). Its
+			// failure is counted by Events.Dial only; feeding the window
+			// would let all-down clients trip a breaker the rules never
+			// asked to trip.
+			b.debug("force-try result at a closed generation: counted only", a, r)
+			return
+		}
 		b.closedResult(a, r)
 		return
 	}
@@ -97,7 +107,7 @@ func (b *Breaker) closedResult(a Attempt, r Result) {
 	if !ok {
 		return // another goroutine or instance made the transition first
 	}
-	call(b.opts.Events.Trip, b.key)
+	callState(b.opts.Events.Trip, b.key, st)
 	b.log.Info("breaker tripped", "generation", st.Generation, "cooldown", st.Cooldown)
 }
 
@@ -129,7 +139,7 @@ func (b *Breaker) recover(a Attempt) {
 		b.stale(a, Success, st.Generation)
 		return
 	}
-	call(b.opts.Events.Close, b.key)
+	callState(b.opts.Events.Close, b.key, st)
 	b.log.Info("breaker closed", "kind", a.Kind.String(), "generation", st.Generation)
 }
 
@@ -150,7 +160,7 @@ func (b *Breaker) reopen(a Attempt, prev time.Duration) {
 		b.stale(a, Failure, st.Generation)
 		return
 	}
-	call(b.opts.Events.Reopen, b.key)
+	callState(b.opts.Events.Reopen, b.key, st)
 	call(b.opts.Events.ProbeFailure, b.key)
 	b.log.Warn("breaker probe failed: backend still down, re-opened",
 		"generation", st.Generation, "cooldown", next, "cooldown_left", ttl)

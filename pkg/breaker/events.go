@@ -1,16 +1,19 @@
 package breaker
 
 // Events are optional hooks, called synchronously from the goroutine that
-// caused them. They must be cheap and must not call back into the Breaker:
-// the wiring turns them into Prometheus counters. Each receives the key
-// passed to New.
+// caused them, after the transition is in the Store and in the snapshot.
+// They must be cheap and must not call back into the Breaker (a hook runs
+// inside Done, the probe loop or an admin call): whatever a hook needs is in
+// its arguments. The wiring turns them into Prometheus counters and
+// recomputes the backend's usability from st. Each receives the key passed
+// to New.
 type Events struct {
 	// Trip: this instance opened the breaker (rule 1). Not an alert.
-	Trip func(key string)
+	Trip func(key string, st State)
 	// Close: this instance closed the breaker (rule 3).
-	Close func(key string)
+	Close func(key string, st State)
 	// Reopen: a failed probe re-opened the breaker (rule 4).
-	Reopen func(key string)
+	Reopen func(key string, st State)
 	// ProbeFailure: the alert of rule 4 (l4lb_breaker_probe_failures_total).
 	ProbeFailure func(key string)
 	// Stale: a result was ignored because its dial began before a
@@ -23,5 +26,11 @@ type Events struct {
 func call(f func(string), key string) {
 	if f != nil {
 		f(key)
+	}
+}
+
+func callState(f func(string, State), key string, st State) {
+	if f != nil {
+		f(key, st)
 	}
 }

@@ -29,8 +29,12 @@ func (r *recorder) events() Events {
 			r.mu.Unlock()
 		}
 	}
+	incState := func(name string) func(string, State) {
+		f := inc(name)
+		return func(key string, _ State) { f(key) }
+	}
 	return Events{
-		Trip: inc("trip"), Close: inc("close"), Reopen: inc("reopen"),
+		Trip: incState("trip"), Close: incState("close"), Reopen: incState("reopen"),
 		ProbeFailure: inc("probe_failure"), Stale: inc("stale"),
 		Dial: func(key string, k Kind, res Result) {
 			r.mu.Lock()

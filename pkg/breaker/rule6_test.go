@@ -73,3 +73,31 @@ func TestChooseForceTry(t *testing.T) {
 		})
 	}
 }
+
+// Rule 6 at a closed generation: a backend that is only health-down has a
+// closed breaker; all-down clients force-try it, and their failures must not
+// trip it (the trial: three force-tries tripped such a backend).
+func TestRule6_FailedForceTriesAtClosedGenerationDoNotTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{Failures: 3}, nil)
+		for range 10 {
+			dial(f.b, KindForce, Failure)
+		}
+		if st := f.storeState(); st.Open || st.Generation != 0 || st.Cooldown != 0 {
+			t.Fatalf("failed force-tries changed a closed breaker: %+v", st)
+		}
+		if f.ev.dial("force/failure") != 10 || f.ev.n("trip") != 0 {
+			t.Fatalf("force failures counted %d, trips %d; want 10, 0", f.ev.dial("force/failure"), f.ev.n("trip"))
+		}
+		// Nor do they linger in the window for client failures to complete.
+		dial(f.b, KindClient, Failure)
+		dial(f.b, KindClient, Failure)
+		if f.storeState().Open {
+			t.Fatal("two client failures tripped: force-try failures were in the window")
+		}
+		dial(f.b, KindClient, Failure)
+		if !f.storeState().Open {
+			t.Fatal("three client failures did not trip")
+		}
+	})
+}

@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// Run keeps the local snapshot fresh and, once the cooldown has run out,
-// probes the backend (rule 3): one probe at a time in this instance, and one
-// fleet-wide under the Store's probe lock. It skips disabled backends and
-// returns when ctx is done, after its probe (if any) has returned.
+// Run keeps the local snapshot fresh and, once the cooldown has run out (or
+// ProbeNow asked), probes the backend (rule 3): one probe at a time in this
+// instance, and one fleet-wide under the Store's probe lock. It skips
+// disabled backends and returns when ctx is done, after its probe (if any)
+// has returned.
 func (b *Breaker) Run(ctx context.Context) {
 	var probes sync.WaitGroup
 	defer probes.Wait()
@@ -20,18 +21,24 @@ func (b *Breaker) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-b.wake: // ProbeNow; timer.Reset below discards the pending tick (Go 1.23 timers)
 		}
 		if err := b.Refresh(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("breaker snapshot refresh failed", "error", err)
 		}
 		wait := b.opts.SnapshotRefresh
-		if s := b.State(); s.Open && !s.Disabled && b.opts.Probe != nil {
-			if s.CooldownLeft > 0 {
+		s := b.State()
+		if !s.Open || s.Disabled {
+			b.probeNow.Store(false) // nothing to probe: the request is moot
+		} else if b.opts.Probe != nil {
+			early := b.probeNow.Load()
+			if s.CooldownLeft > 0 && !early {
 				wait = min(wait, s.CooldownLeft)
 			} else if b.probing.CompareAndSwap(false, true) {
+				b.probeNow.Store(false)
 				probes.Go(func() {
 					defer b.probing.Store(false)
-					b.probe(ctx)
+					b.probe(ctx, early)
 				})
 			}
 		}
@@ -39,9 +46,25 @@ func (b *Breaker) Run(ctx context.Context) {
 	}
 }
 
+// ProbeNow asks Run for its recovery probe at once rather than when the
+// cooldown runs out: fresh evidence that the backend is back (active health
+// checks that all began after the trip, an operator's enable or request)
+// makes waiting pointless. Nothing else changes: the probe is still single
+// flight under the probe lock, it captures the Store's open generation, a
+// success closes by compare-and-set and a failure re-opens with the doubled
+// cooldown and the alert. A closed or disabled breaker ignores the request.
+// It never blocks.
+func (b *Breaker) ProbeNow() {
+	b.probeNow.Store(true)
+	select {
+	case b.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
 // probe makes one recovery dial if this instance wins the probe lock and the
-// Store still says open, not disabled, cooldown run out.
-func (b *Breaker) probe(ctx context.Context) {
+// Store still says open, not disabled, and cooldown run out unless early.
+func (b *Breaker) probe(ctx context.Context, early bool) {
 	got, err := b.store.AcquireProbe(ctx, b.key, b.opts.Owner, b.opts.ProbeLockTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -66,7 +89,7 @@ func (b *Breaker) probe(ctx context.Context) {
 		return
 	}
 	b.publish(st)
-	if !st.Open || st.Disabled || st.CooldownLeft > 0 {
+	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !early) {
 		return
 	}
 	a := Attempt{Kind: KindProbe, Generation: st.Generation}

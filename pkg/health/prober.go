@@ -12,7 +12,8 @@ import (
 
 // Options are a Prober's injected dependencies; every field is optional.
 type Options struct {
-	// Logger gets up/down changes (info). nil: discard.
+	// Logger gets up/down changes (info). The caller attaches the
+	// attributes that name the backend; the prober adds none. nil: discard.
 	Logger *slog.Logger
 	// OnChange is called from Run's goroutine on every up/down change,
 	// with the key passed to New. It must not block for long.
@@ -67,7 +68,7 @@ func New(key string, cfg Config, check Check, opts Options) (*Prober, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Prober{key: key, cfg: cfg, check: check, opts: opts, log: log.With("backend", key)}
+	p := &Prober{key: key, cfg: cfg, check: check, opts: opts, log: log}
 	p.up.Store(true)
 	p.status.Up = true
 	return p, nil
@@ -138,8 +139,15 @@ func (p *Prober) record(r Result) {
 		return
 	}
 	p.up.Store(up)
-	p.log.Info("health changed", "up", up, "result", r.String())
+	p.log.Info("health changed", "health", upDown(up), "result", r.String())
 	if p.opts.OnChange != nil {
 		p.opts.OnChange(p.key, up)
 	}
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
 }

@@ -38,10 +38,20 @@ type Backend struct {
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off
 
-	active      atomic.Int64
-	usable      atomic.Bool
-	usableSince atomic.Int64 // unix nanos of the last false->true change; 0: from start
+	// active counts connections from the moment a pick chose this backend:
+	// dials in flight included, so least-conn, p2c and bounded-load hashing
+	// see a burst as it lands and a backend that drops SYNs piles up its
+	// stuck dials instead of looking idle. A failed dial gives its count
+	// back.
+	active atomic.Int64
+	usable atomic.Bool
+	// usableSince is when usability last went false -> true, as read from
+	// the pool's clock, so it keeps the monotonic reading and slow start is
+	// immune to wall-clock steps; nil: usable from the start (no ramp).
+	usableSince atomic.Pointer[time.Time]
 	Meter       splice.Meter
+
+	readmit readmission
 
 	// dials counts outcomes per kind: [kind][success, failure].
 	dials [numDialKinds][2]atomic.Int64
@@ -51,7 +61,8 @@ type Backend struct {
 	stale         atomic.Int64
 }
 
-// Active is the number of relayed connections open now.
+// Active is the number of connections on this backend now: dials in flight
+// and relays open.
 func (b *Backend) Active() int64 { return b.active.Load() }
 
 // HealthUp reports whether active checks pass (always true when off).
@@ -87,11 +98,23 @@ func (b *Backend) countDial(k DialKind, o dialer.Outcome) {
 // which slow start ramps from.
 // It runs on every pick, so it reads the clock and writes only on a change.
 func (b *Backend) refreshUsable(now func() time.Time) bool {
-	u := b.Usable()
+	return b.setUsable(b.Usable(), now)
+}
+
+// setUsable records usability u as computed by the caller (a breaker event
+// computes it from the event's state, never by calling back).
+func (b *Backend) setUsable(u bool, now func() time.Time) bool {
 	if b.usable.Load() != u && b.usable.CompareAndSwap(!u, u) && u {
-		b.usableSince.Store(now().UnixNano())
+		t := now()
+		b.usableSince.Store(&t)
 	}
 	return u
+}
+
+// usableFrom is usability given a breaker state (enabled, breaker closed)
+// and the health checks.
+func (b *Backend) usableFrom(st breaker.State) bool {
+	return b.HealthUp() && !st.Open && !st.Disabled
 }
 
 func breakerResult(o dialer.Outcome) breaker.Result {

@@ -1,29 +1,22 @@
 package pool
 
 import (
-	"log/slog"
-
 	"github.com/l4lb/l4lb/pkg/breaker"
 )
 
-// breakerEvents counts b's breaker transitions and logs them as backend
-// state changes. Tripping logs at info (no alert); the alert of rule 4 is
-// logged by the breaker itself at warn.
-func (p *Pool) breakerEvents(b *Backend, log *slog.Logger) breaker.Events {
-	changed := func(msg string) func(string) {
-		return func(string) {
-			st := b.breaker.State()
-			log.Info(msg, "generation", st.Generation, "cooldown", st.Cooldown, "usable", b.refreshUsable(p.now))
-		}
-	}
-	trip := changed("breaker opened")
+// breakerEvents counts b's breaker transitions and recomputes its
+// usability from the state each event carries (the hooks must not call
+// back into the breaker). The breaker logs the transitions itself, with the
+// pool's and backend's attributes, so nothing is logged twice.
+func (p *Pool) breakerEvents(b *Backend) breaker.Events {
+	changed := func(_ string, st breaker.State) { b.setUsable(b.usableFrom(st), p.now) }
 	return breaker.Events{
-		Trip: func(key string) {
+		Trip: func(key string, st breaker.State) {
 			b.trips.Add(1)
-			trip(key)
+			changed(key, st)
 		},
-		Close:  changed("breaker closed"),
-		Reopen: changed("breaker re-opened after a failed probe"),
+		Close:  changed,
+		Reopen: changed,
 		ProbeFailure: func(string) {
 			b.probeFailures.Add(1)
 		},

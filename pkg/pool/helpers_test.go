@@ -52,7 +52,7 @@ func connect(t *testing.T, p *Pool) string {
 	if err != nil {
 		return ""
 	}
-	up.Conn.Close()
+	up.Release()
 	return up.Backend.Addr
 }
 

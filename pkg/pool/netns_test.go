@@ -94,7 +94,7 @@ func TestLateSYNChild(t *testing.T) {
 	run(t, "nft", "add rule inet l4lbt in "+synTo+" reject with tcp reset")
 	for i := 0; i < 3; i++ {
 		if up, err := p.Connect(context.Background(), client, nil); err == nil {
-			up.Conn.Close()
+			up.Release()
 			t.Fatalf("dial %d went through the reject rule", i)
 		}
 	}
@@ -118,7 +118,7 @@ func TestLateSYNChild(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("dial A failed: %v", r.err)
 	}
-	r.up.Conn.Close()
+	r.up.Release()
 	if ok, _ := b.Dials(DialClient); ok != 1 {
 		t.Fatalf("%d successful client dials, want dial A's", ok)
 	}

@@ -92,6 +92,8 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 
 func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error) {
 	b := &Backend{Addr: bc.Addr, ID: bc.Identity(), Weight: bc.Weight, index: i}
+	// One logger names the backend for every line about it, so the breaker
+	// and the prober add no backend attribute of their own.
 	blog := p.log.With("backend", bc.Addr)
 	brk, err := breaker.New(p.Name+"/"+bc.Addr, breaker.Config{
 		Failures:    p.cfg.Breaker.Failures,
@@ -104,7 +106,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 	}, deps.Store, breaker.Options{
 		Now:             deps.Now,
 		Logger:          blog,
-		Events:          p.breakerEvents(b, blog),
+		Events:          p.breakerEvents(b),
 		Probe:           p.probeFunc(b),
 		SnapshotRefresh: deps.BreakerRefresh,
 	})
@@ -113,7 +115,13 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 	}
 	b.breaker = brk
 	if p.cfg.Health.Enabled {
-		check := health.TCPCheck(p.countingDial(b, DialHealth), bc.Addr, dialer.IsLocal)
+		tcp := health.TCPCheck(p.countingDial(b, DialHealth), bc.Addr, dialer.IsLocal)
+		check := func(ctx context.Context) health.Result {
+			gen := b.breaker.State().Generation // captured before the connect
+			r := tcp(ctx)
+			b.readmit.record(gen, r)
+			return r
+		}
 		prober, err := health.New(p.Name+"/"+bc.Addr, health.Config{
 			Enabled:  true,
 			Interval: p.cfg.Health.Interval,
@@ -121,11 +129,9 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 			Rise:     p.cfg.Health.Rise,
 			Fall:     p.cfg.Health.Fall,
 		}, check, health.Options{
-			Logger: blog,
-			Now:    deps.Now,
-			OnChange: func(_ string, up bool) {
-				blog.Info("backend health changed", "health", upDown(up), "usable", b.refreshUsable(p.now))
-			},
+			Logger:   blog,
+			Now:      deps.Now,
+			OnChange: func(_ string, up bool) { p.healthChanged(b, up) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
@@ -133,13 +139,6 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		b.health = prober
 	}
 	return b, nil
-}
-
-func upDown(up bool) string {
-	if up {
-		return "up"
-	}
-	return "down"
 }
 
 // Run runs the breakers' recovery loops and the health checks until ctx is
@@ -181,11 +180,17 @@ func (p *Pool) Disable(ctx context.Context, b *Backend) error {
 	return nil
 }
 
+// Enable of a backend whose breaker is open also asks for its recovery
+// probe now: the operator says it is back, and the probe checks.
 func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 	if err := b.breaker.Enable(ctx); err != nil {
 		return err
 	}
-	p.log.Info("backend enabled by operator", "backend", b.Addr)
+	st := b.breaker.State()
+	p.log.Info("backend enabled by operator", "backend", b.Addr, "breaker_open", st.Open)
+	if st.Open {
+		b.breaker.ProbeNow()
+	}
 	b.refreshUsable(p.now)
 	return nil
 }
@@ -195,8 +200,8 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 func (p *Pool) Usable(i int) bool  { return p.backends[i].refreshUsable(p.now) }
 func (p *Pool) Active(i int) int64 { return p.backends[i].active.Load() }
 func (p *Pool) UsableSince(i int) time.Time {
-	if ns := p.backends[i].usableSince.Load(); ns != 0 {
-		return time.Unix(0, ns)
+	if t := p.backends[i].usableSince.Load(); t != nil {
+		return *t
 	}
 	return time.Time{}
 }
