@@ -45,16 +45,50 @@ func parseAddr(s string, role addrRole) (netip.AddrPort, error) {
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q: host %q must be an IP literal (IPv4 or [IPv6]), not a name: l4lb does not resolve DNS", s, host)
+		if looksLikeHostName(host) {
+			return netip.AddrPort{}, fmt.Errorf("%q: host %q must be an IP literal (IPv4 or [IPv6]), not a name: l4lb does not resolve DNS", s, host)
+		}
+		return netip.AddrPort{}, fmt.Errorf("%q: host %q is not a valid IP address (%s); write IPv4 as four numbers 0..255, e.g. \"10.0.0.1\", or IPv6 in brackets", s, host, parseAddrReason(host, err))
 	}
 	ip = ip.Unmap()
 	switch {
 	case ip.IsMulticast():
 		return netip.AddrPort{}, fmt.Errorf("%q: %s is a multicast address, which TCP cannot use", s, ip)
+	case ip == limitedBroadcast:
+		return netip.AddrPort{}, fmt.Errorf("%q: %s is the broadcast address, which TCP cannot use", s, ip)
 	case role == roleDial && ip.IsUnspecified():
 		return netip.AddrPort{}, fmt.Errorf("%q: %s is the unspecified address, which cannot be dialed; write the backend's own IP", s, ip)
 	}
 	return netip.AddrPortFrom(ip, port), nil
+}
+
+// limitedBroadcast is 255.255.255.255, the broadcast address of every
+// network: no TCP socket can be bound to it or connect to it. The
+// broadcast addresses of particular networks depend on the host's
+// interfaces; CheckHost refuses those.
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// looksLikeHostName reports whether host is shaped like a DNS name (labels
+// of letters, digits and '-', the last one not all digits), as opposed to
+// a mistyped IP address such as "300.1.2.3" or "10.0.1": the two mistakes
+// need different advice.
+func looksLikeHostName(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	for _, l := range labels {
+		if l == "" || strings.IndexFunc(l, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+		}) >= 0 {
+			return false
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.IndexFunc(last, func(r rune) bool { return r < '0' || r > '9' }) >= 0
+}
+
+// parseAddrReason is what netip found wrong with host, without the input
+// it repeats ("ParseAddr(\"300.1.2.3\"): IPv4 field has value >255").
+func parseAddrReason(host string, err error) string {
+	return strings.TrimPrefix(err.Error(), "ParseAddr("+strconv.Quote(host)+"): ")
 }
 
 func parsePort(s string) (uint16, error) {

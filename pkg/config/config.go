@@ -10,6 +10,11 @@ type Config struct {
 	Listeners []Listener       // in file order
 	Pools     map[string]*Pool // by name
 	PoolNames []string         // sorted, for deterministic iteration
+
+	// Where the file came from, so that checks made after Parse (CheckHost)
+	// report problems with their key's line like Parse does.
+	file string
+	pos  *positions
 }
 
 // Global holds process-wide settings ([global]).

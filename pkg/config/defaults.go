@@ -55,6 +55,7 @@ const (
 	MaxRetries         = 16        // each retry costs the client up to connect_timeout
 	MaxWeight          = 256
 	MaxRingVnodes      = 10000
+	MaxRingPoints      = 1 << 22    // ring_vnodes x total weight: pkg/hashring's bound on a ring
 	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
 	MaxRiseFall        = 1000
 	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume

@@ -94,6 +94,16 @@ func (c *collector) add(key string, format string, args ...any) {
 	c.addAt(c.pos.line(key), key, format, args...)
 }
 
+// written reports whether the file itself writes key (rather than leaving
+// it at its default).
+func (c *collector) written(key string) bool {
+	if c.pos == nil {
+		return false
+	}
+	_, ok := c.pos.lines[key]
+	return ok
+}
+
 // addAt records a problem with key at an explicit line.
 func (c *collector) addAt(line int, key string, format string, args ...any) {
 	c.errs = append(c.errs, &Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"testing"
 )
@@ -23,6 +24,8 @@ func FuzzParse(f *testing.F) {
 		"t = 1979-05-27 07:32:00Z\n[[a.b]]\n[[a]]\n[a.b]\n",
 		"[[listener]]\nbind = \"::1:80\"\n[pool.web]\nmaglev_table_size = 4\nhash_balance_factor = nan\n",
 		"[pool.web.breaker]\ncooldown = \"10m\"\n[pool.web.health]\ninterval = \"1ms\"\n",
+		listeners([]string{`"0.0.0.0:80"`, `"[::]:80"`, `"127.0.0.1:80"`}, `"127.0.0.1:80"`, `"[::1]:81"`),
+		"[[listener]]\nname = \"a\"\nbind = \"[::]:1\"\npool = \"p\"\n[pool.p]\nalgorithm = \"consistent-hash\"\nring_vnodes = 9000\nbackend = [{addr = \"300.1.2.3:1\", weight = 0}, {addr = \"[::1]:1\", weight = 256}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -57,9 +60,41 @@ func FuzzParse(f *testing.F) {
 		if len(cfg.PoolNames) != len(cfg.Pools) {
 			t.Fatalf("PoolNames %v does not match Pools", cfg.PoolNames)
 		}
+		var binds []netip.AddrPort
+		for _, l := range cfg.Listeners {
+			ap, err := parseAddr(l.Bind, roleListen)
+			if err != nil {
+				t.Fatalf("listener %q: bad bind accepted: %v", l.Name, err)
+			}
+			for _, other := range binds {
+				if bindsCollide(ap, other) {
+					t.Fatalf("colliding binds %s and %s accepted", ap, other)
+				}
+			}
+			binds = append(binds, ap)
+		}
 		for _, p := range cfg.Pools {
 			if len(p.Backends) == 0 || !isPrime(p.MaglevTableSize) || p.MaglevTableSize < len(p.Backends) {
 				t.Fatalf("invalid pool accepted: %+v", *p)
+			}
+			weight := 0
+			for _, b := range p.Backends {
+				weight += b.Weight
+				ap, err := parseAddr(b.Addr, roleDial)
+				if err != nil {
+					t.Fatalf("pool %s: bad backend accepted: %v", p.Name, err)
+				}
+				for _, bind := range binds {
+					if dialReaches(bind, ap, isLoopback) {
+						t.Fatalf("pool %s: backend %s is l4lb's own %s", p.Name, ap, bind)
+					}
+				}
+			}
+			if weight == 0 {
+				t.Fatalf("pool %s accepted with every weight 0", p.Name)
+			}
+			if p.Algorithm == AlgorithmConsistentHash && weight*p.RingVnodes > MaxRingPoints {
+				t.Fatalf("pool %s: ring of %d points accepted", p.Name, weight*p.RingVnodes)
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,48 @@ func mustParse(t *testing.T, src string) *Config {
 		t.Fatalf("Parse: %v\nsource:\n%s", err, src)
 	}
 	return cfg
+}
+
+// problem is a source with exactly one problem: at key, on the line marked
+// "#!" (or line 0 when none is marked), with a message containing msg.
+type problem struct {
+	name string
+	src  string
+	key  string
+	msg  string
+}
+
+// wantOneError checks that errs is exactly the one problem p describes.
+func wantOneError(t *testing.T, p problem, errs Errors) {
+	t.Helper()
+	if len(errs) != 1 {
+		t.Fatalf("got %d errors, want 1:\n%v", len(errs), errs)
+	}
+	e := errs[0]
+	if e.Key != p.key {
+		t.Errorf("key = %q, want %q (error: %v)", e.Key, p.key, e)
+	}
+	if want := markedLine(t, p.src); e.Line != want {
+		t.Errorf("line = %d, want %d (error: %v)", e.Line, want, e)
+	}
+	if !strings.Contains(e.Msg, p.msg) {
+		t.Errorf("message = %q, want it to contain %q", e.Msg, p.msg)
+	}
+	if e.File != "test.toml" {
+		t.Errorf("file = %q, want test.toml", e.File)
+	}
+}
+
+// listeners is a file with one listener per bind (named l0, l1, ...), all
+// serving pool web, which has the given backend addresses.
+func listeners(binds []string, backends ...string) string {
+	var b strings.Builder
+	for i, bind := range binds {
+		fmt.Fprintf(&b, "[[listener]]\nname = \"l%d\"\nbind = %s\npool = \"web\"\n", i, bind)
+	}
+	b.WriteString("[pool.web]\n")
+	for _, a := range backends {
+		fmt.Fprintf(&b, "[[pool.web.backend]]\naddr = %s\n", a)
+	}
+	return b.String()
 }

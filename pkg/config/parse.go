@@ -33,6 +33,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 		c.errs.sort()
 		return nil, c.errs
 	}
+	cfg.file, cfg.pos = filename, c.pos
 	return cfg, nil
 }
 
@@ -180,7 +181,7 @@ func decodePool(t *table, name string) *Pool {
 			t.c.add(t.keyOf("hash_balance_factor"), "%v: must be 0 (off) or greater than 1.0 (no backend takes more than factor x the average load)", f)
 		}
 	}
-	t.integer("ring_vnodes", &p.RingVnodes, 1, MaxRingVnodes)
+	vnodesOK := t.integer("ring_vnodes", &p.RingVnodes, 1, MaxRingVnodes)
 	maglevOK := t.integer("maglev_table_size", &p.MaglevTableSize, 1, MaxMaglevTableSize)
 	var backendKeys []string
 	for _, bt := range t.tables("backend") {
@@ -191,6 +192,10 @@ func decodePool(t *table, name string) *Pool {
 		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr", name, t.keyOf("backend"))
 	}
 	checkBackendsDistinct(t.c, p.Backends, backendKeys)
+	checkWeights(t.c, p.Backends, backendKeys)
+	if vnodesOK && p.Algorithm == AlgorithmConsistentHash {
+		checkRingSize(t.c, t.keyOf("ring_vnodes"), p.RingVnodes, p.Backends)
+	}
 	if maglevOK {
 		checkMaglevSize(t.c, t.keyOf("maglev_table_size"), p.MaglevTableSize, len(p.Backends))
 	}

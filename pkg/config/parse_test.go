@@ -44,6 +44,7 @@ func TestParseFillsDefaults(t *testing.T) {
 		}},
 		PoolNames: []string{"web"},
 	}
+	want.file, want.pos = cfg.file, cfg.pos // where it came from: not the point here
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults:\n got %+v\n     %+v\nwant %+v\n     %+v", cfg, *cfg.Pools["web"], want, *want.Pools["web"])
 	}
@@ -163,6 +164,7 @@ addr = "10.0.0.9:1"
 		},
 		PoolNames: []string{"pg", "spare"},
 	}
+	want.file, want.pos = cfg.file, cfg.pos // where it came from: not the point here
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\n     %+v\nwant %+v\n     %+v", cfg, *cfg.Pools["pg"], want, *want.Pools["pg"])
 	}
@@ -222,7 +224,9 @@ func TestParseAcceptsEdgeValues(t *testing.T) {
 		{"port 65535", withListener("name = \"a\"\nbind = \"127.0.0.1:65535\"\npool = \"web\"\n")},
 		{"same port on different hosts", validBase + "[[listener]]\nname = \"b\"\nbind = \"127.0.0.2:8080\"\npool = \"web\"\n"},
 		{"same addr in different pools", validBase + "[pool.b]\n[[pool.b.backend]]\naddr = \"127.0.0.1:9001\"\n"},
-		{"weight zero", withBackends("[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nweight = 0\n")},
+		{"weight zero beside a weighted backend", withBackends("[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nweight = 0\n[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\n")},
+		{"consistent-hash ring at its largest", withBackends("algorithm = \"consistent-hash\"\nring_vnodes = 8192\n[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nweight = 256\n[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\nweight = 256\n")},
+		{"large ring settings under maglev", withBackends("algorithm = \"maglev\"\nring_vnodes = 10000\n[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nweight = 256\n[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\nweight = 256\n")},
 		{"explicit empty ids", withBackends("[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\nid = \"\"\n[[pool.web.backend]]\naddr = \"127.0.0.1:9002\"\nid = \"\"\n")},
 		{"crlf line endings", "[[listener]]\r\nname = \"web\"\r\nbind = \"127.0.0.1:8080\"\r\npool = \"web\"\r\n[pool.web]\r\n[[pool.web.backend]]\r\naddr = \"127.0.0.1:9001\"\r\n"},
 	}

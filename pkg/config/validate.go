@@ -71,6 +71,34 @@ func checkMaglevSize(c *collector, key string, size, backends int) {
 	}
 }
 
+// checkWeights reports a pool whose every backend has weight 0: weight 0
+// takes no new connections under every algorithm, so every client would be
+// refused. The error goes on the last weight, the one that completed it.
+func checkWeights(c *collector, backends []Backend, keys []string) {
+	if len(backends) == 0 {
+		return
+	}
+	for _, b := range backends {
+		if b.Weight > 0 {
+			return
+		}
+	}
+	c.add(joinKey(keys[len(keys)-1], "weight"), "every backend of the pool has weight 0, which takes no new connections, so every client would be refused; give at least one backend a weight above 0")
+}
+
+// checkRingSize reports a consistent-hash ring too large to build: it has
+// ring_vnodes points per unit of weight, and pkg/hashring refuses more than
+// MaxRingPoints (tens of bytes each) when run builds the pool.
+func checkRingSize(c *collector, key string, vnodes int, backends []Backend) {
+	total := 0
+	for _, b := range backends {
+		total += b.Weight
+	}
+	if points := vnodes * total; points > MaxRingPoints {
+		c.add(key, "the consistent-hash ring would have %d points (ring_vnodes %d x total weight %d), more than the %d allowed: lower ring_vnodes or the weights", points, vnodes, total, MaxRingPoints)
+	}
+}
+
 // primeHint suggests the next prime at or above n, if it is allowed.
 func primeHint(n int) string {
 	for p := max(n, 2); p <= MaxMaglevTableSize; p++ {
@@ -82,11 +110,11 @@ func primeHint(n int) string {
 }
 
 // crossCheck runs the checks that compare tables with each other: unique
-// listener names and binds, listeners naming existing pools, and the admin
-// endpoint not taking a listener's address.
+// listener names, listeners naming existing pools, binds that can all be
+// opened together (admin endpoint included), and no backend that is l4lb
+// itself by an address every host has (CheckHost adds the host's own).
 func crossCheck(c *collector, cfg *Config) {
 	names := map[string]int{}
-	binds := map[netip.AddrPort]int{}
 	for i, l := range cfg.Listeners {
 		key := indexKey("listener", i)
 		if l.Name != "" {
@@ -96,26 +124,14 @@ func crossCheck(c *collector, cfg *Config) {
 				names[l.Name] = i
 			}
 		}
-		if ap, err := parseAddr(l.Bind, roleListen); err == nil {
-			if j, ok := binds[ap]; ok {
-				c.add(joinKey(key, "bind"), "duplicate bind %q: listener[%d] (line %d) already listens on %s", l.Bind, j, cfg.Listeners[j].Line, ap)
-			} else {
-				binds[ap] = i
-			}
-		}
 		if l.Pool != "" {
 			if _, ok := cfg.Pools[l.Pool]; !ok {
 				c.add(joinKey(key, "pool"), "pool %q is not defined; %s", l.Pool, definedPools(cfg))
 			}
 		}
 	}
-	if cfg.Admin.Listen != "" {
-		if ap, err := parseAddr(cfg.Admin.Listen, roleListen); err == nil {
-			if j, ok := binds[ap]; ok {
-				c.add("admin.listen", "%q is also the bind of listener[%d] (line %d): the admin endpoint needs its own address", cfg.Admin.Listen, j, cfg.Listeners[j].Line)
-			}
-		}
-	}
+	checkBinds(c, cfg)
+	checkSelfDials(c, cfg, isLoopback)
 }
 
 func definedPools(cfg *Config) string {
