@@ -138,3 +138,30 @@ func TestProbeNowKeepsStaleRule(t *testing.T) {
 		}
 	})
 }
+
+// A request that arrives while a probe is in flight is answered by that
+// probe: when it fails, the doubled cooldown holds (no second early probe,
+// no second alert).
+func TestProbeNowDuringAFailingProbeDoesNotSkipTheDoubledCooldown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{Cooldown: 30 * time.Second}, nil)
+		f.probe.hold = make(chan struct{})
+		f.probe.answer(Failure)
+		stop := run(f.b)
+		defer stop()
+		trip(t, f.b)
+		f.b.ProbeNow()
+		synctest.Wait() // probing, held
+		f.b.ProbeNow()
+		close(f.probe.hold)
+		synctest.Wait()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := f.probe.calls.Load(); n != 1 {
+			t.Fatalf("probes = %d, want 1: a request made during the failed probe skipped the doubled cooldown", n)
+		}
+		if f.ev.n("probe_failure") != 1 {
+			t.Fatalf("alerts = %d, want 1", f.ev.n("probe_failure"))
+		}
+	})
+}

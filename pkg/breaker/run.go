@@ -39,6 +39,10 @@ func (b *Breaker) Run(ctx context.Context) {
 				probes.Go(func() {
 					defer b.probing.Store(false)
 					b.probe(ctx, early)
+					// A request made while this probe ran is answered by
+					// it: a failure must not be followed by a second
+					// early probe that skips the doubled cooldown.
+					b.probeNow.Store(false)
 				})
 			}
 		}

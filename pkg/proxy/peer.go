@@ -6,20 +6,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerGone reports, without blocking or consuming data, whether the client
-// has closed or reset its connection. It is asked after a failed dial, so a
-// client that gave up while its dial was in flight does not count against
-// the backend.
+// peerGone reports, without reading, whether the client has left: asked
+// after a failed dial, so that a client that gave up while its dial was in
+// flight does not count against the backend (DESIGN, data path rule 5).
+//
+// It asks the kernel for the socket's TCP state instead of peeking at the
+// data. A FIN only says the client has nothing more to send: a client that
+// shut its write side and waits for its reply (CLOSE_WAIT here) is still
+// there, gets its retry, and its failed dial is evidence. A reset moves the
+// socket to CLOSE, whatever data it had sent before. A client that closed
+// both ways cannot be told from a half-close by a FIN alone; it is seen as
+// gone once it resets, which it does as soon as anything reaches it.
 func peerGone(c *net.TCPConn) bool {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return true
+		return true // closed under us: nothing to serve
 	}
 	gone := false
-	var b [1]byte
-	raw.Control(func(fd uintptr) {
-		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		gone = (n == 0 && err == nil) || (err != nil && err != unix.EAGAIN && err != unix.EINTR)
+	err = raw.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		// Without TCP_INFO nothing is known: blame nobody.
+		gone = err != nil || info.State == unix.BPF_TCP_CLOSE
 	})
-	return gone
+	return gone || err != nil
 }

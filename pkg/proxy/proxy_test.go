@@ -218,8 +218,10 @@ func TestClientLeavingMidDialBlamesNoBackend(t *testing.T) {
 		"retries = 0\nconnect_timeout = \"600ms\"\n[pool.p.breaker]\nfailures = 1\n[pool.p.health]\nenabled = false\n")
 	l := startLB(t, text, 0)
 	c := dial(t, l.addr)
+	c.Write([]byte("request sent, then the client gives up"))
 	time.Sleep(100 * time.Millisecond) // the dial is in flight
-	c.Close()
+	c.SetLinger(0)
+	c.Close() // a reset: the client is gone, whatever it had sent
 	testnet.Eventually(t, "the attempt to end", func() bool { return l.listener("front").Rejected == 1 })
 	b := l.pools["p"].Backends()[0]
 	if _, f := b.Dials(pool.DialClient); f != 0 {

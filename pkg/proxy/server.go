@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -41,6 +43,8 @@ type Server struct {
 	active   atomic.Int64
 	handlers sync.WaitGroup
 	conns    tracker
+	own      ownDials
+	capLog   *refusalLog
 
 	// dialCtx is canceled only when a shutdown runs out of time, so dials
 	// in flight while draining still complete.
@@ -55,6 +59,11 @@ type front struct {
 	ok       atomic.Int64
 	failed   atomic.Int64
 	rejected atomic.Int64
+	loops    atomic.Int64
+	// Clients refused for want of a backend, and connection loops, are
+	// logged at most once a second each, with a count.
+	noBackendLog *refusalLog
+	loopLog      *refusalLog
 }
 
 // New binds every listener (so a busy address fails here) without
@@ -70,6 +79,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{max: int64(cfg.MaxConnections), log: log}
 	s.conns.init()
+	s.own.init()
+	s.capLog = newRefusalLog(time.Second, func(n int64) {
+		log.Warn("clients refused: connection cap reached", "max_connections", s.max, "refused", n)
+	})
 	s.dialCtx, s.cancelDial = context.WithCancel(context.Background())
 	for _, fc := range cfg.Frontends {
 		ln, err := listener.Listen(listener.Config{
@@ -79,7 +92,15 @@ func New(cfg Config) (*Server, error) {
 			s.closeListeners()
 			return nil, err
 		}
-		s.fronts = append(s.fronts, &front{name: fc.Name, ln: ln, pool: fc.Pool})
+		f := &front{name: fc.Name, ln: ln, pool: fc.Pool}
+		f.noBackendLog = newRefusalLog(time.Second, func(n int64) {
+			log.Warn("clients refused: no backend could be reached", "listener", f.name, "pool", f.pool.Name, "refused", n)
+		})
+		f.loopLog = newRefusalLog(time.Second, func(n int64) {
+			log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
+				"listener", f.name, "pool", f.pool.Name, "refused", n)
+		})
+		s.fronts = append(s.fronts, f)
 	}
 	return s, nil
 }
@@ -109,6 +130,9 @@ type ListenerStats struct {
 	Name                 string
 	OK, Failed, Rejected int64
 	AcceptErrors         int64
+	// Loops counts clients that were l4lb's own backend connections (a
+	// backend leading back to a listener); they are also in Rejected.
+	Loops int64
 }
 
 // Stats returns the per-listener counters.
@@ -116,7 +140,7 @@ func (s *Server) Stats() []ListenerStats {
 	out := make([]ListenerStats, len(s.fronts))
 	for i, f := range s.fronts {
 		out[i] = ListenerStats{Name: f.name, OK: f.ok.Load(), Failed: f.failed.Load(),
-			Rejected: f.rejected.Load(), AcceptErrors: f.ln.AcceptErrors()}
+			Rejected: f.rejected.Load(), AcceptErrors: f.ln.AcceptErrors(), Loops: f.loops.Load()}
 	}
 	return out
 }
@@ -142,7 +166,7 @@ func (s *Server) acceptor(f *front) listener.Handler {
 			s.active.Add(-1)
 			f.rejected.Add(1)
 			c.Close()
-			s.log.Debug("connection cap reached, client refused", "listener", f.name, "max_connections", s.max)
+			s.capLog.note()
 			return
 		}
 		s.handlers.Add(1)
@@ -156,33 +180,72 @@ func (s *Server) acceptor(f *front) listener.Handler {
 // keep that stack for its whole life.
 func (s *Server) serve(f *front, c *net.TCPConn) {
 	s.conns.add(c)
-	src := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	src := unmapped(c.RemoteAddr())
+	// As l4lb's own dial would see this connection, were it one.
+	asDial := conn4{local: src, remote: unmapped(c.LocalAddr())}
+	if s.own.has(asDial) {
+		s.refuseLoop(f, c)
+		return
+	}
 	up, err := f.pool.Connect(s.dialCtx, src, func() bool { return peerGone(c) })
 	if err != nil {
 		if errors.Is(err, pool.ErrLocal) {
 			f.rejected.Add(1)
 		} else {
 			f.failed.Add(1)
+			f.noBackendLog.note()
 		}
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug("client not served", "listener", f.name, "client", src.String(), "err", err)
+			s.log.Debug("client not served", "listener", f.name, "client", src.String(), "error", err)
 		}
 		s.done(c)
+		return
+	}
+	local := conn4{local: unmapped(up.Conn.LocalAddr()), remote: unmapped(up.Conn.RemoteAddr())}
+	s.own.add(local)
+	// Checked again now that this dial is known: the looping connection
+	// may have been accepted before the dial that made it was recorded.
+	if s.own.has(asDial) {
+		s.own.remove(local)
+		up.Release()
+		s.refuseLoop(f, c)
 		return
 	}
 	f.ok.Add(1)
 	r := f.pool.StartRelay(c, up)
 	s.conns.relaying(c, r)
-	go s.finishRelay(f, c, up, r)
+	go s.finishRelay(f, c, up, r, local)
 }
 
-func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying) {
+// refuseLoop resets a client that is l4lb's own backend connection, which
+// ends the loop at this hop.
+func (s *Server) refuseLoop(f *front, c *net.TCPConn) {
+	f.rejected.Add(1)
+	f.loops.Add(1)
+	f.loopLog.note()
+	c.SetLinger(0)
+	s.done(c)
+}
+
+// unmapped is a connection address as a comparable netip.AddrPort, IPv4
+// in its 4-byte form whichever way the kernel reported it.
+func unmapped(a net.Addr) netip.AddrPort {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying, local conn4) {
 	res := r.Wait()
+	s.own.remove(local)
 	s.done(c)
 	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("relay reset", "listener", f.name, "client", c.RemoteAddr().String(),
-				"backend", up.Backend.Addr, "outcome", res.Outcome.String(), "err", res.Err)
+				"backend", up.Backend.Addr, "outcome", res.Outcome.String(), "error", res.Err)
 		}
 	}
 }
@@ -207,11 +270,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-drained:
 		s.cancelDial()
+		s.stopLogs()
 		return nil
 	case <-ctx.Done():
 		if s.active.Load() == 0 { // nothing left to cut: drained, or about to be
 			<-drained
 			s.cancelDial()
+			s.stopLogs()
 			return nil
 		}
 	}
@@ -220,7 +285,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancelDial()
 	s.conns.cutAll()
 	<-drained
+	s.stopLogs()
 	return fmt.Errorf("proxy: closed %d connections still open at the shutdown deadline: %w", left, ctx.Err())
+}
+
+// stopLogs writes the refusal counts still pending.
+func (s *Server) stopLogs() {
+	s.capLog.stop()
+	for _, f := range s.fronts {
+		f.noBackendLog.stop()
+		f.loopLog.stop()
+	}
 }
 
 func (s *Server) closeListeners() {
