@@ -143,7 +143,7 @@ func (l *Listener) acceptLoop(s *net.TCPListener, h Handler) {
 		if backoff == 0 {
 			backoff = minBackoff
 			// One line per episode, not per failed accept.
-			l.log.Warn("accept failing, backing off", "err", err)
+			l.log.Warn("accept failing, backing off", "error", err)
 		} else {
 			backoff = min(2*backoff, maxBackoff)
 		}
