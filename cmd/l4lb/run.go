@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,11 +52,11 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 
 	in, err := start(cfg, log)
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		log.Error("cannot start", "error", err)
 		return 1
 	}
 	if err := sdnotify.Ready(); err != nil {
-		log.Warn("cannot notify systemd", "err", err)
+		log.Warn("cannot notify systemd", "error", err)
 	}
 	if ready != nil {
 		ready(in)
@@ -69,15 +70,17 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 		log.Info("shutting down: draining open connections", "signal", sig.String(),
 			"open", in.server.Active(), "shutdown_timeout", cfg.Global.ShutdownTimeout.String())
 		sdnotify.Stopping()
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.Global.ShutdownTimeout)
+		// The drain ends at shutdown_timeout or at a second signal; the
+		// cause tells the two apart, so the log can say which it was.
+		cut, cutNow := context.WithCancelCause(context.Background())
+		ctx, cancel := context.WithTimeout(cut, cfg.Global.ShutdownTimeout)
 		drained := make(chan struct{})
 		go func() {
 			for {
 				select {
 				case s := <-sigs:
 					if s != syscall.SIGHUP {
-						log.Warn("second signal: closing open connections now", "signal", s.String())
-						cancel()
+						cutNow(&secondSignal{sig: s, open: in.server.Active()})
 						return
 					}
 				case <-drained:
@@ -89,11 +92,31 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 		err := in.shutdown(ctx)
 		close(drained)
 		cancel()
-		if err != nil {
-			log.Warn("drain incomplete", "err", err)
+		cutNow(nil)
+		var second *secondSignal
+		switch {
+		case errors.As(context.Cause(ctx), &second):
+			cutConns := second.open
+			if err == nil { // they all ended before the cut
+				cutConns = 0
+			}
+			log.Warn("second signal: cut the open connections at once instead of draining them",
+				"signal", second.sig.String(), "connections", cutConns)
+		case err != nil:
+			log.Warn("drain incomplete", "error", err)
 		}
 		log.Info("stopped", "drain", time.Since(start).Round(time.Millisecond).String())
 		return 0
 	}
 	return 0
+}
+
+// secondSignal is why a drain was cut short: a second SIGTERM or SIGINT.
+type secondSignal struct {
+	sig  os.Signal
+	open int64 // connections open when it came: the ones it cut
+}
+
+func (s *secondSignal) Error() string {
+	return fmt.Sprintf("second signal %s: %d open connections cut", s.sig, s.open)
 }
