@@ -3,7 +3,6 @@ package splice
 import (
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -72,8 +71,18 @@ func newRig(t *testing.T, cfg Config) *rig {
 // open makes one proxied connection.
 func (r *rig) open() *proxied {
 	r.t.Helper()
+	return r.openWith(nil)
+}
+
+// openWith makes one proxied connection and runs prep on it before the
+// relay starts, so a test can have bytes waiting for the relay when its
+// idle clock starts.
+func (r *rig) openWith(prep func(*proxied)) *proxied {
+	r.t.Helper()
 	p := &proxied{result: make(chan Result, 1)}
 	done := make(chan error, 1)
+	start := make(chan struct{})
+	defer close(start) // on every path, so the relay goroutine never waits forever
 	r.relays.Add(1)
 	go func() {
 		defer r.relays.Done()
@@ -92,6 +101,7 @@ func (r *rig) open() *proxied {
 			return
 		}
 		done <- nil
+		<-start
 		p.result <- r.relayer.Relay(fc, bc, &r.meter)
 	}()
 	c, err := net.DialTCP("tcp", nil, r.front.Addr().(*net.TCPAddr))
@@ -106,6 +116,9 @@ func (r *rig) open() *proxied {
 	case p.backend = <-r.accepted:
 	case <-time.After(10 * time.Second):
 		r.t.Fatal("backend never accepted")
+	}
+	if prep != nil {
+		prep(p)
 	}
 	return p
 }
@@ -137,34 +150,16 @@ func countFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// checkLeaks records goroutines and fds now and, when the test ends, waits
-// for both to return to these counts. The pool's idle pipes are closed
-// first: they are kept on purpose and are not a leak.
+// checkLeaks checks, when the test ends, that every goroutine and fd the
+// test started is gone (testnet.CheckLeaks). The pools' idle pipes are
+// closed first: they are kept on purpose and are not a leak.
 func checkLeaks(t *testing.T, pools ...*PipePool) {
 	t.Helper()
-	// The runtime opens its netpoller's fds on first network use: make
-	// sure that has happened before the baseline is taken.
-	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
-		ln.Close()
-	}
-	g0, fd0 := runtime.NumGoroutine(), countFDs(t)
+	testnet.CheckLeaks(t)
 	t.Cleanup(func() {
 		for _, p := range pools {
 			testnet.Eventually(t, "pipes returned to the pool", func() bool { return p.Stats().Busy() == 0 })
 			p.Trim()
-		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			g, fd := runtime.NumGoroutine(), countFDs(t)
-			if g <= g0 && fd <= fd0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				n := runtime.Stack(buf, true)
-				t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d\n%s", g0, g, fd0, fd, buf[:n])
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }

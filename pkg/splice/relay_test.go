@@ -208,6 +208,9 @@ func TestRelayIdleTimeout(t *testing.T) {
 	checkLeaks(t, pool)
 	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
 
+	// The clock starts before the relays do: the time measured below is
+	// then never shorter than a relay's own idle clock.
+	start := time.Now()
 	silent := r.open()
 	defer silent.close()
 	oneWay := r.open()
@@ -215,22 +218,31 @@ func TestRelayIdleTimeout(t *testing.T) {
 
 	// oneWay carries traffic in one direction only, every idle/3, for 4
 	// idle periods; it must outlive the silent one and stay up throughout.
-	start := time.Now()
 	stop := make(chan struct{})
-	sent := make(chan int)
+	var stopOnce sync.Once
+	stopWriter := func() { stopOnce.Do(func() { close(stop) }) }
+	writerDone := make(chan struct{})
+	// Read only once writerDone is closed.
+	var sent int                                     // bytes written
+	var lastWrite time.Time                          // taken before the last write began
+	var maxGap time.Duration                         // longest time between two writes
+	t.Cleanup(func() { stopWriter(); <-writerDone }) // on every path, failures included
 	go func() {
-		n := 0
-		defer func() { sent <- n }()
+		defer close(writerDone)
+		prev := time.Now()
 		for time.Since(start) < 4*idle {
 			select {
 			case <-stop:
 				return
 			case <-time.After(idle / 3):
 			}
+			now := time.Now()
 			if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
 				return
 			}
-			n++
+			maxGap = max(maxGap, now.Sub(prev))
+			prev, lastWrite = now, now
+			sent++
 		}
 	}()
 
@@ -246,19 +258,28 @@ func TestRelayIdleTimeout(t *testing.T) {
 		t.Fatalf("client of the idle connection read %v, want EOF", err)
 	}
 
-	n := <-sent
-	got := make([]byte, n)
+	select {
+	case <-writerDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writer never finished")
+	}
+	if sent < 4 {
+		t.Fatalf("only %d writes in %v", sent, 4*idle)
+	}
+	// Every byte arrives: the relay was up each time one was sent.
+	got := make([]byte, sent)
 	oneWay.backend.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(oneWay.backend, got); err != nil {
-		t.Fatalf("one-way connection lost bytes: %v", err)
+		t.Fatalf("one-way connection lost bytes although traffic kept flowing (%d writes, at most %v apart): %v", sent, maxGap, err)
 	}
-	select {
-	case res := <-oneWay.result:
-		t.Fatalf("one-way connection ended (%v) although traffic kept flowing", res.Outcome)
-	default:
+	// And it ends no earlier than an idle timeout after the last byte
+	// (seen here no earlier than it ended; that byte was read by the relay
+	// no earlier than it began to be written).
+	res = oneWay.waitResult(t)
+	if el := time.Since(lastWrite); el < idle {
+		t.Fatalf("one-way connection ended %v after its last byte, before the %v idle timeout", el, idle)
 	}
-	close(stop)
-	if res := oneWay.waitResult(t); res.Outcome != IdleTimeout {
+	if res.Outcome != IdleTimeout {
 		t.Fatalf("one-way connection outcome %v once silent, want idle-timeout", res.Outcome)
 	}
 }
@@ -276,6 +297,15 @@ func TestSmallMessagesAreCopiedStreamsSpliced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The relay counts a write once it has returned, which may be after
+	// the backend has read the bytes.
+	movedAtLeast := func(n int64) {
+		testnet.Eventually(t, "the relay to count the bytes delivered", func() bool {
+			spliced, copied := r.relayer.PathBytes()
+			return spliced+copied >= n
+		})
+	}
+	movedAtLeast(80)
 	if spliced, copied := r.relayer.PathBytes(); spliced != 0 || copied != 80 {
 		t.Fatalf("small messages: spliced %d copied %d, want all 80 bytes copied", spliced, copied)
 	}
@@ -288,6 +318,7 @@ func TestSmallMessagesAreCopiedStreamsSpliced(t *testing.T) {
 	if _, err := io.ReadFull(p.backend, make([]byte, len(payload))); err != nil {
 		t.Fatal(err)
 	}
+	movedAtLeast(80 + int64(len(payload)))
 	spliced, copied := r.relayer.PathBytes()
 	if spliced+copied != 80+int64(len(payload)) || spliced < int64(len(payload))*9/10 {
 		t.Fatalf("stream: spliced %d copied %d, want at least 90%% of %d spliced", spliced, copied, len(payload))
@@ -428,13 +459,23 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	checkLeaks(t, pool)
 	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
 	r.tuneFront = func(c *net.TCPConn) { c.SetWriteBuffer(16 << 10) }
-	p := r.open()
-	defer p.close()
-	p.client.SetReadBuffer(16 << 10)
-	p.client.CloseWrite() // the client only listens
 	payload := randomBytes(t, 2<<20)
+	const head = 64 << 10 // fits in the socket buffers: written at once
+	p := r.openWith(func(p *proxied) {
+		p.client.SetReadBuffer(16 << 10)
+		p.client.CloseWrite() // the client only listens
+		// The first bytes are already waiting when the relay starts: its
+		// idle clock must not run out before the test gets to send them.
+		if _, err := p.backend.Write(payload[:head]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer p.close()
+	writer := make(chan struct{})
+	t.Cleanup(func() { <-writer }) // ends once the test has closed its ends
 	go func() {
-		p.backend.Write(payload)
+		defer close(writer)
+		p.backend.Write(payload[head:])
 		p.backend.CloseWrite()
 	}()
 	got := make([]byte, 0, len(payload))
