@@ -19,6 +19,9 @@ import (
 // [pool.p] (extra) and runs it until the test ends.
 func newPool(t *testing.T, backends []string, extra string) *Pool {
 	t.Helper()
+	// When the test ends, every goroutine and fd started from here on must
+	// be gone: health checks, probes, dials, relays.
+	testnet.CheckLeaks(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, "[[listener]]\nname = \"l\"\nbind = %q\npool = \"p\"\n[pool.p]\n%s\n", testnet.FreeAddr(t), extra)
 	for _, a := range backends {
@@ -72,6 +75,10 @@ type restartable struct {
 }
 
 func newRestartable(t *testing.T) *restartable {
+	t.Helper()
+	// First: its listener is started and stopped during the test, and
+	// the stop registered below must run before the leak check.
+	testnet.CheckLeaks(t)
 	r := &restartable{t: t, addr: testnet.FreeAddr(t)}
 	t.Cleanup(r.stop)
 	return r

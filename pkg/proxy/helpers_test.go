@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +39,7 @@ func poolTOML(t *testing.T, algorithm string, backends []string, extra string) s
 
 func startLB(t *testing.T, text string, maxConns int) *lb {
 	t.Helper()
+	testnet.CheckLeaks(t) // a no-op if the test already called noLeaks
 	cfg, err := config.Parse("test.toml", []byte(text))
 	if err != nil {
 		t.Fatalf("config:\n%s\n%v", text, err)
@@ -94,13 +94,13 @@ func (l *lb) listener(name string) ListenerStats {
 // closedAddr is an address on which nothing listens: dials are refused.
 func closedAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
-// noLeaks checks, when the test ends, that goroutines are back to where
-// they were.
+// noLeaks checks, when the test ends, that every goroutine and fd started
+// since is gone (testnet.CheckLeaks). Call it first, before the backends:
+// startLB checks too, but a check begun there runs before the cleanups
+// registered earlier.
 func noLeaks(t *testing.T) {
-	g0 := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		testnet.Eventually(t, "goroutines to wind down", func() bool { return runtime.NumGoroutine() <= g0 })
-	})
+	t.Helper()
+	testnet.CheckLeaks(t)
 }
 
 func dial(t *testing.T, addr string) *net.TCPConn {
