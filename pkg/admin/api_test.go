@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/l4lb/l4lb/pkg/breaker"
-	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -31,15 +29,15 @@ enabled = false
 
 func newTestServer(t *testing.T) (*httptest.Server, *pool.Pool) {
 	t.Helper()
-	cfg, err := config.Parse("t.toml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pool.New(cfg.Pools["web"], pool.Deps{Store: breaker.NewMemoryStore(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, MaxConnections: 100}, nil))
+	return newTokenServer(t, "")
+}
+
+// newTokenServer serves the test pool with Handler, token required when
+// not "".
+func newTokenServer(t *testing.T, token string) (*httptest.Server, *pool.Pool) {
+	t.Helper()
+	p := testPool(t)
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, MaxConnections: 100}, token, nil))
 	t.Cleanup(srv.Close)
 	return srv, p
 }

@@ -41,15 +41,22 @@ var (
 	descPipes         = desc("l4lb_splice_pipes", "Splice pipes in existence, by state (busy: holding a relay's data, idle: pooled).", "state")
 	descClientsOpen   = desc("l4lb_client_connections_open", "Client connections being served now, across listeners.")
 	descClientsMax    = desc("l4lb_client_connections_max", "The global connection cap (max_connections).")
+	descAdminOpen     = desc("l4lb_admin_connections_open", "Connections to this admin endpoint open now.")
+	descAdminMax      = desc("l4lb_admin_connections_max", "The admin endpoint's connection cap ([admin] max_connections).")
+	descAdminRejected = desc("l4lb_admin_connections_rejected_total", "Admin connections closed at once because max_connections were open.")
 )
 
 // collector reads every metric from its sources at scrape time.
-type collector struct{ src Sources }
+type collector struct {
+	src   Sources
+	conns *limitListener // nil: no connection cap (Handler used alone)
+}
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descHealthUp, descDisabled,
 		descDials, descTrips, descProbeFailures, descStale, descActive, descBytes, descClientConns,
-		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax} {
+		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
+		descAdminOpen, descAdminMax, descAdminRejected} {
 		ch <- d
 	}
 }
@@ -100,6 +107,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPipes, float64(ps.Idle), "idle")
 	}
 	gauge(descClientsMax, float64(c.src.MaxConnections))
+	if l := c.conns; l != nil {
+		gauge(descAdminOpen, float64(l.open.Load()))
+		gauge(descAdminMax, float64(l.max))
+		counter(descAdminRejected, l.rejected.Load())
+	}
 }
 
 func b01(v bool) float64 {
