@@ -2,6 +2,8 @@ package main
 
 import (
 	"syscall"
+
+	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // fdBudget splits the process's file descriptors between client
@@ -13,8 +15,9 @@ type fdBudget struct {
 	MaxConnections int // client connections (2 fds each: client + backend)
 }
 
-// baseReserve covers stdio, the netpoller, the admin endpoint and its
-// scrapes, logs and the odd file.
+// baseReserve covers stdio, the netpoller, the admin endpoint's listening
+// socket, logs and the odd file. The admin endpoint's connections are
+// reserved on top, by its own cap.
 const baseReserve = 64
 
 // maxPipes bounds pipes: each is held only while a direction has data in
@@ -25,15 +28,28 @@ const maxPipes = 256
 // deriveBudget computes max_connections from the fd limit when the
 // configuration leaves it at 0. sockets is the number of listening sockets,
 // backends the number of backends (a health check and a breaker probe each
-// may hold an fd).
-func deriveBudget(limit, configured, sockets, backends int) fdBudget {
+// may hold an fd), adminConns the admin endpoint's connection cap (see
+// adminConns): scrapes and API calls then never take fds relayed clients
+// were promised.
+func deriveBudget(limit, configured, sockets, backends, adminConns int) fdBudget {
 	b := fdBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8))}
-	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes
+	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes + adminConns
 	b.MaxConnections = configured
 	if configured == 0 {
 		b.MaxConnections = max((limit-b.Reserved)/2, 1)
 	}
 	return b
+}
+
+// adminConns is how many fds the admin endpoint may hold at once: its
+// connection cap, plus the one it holds for an instant to close a
+// connection past the cap (pkg/admin accepts and closes those); none when
+// the endpoint is off.
+func adminConns(a config.Admin) int {
+	if a.Listen == "" {
+		return 0
+	}
+	return a.MaxConnections + 1
 }
 
 func nofileLimit() int {
