@@ -2,25 +2,32 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
+	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
+// cmdCheck validates a configuration file as run would, without serving:
+// it parses the file, checks it against this host and builds every pool
+// (buildPools, which run calls too). It binds nothing, so it can check the
+// next file beside a running l4lb that holds the ports.
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file to validate")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("check", "-config FILE", "Validate FILE as run would, without serving: print every error with its line;\nexit 1 on any error, 0 when the file is good.", stderr)
+	path := fs.String("config", "", "the configuration `FILE` to validate")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "l4lb check: -config FILE is required")
 		return 2
 	}
 	cfg, err := config.Load(*path)
+	if err == nil {
+		err = checkBuild(cfg)
+	}
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
@@ -31,6 +38,13 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d listeners, %d pools, %d backends)\n", *path, len(cfg.Listeners), len(cfg.Pools), backends)
 	return 0
+}
+
+// checkBuild builds cfg's pools as run would and drops them: they never
+// ran, so there is nothing to stop.
+func checkBuild(cfg *config.Config) error {
+	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	return err
 }
 
 // printConfigError prints every configuration error, one per line.

@@ -3,9 +3,10 @@
 // splice relay.
 //
 //	l4lb -config FILE          run (same as: l4lb run -config FILE)
-//	l4lb check -config FILE    validate the file, print every error
+//	l4lb check -config FILE    validate the file as run would, print every error
 //	l4lb demo [-config FILE]   three local echo backends behind the balancer
-//	l4lb version
+//	l4lb version               (also -version, --version)
+//	l4lb help                  (also -h, -help, --help)
 package main
 
 import (
@@ -22,8 +23,20 @@ func main() {
 // run dispatches a command line and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		// Help and version are asked for the way other tools are asked,
+		// as flags too; they are not flags of run.
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			usage(stdout)
+			return 0
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, versionString())
+			return 0
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			cmd, args = args[0], args[1:]
+		}
 	}
 	switch cmd {
 	case "run":
@@ -32,12 +45,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args, stdout, stderr)
 	case "demo":
 		return cmdDemo(args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, versionString())
-		return 0
-	case "help":
-		usage(stdout)
-		return 0
 	default:
 		fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n", cmd)
 		usage(stderr)
@@ -45,12 +52,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// usage is the command's help: every subcommand with its flags.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  l4lb -config FILE          run the load balancer (same as: l4lb run -config FILE)
-  l4lb check -config FILE    validate FILE; print every error with its line
+	fmt.Fprint(w, `l4lb is an L4 (TCP) load balancer.
+
+usage:
+  l4lb [run] -config FILE    run the load balancer until SIGTERM or SIGINT
+                             (SIGHUP is logged and ignored until reload exists)
+  l4lb check -config FILE    validate FILE as run would, without serving:
+                             print every error with its line; exit 1 on any
   l4lb demo [-config FILE]   start three local echo backends and the balancer
-                             on FILE (default: config.toml)
-  l4lb version               print the version
+                             on FILE (default: config.toml); Ctrl-C stops it
+  l4lb version               print the version (also: -version, --version)
+  l4lb help                  print this text (also: -h, -help, --help)
+
+flags:
+  -config FILE               the TOML configuration; config.toml in the
+                             repository is the commented reference of every key
+  -h                         after a command: that command's usage
+
+exit status: 0 success, 1 a bad configuration or a failed start,
+2 a bad command line.
 `)
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// buildPools is everything run makes of a configuration before it opens a
+// socket, and everything check does: it checks cfg against this host
+// (config.CheckHost: a backend that is l4lb itself through an interface
+// address, broadcast addresses, the admin token file) and builds every
+// pool with the pool package's own constructor, which is the last word on
+// what can be built (a consistent-hash ring too large, say). Both commands
+// go through here, so what check accepts, run can build. Pools come back
+// in cfg.PoolNames order; nothing runs until Pool.Run.
+func buildPools(cfg *config.Config, deps pool.Deps) ([]*pool.Pool, error) {
+	host, err := thisHost()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckHost(host); err != nil {
+		return nil, err
+	}
+	pools := make([]*pool.Pool, 0, len(cfg.PoolNames))
+	for _, name := range cfg.PoolNames {
+		p, err := pool.New(cfg.Pools[name], deps)
+		if err != nil {
+			return nil, cfg.PoolError(name, err)
+		}
+		pools = append(pools, p)
+	}
+	return pools, nil
+}
+
+// thisHost lists the addresses of this host's interfaces, which a wildcard
+// bind accepts on.
+func thisHost() (config.Host, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return config.Host{}, fmt.Errorf("list this host's addresses: %w", err)
+	}
+	var h config.Host
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := n.Mask.Size()
+		h.Addrs = append(h.Addrs, netip.PrefixFrom(ip.Unmap(), ones))
+	}
+	return h, nil
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checkFile runs "l4lb check" on src and returns the exit code and output.
+func checkFile(t *testing.T, src string) (code int, stdout, stderr string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l4lb.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code = run([]string{"check", "-config", path}, &out, &errb)
+	return code, out.String(), strings.ReplaceAll(errb.String(), path, "l4lb.toml")
+}
+
+// onePool is a file with the given listeners (bind values) in front of
+// pool p, whose table holds poolKeys and then the given backend tables.
+func onePool(binds []string, poolKeys string, backends ...string) string {
+	var b strings.Builder
+	b.WriteString("[admin]\nlisten = \"\"\n")
+	for i, bind := range binds {
+		fmt.Fprintf(&b, "[[listener]]\nname = \"l%d\"\nbind = %q\npool = \"p\"\n", i, bind)
+	}
+	b.WriteString("[pool.p]\n" + poolKeys)
+	for _, be := range backends {
+		b.WriteString("[[pool.p.backend]]\n" + be)
+	}
+	return b.String()
+}
+
+// hostAddr returns a non-loopback IPv4 address of this host, or "".
+func hostAddr(t *testing.T) string {
+	h, err := thisHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range h.Addrs {
+		if a := p.Addr(); a.Is4() && !a.IsLoopback() {
+			return a.String()
+		}
+	}
+	return ""
+}
+
+// TestCheckRefusesWhatRunCannotServe covers what run used to refuse, or
+// serve badly, after check had said ok (issue 8): check now names the key
+// and line of each.
+func TestCheckRefusesWhatRunCannotServe(t *testing.T) {
+	heavy := "addr = \"127.0.0.1:9001\"\nweight = 256\n"
+	tests := []struct {
+		name, src string
+		want      []string // in the output, in order
+	}{
+		{"consistent-hash ring too large", onePool([]string{"127.0.0.1:8080"}, "algorithm = \"consistent-hash\"\nring_vnodes = 10000\n", heavy, strings.Replace(heavy, "9001", "9002", 1)),
+			[]string{"l4lb.toml:9: pool.p.ring_vnodes: the consistent-hash ring would have 5120000 points", "1 error(s)"}},
+		{"wildcard and specific bind on one port", onePool([]string{"0.0.0.0:8080", "127.0.0.1:8080"}, "", "addr = \"127.0.0.1:9001\"\n"),
+			[]string{"l4lb.toml:9: listener[1].bind: bind \"127.0.0.1:8080\" collides with listener[0] \"0.0.0.0:8080\" (line 3)"}},
+		{"IPv6 wildcard and loopback on one port", onePool([]string{"[::1]:8080", "[::]:8080"}, "", "addr = \"127.0.0.1:9001\"\n"),
+			[]string{"l4lb.toml:9: listener[1].bind:", "[::]:8080 already takes port 8080 on every local IPv6 address"}},
+		{"every weight 0 under weighted round robin", onePool([]string{"127.0.0.1:8080"}, "algorithm = \"weighted-round-robin\"\n", "addr = \"127.0.0.1:9001\"\nweight = 0\n", "addr = \"127.0.0.1:9002\"\nweight = 0\n"),
+			[]string{"l4lb.toml:14: pool.p.backend[1].weight: every backend of the pool has weight 0"}},
+		{"broadcast backend", onePool([]string{"127.0.0.1:8080"}, "", "addr = \"255.255.255.255:9001\"\n"),
+			[]string{"l4lb.toml:9: pool.p.backend[0].addr:", "is the broadcast address"}},
+		{"backend that is the listener", onePool([]string{"127.0.0.1:8080"}, "", "addr = \"127.0.0.1:8080\"\n"),
+			[]string{"l4lb.toml:9: pool.p.backend[0].addr:", "l4lb would connect to itself, in a loop"}},
+		{"loopback backend under a wildcard listener", onePool([]string{"0.0.0.0:8080"}, "", "addr = \"127.0.0.1:8080\"\n"),
+			[]string{"l4lb.toml:9: pool.p.backend[0].addr:", "is a loopback address, where listener[0]"}},
+		{"not a valid IP", onePool([]string{"127.0.0.1:8080"}, "", "addr = \"300.1.2.3:9001\"\n"),
+			[]string{"is not a valid IP address"}},
+	}
+	if a := hostAddr(t); a != "" {
+		tests = append(tests, struct {
+			name, src string
+			want      []string
+		}{"interface address under a wildcard listener", onePool([]string{"0.0.0.0:8080"}, "", "addr = \""+a+":8080\"\n"),
+			[]string{"l4lb.toml:9: pool.p.backend[0].addr:", "is an address of this host, where listener[0]", "in a loop"}})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := checkFile(t, tt.src)
+			if code != 1 || stdout != "" {
+				t.Fatalf("check: exit %d, stdout %q, want exit 1 and errors only; stderr:\n%s", code, stdout, stderr)
+			}
+			rest := stderr
+			for _, want := range tt.want {
+				i := strings.Index(rest, want)
+				if i < 0 {
+					t.Fatalf("check output lacks %q (in order):\n%s", want, stderr)
+				}
+				rest = rest[i+len(want):]
+			}
+			if strings.Contains(stderr, "does not resolve DNS") {
+				t.Errorf("check gives the DNS hint for an address:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestCheckReadsTheAdminToken: run reads [admin] token_file at start, so
+// check refuses one it cannot read.
+func TestCheckReadsTheAdminToken(t *testing.T) {
+	src := "[admin]\nlisten = \"127.0.0.1:9090\"\ntoken_file = \"/nonexistent/l4lb.token\"\n" +
+		"[[listener]]\nname = \"l\"\nbind = \"127.0.0.1:8080\"\npool = \"p\"\n[pool.p]\n[[pool.p.backend]]\naddr = \"127.0.0.1:9001\"\n"
+	code, _, stderr := checkFile(t, src)
+	if code != 1 || !strings.Contains(stderr, "l4lb.toml:3: admin.token_file: cannot read the admin token") {
+		t.Fatalf("check: exit %d, stderr:\n%s", code, stderr)
+	}
+}
