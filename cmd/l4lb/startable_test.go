@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
@@ -119,6 +120,7 @@ func mustStart(t testing.TB, cfg *config.Config, src string) {
 }
 
 func TestCheckedConfigsStart(t *testing.T) {
+	testnet.CheckLeaks(t) // built pools never ran: nothing may be left
 	ref, err := os.ReadFile("../../config.toml")
 	if err != nil {
 		t.Fatal(err)
