@@ -76,6 +76,7 @@ func post(t *testing.T, url, auth string) int {
 }
 
 func TestAdminTokenFile(t *testing.T) {
+	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
@@ -99,6 +100,7 @@ func TestAdminTokenFile(t *testing.T) {
 func TestAdminBadTokenFileFailsStart(t *testing.T) {
 	for name, content := range map[string]*string{"missing": nil, "empty": new(string)} {
 		t.Run(name, func(t *testing.T) {
+			testnet.CheckLeaks(t) // a start that fails leaves nothing running
 			tokenFile := filepath.Join(t.TempDir(), "token")
 			if content != nil {
 				os.WriteFile(tokenFile, []byte(*content), 0o600)
@@ -117,6 +119,7 @@ func TestAdminBadTokenFileFailsStart(t *testing.T) {
 // to max_connections served.
 func TestAdminConnectionsLeaveTheDataPathItsFds(t *testing.T) {
 	const adminConns = 200
+	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
 	path, listen, adminAddr := adminConfig(t, b.Addr, "")
 	t.Setenv(nofileEnv, "256")

@@ -15,6 +15,7 @@ import (
 // of connections it cut, rather than blaming a shutdown timeout that never
 // ran out.
 func TestSecondSignalSaysItCutConnections(t *testing.T) {
+	testnet.CheckLeaks(t)
 	p, _, c, _ := servingOneClient(t, "[global]\nshutdown_timeout = \"5m\"")
 	p.signal(t, syscall.SIGTERM)
 	testnet.Eventually(t, "the drain to begin", func() bool {

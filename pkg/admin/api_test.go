@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -36,6 +37,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *pool.Pool) {
 // not "".
 func newTokenServer(t *testing.T, token string) (*httptest.Server, *pool.Pool) {
 	t.Helper()
+	testnet.CheckLeaks(t)
 	p := testPool(t)
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, MaxConnections: 100}, token, nil))
 	t.Cleanup(srv.Close)

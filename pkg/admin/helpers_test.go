@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -73,6 +74,7 @@ var testTimeouts = timeouts{readHeader: time.Minute, read: time.Minute, write: t
 // front of the test pool, closed when the test ends.
 func startAdmin(t *testing.T, c config.Admin, to timeouts) (*Server, *pool.Pool, *logBuffer) {
 	t.Helper()
+	testnet.CheckLeaks(t)
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 64
 	}

@@ -32,6 +32,7 @@ func refusedAddr(t *testing.T) string {
 // the first failed dial and stays open long, run until the test ends.
 func runningPool(t *testing.T) (*pool.Pool, *pool.Backend) {
 	t.Helper()
+	testnet.CheckLeaks(t)
 	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(`
 [[listener]]
 name = "l"
