@@ -44,7 +44,7 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)
 	}
-	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends)
+	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, adminConns(cfg.Admin))
 	if need := in.budget.Reserved + 2*in.budget.MaxConnections; need > in.budget.Limit {
 		log.Warn("max_connections needs more file descriptors than the limit allows; raise LimitNOFILE",
 			"max_connections", in.budget.MaxConnections, "fds_needed", need, "fd_limit", in.budget.Limit)
@@ -55,15 +55,14 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 		MaxIdle: min(32, in.budget.MaxPipes),
 	})
 
-	store := breaker.NewMemoryStore(nil)
+	// The same build step as check, so check accepts nothing run refuses.
+	in.pools, err = buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), Pipes: in.pipes, Logger: log})
+	if err != nil {
+		return in, err
+	}
 	byName := map[string]*pool.Pool{}
-	for _, name := range cfg.PoolNames {
-		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, Pipes: in.pipes, Logger: log})
-		if err != nil {
-			return in, err
-		}
-		byName[name] = p
-		in.pools = append(in.pools, p)
+	for _, p := range in.pools {
+		byName[p.Name] = p
 	}
 
 	var fronts []proxy.Frontend
@@ -78,9 +77,9 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	}
 
 	if cfg.Admin.Listen != "" {
-		h := admin.Handler(admin.Sources{Pools: in.pools, Server: in.server, Pipes: in.pipes,
-			MaxConnections: in.budget.MaxConnections}, log)
-		if in.admin, err = admin.Start(cfg.Admin.Listen, h, log); err != nil {
+		src := admin.Sources{Pools: in.pools, Server: in.server, Pipes: in.pipes,
+			MaxConnections: in.budget.MaxConnections}
+		if in.admin, err = admin.Start(cfg.Admin, src, log); err != nil {
 			return in, err
 		}
 	}

@@ -281,12 +281,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	left := s.active.Load()
-	s.log.Warn("shutdown timeout: closing open connections", "connections", left)
 	s.cancelDial()
 	s.conns.cutAll()
 	<-drained
 	s.stopLogs()
-	return fmt.Errorf("proxy: closed %d connections still open at the shutdown deadline: %w", left, ctx.Err())
+	return fmt.Errorf("proxy: reset %d connections still open when the drain ended: %w", left, context.Cause(ctx))
 }
 
 // stopLogs writes the refusal counts still pending.
