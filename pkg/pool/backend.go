@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -30,10 +31,12 @@ var DialKinds = [...]DialKind{DialClient, DialProbe, DialForce, DialHealth}
 
 // Backend is one backend of a pool with its live state and counters.
 type Backend struct {
-	Addr   string // as configured; the metrics label
-	ID     string // hashing identity
-	Weight int
-	index  int
+	Addr string // as configured; the metrics label
+	// AddrPort is Addr parsed, for dialers that make their own sockets.
+	AddrPort netip.AddrPort
+	ID       string // hashing identity
+	Weight   int
+	index    int
 
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off

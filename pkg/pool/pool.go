@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -91,7 +92,11 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 }
 
 func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error) {
-	b := &Backend{Addr: bc.Addr, ID: bc.Identity(), Weight: bc.Weight, index: i}
+	ap, err := netip.ParseAddrPort(bc.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
+	}
+	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(), Weight: bc.Weight, index: i}
 	// One logger names the backend for every line about it, so the breaker
 	// and the prober add no backend attribute of their own.
 	blog := p.log.With("backend", bc.Addr)

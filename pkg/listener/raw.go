@@ -1,0 +1,130 @@
+package listener
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sockets are the listening sockets of one address, one per event loop,
+// as raw non-blocking fds: each loop registers its own in its epoll set, so
+// Go's netpoller never sees them.
+type Sockets struct {
+	Name string
+	Addr *net.TCPAddr // bound address (the chosen port when 0 was asked)
+	FDs  []int
+}
+
+// Bind opens n SO_REUSEPORT sockets on addr (host:port, an IP literal)
+// with the given backlog (0: the kernel's somaxconn). A busy address fails
+// here, not in a loop: a second l4lb, or anything else, already listening
+// there is refused rather than joined.
+func Bind(name, addr string, backlog, n int) (*Sockets, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
+	}
+	if ap.Port() != 0 {
+		if err := checkUnused(ap); err != nil {
+			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, err)
+		}
+	}
+	s := &Sockets{Name: name}
+	for i := 0; i < max(n, 1); i++ {
+		fd, err := rawListen(ap, backlog)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, err)
+		}
+		s.FDs = append(s.FDs, fd)
+		if i == 0 {
+			// With port 0 the kernel chose a port: the other sockets
+			// must join that one.
+			sa, err := unix.Getsockname(fd)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("listener %q: getsockname: %w", name, err)
+			}
+			s.Addr = sockaddrToTCP(sa)
+			ap = s.Addr.AddrPort()
+		}
+	}
+	return s, nil
+}
+
+// Close closes every fd not yet handed over (set to -1 by its taker).
+func (s *Sockets) Close() {
+	for i, fd := range s.FDs {
+		if fd >= 0 {
+			unix.Close(fd)
+			s.FDs[i] = -1
+		}
+	}
+}
+
+func rawListen(ap netip.AddrPort, backlog int) (int, error) {
+	family := unix.AF_INET
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("setsockopt SO_REUSEADDR", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("setsockopt SO_REUSEPORT", err)
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET6 {
+		// "[::]:80" is IPv6 only, so it can sit beside "0.0.0.0:80".
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("setsockopt IPV6_V6ONLY", err)
+		}
+		sa6 := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+		if z := ap.Addr().Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return fail("zone "+z, err)
+			}
+			sa6.ZoneId = uint32(ifi.Index)
+		}
+		sa = sa6
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if backlog <= 0 || backlog > maxBacklog {
+		backlog = maxBacklog
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		return fail(fmt.Sprintf("listen backlog %d", backlog), err)
+	}
+	return fd, nil
+}
+
+func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port}
+	case *unix.SockaddrInet6:
+		zone := ""
+		if a.ZoneId != 0 {
+			if ifi, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
+				zone = ifi.Name
+			}
+		}
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port, Zone: zone}
+	}
+	return &net.TCPAddr{}
+}

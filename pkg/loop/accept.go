@@ -1,0 +1,106 @@
+package loop
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// lsock is a loop's own listening socket of one listener (SO_REUSEPORT:
+// the kernel spreads new connections over the loops' sockets).
+type lsock struct {
+	l      *Loop
+	fd     int
+	f      *Front
+	closed bool
+
+	// Back-off after accept failed for want of resources (EMFILE...): the
+	// queue is left alone for a while instead of spinning on it.
+	backoff  time.Duration
+	failures int
+	retry    timer
+}
+
+// acceptBatch bounds accepts per turn so a connection storm on one
+// listener does not starve the loop's established connections.
+const acceptBatch = 64
+
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// AddListener hands the loop its socket of listener f. It must be called
+// before Start.
+func (l *Loop) AddListener(fd int, f *Front) error {
+	s := &lsock{l: l, fd: fd, f: f, retry: timer{index: -1}}
+	s.retry.fire = func(int64) { s.acceptAll() }
+	if err := l.register(fd, s); err != nil {
+		return err
+	}
+	l.lsocks = append(l.lsocks, s)
+	return nil
+}
+
+// CloseListeners stops accepting (a drain); connections go on.
+func (l *Loop) CloseListeners() {
+	l.Post(func() {
+		for _, s := range l.lsocks {
+			s.close()
+		}
+	})
+}
+
+func (s *lsock) close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.l.timers.stop(&s.retry)
+	s.l.forget(s.fd)
+	unix.Close(s.fd)
+}
+
+func (s *lsock) event(uint32) {
+	if s.retry.index < 0 { // backing off: the retry timer will accept
+		s.acceptAll()
+	}
+}
+
+func (s *lsock) resume() { s.acceptAll() }
+
+func (s *lsock) acceptAll() {
+	if s.closed {
+		return
+	}
+	for range acceptBatch {
+		fd, src, err := accept4(s.fd)
+		switch err {
+		case nil:
+			if s.failures > 0 {
+				s.l.sh.Log.Info("accepting again", "listener", s.f.Name, "failed_accepts", s.failures)
+				s.failures, s.backoff = 0, 0
+			}
+			s.l.accepted(fd, src, s.f)
+			continue
+		case unix.EAGAIN:
+			s.backoff = 0 // the queue is empty: the next failure starts afresh
+			return
+		case unix.ECONNABORTED, unix.EPROTO, unix.EPERM:
+			continue // that client is gone; the next one may be fine
+		}
+		// Out of fds, memory or buffers: back off, then try again (the
+		// edge that announced the queued connections will not come back).
+		s.f.AcceptErrors.Add(1)
+		s.failures++
+		if s.backoff == 0 {
+			s.backoff = minAcceptBackoff
+			s.l.sh.Log.Warn("accept failing, backing off", "listener", s.f.Name, "error", err)
+		} else {
+			s.backoff = min(2*s.backoff, maxAcceptBackoff)
+		}
+		s.l.timers.arm(&s.retry, s.l.clock()+int64(s.backoff))
+		return
+	}
+	s.l.markReady(s) // more may be queued: go on after the other events
+}

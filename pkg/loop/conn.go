@@ -1,0 +1,288 @@
+package loop
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// phase is where a connection is in its life.
+type phase uint8
+
+const (
+	phaseDialing phase = iota + 1
+	phaseRelaying
+	phaseClosed
+)
+
+// endpoint is one socket of a connection with the readiness the loop
+// remembers for it (edge-triggered: set by events, cleared by EAGAIN).
+type endpoint struct {
+	c        *conn
+	fd       int
+	client   bool
+	readable bool
+	writable bool
+	hup      bool // error or hang-up reported: the socket may be dead
+}
+
+func (e *endpoint) event(ev uint32) {
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.readable = true
+	}
+	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.writable = true
+	}
+	if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.hup = true
+	}
+	e.c.event(e)
+}
+
+// conn is one client connection and, once dialed, its backend connection.
+// Everything about it runs on its loop's goroutine.
+type conn struct {
+	l   *Loop
+	f   *Front
+	src netip.AddrPort
+
+	cl, be  endpoint
+	phase   phase
+	streams [2]splice.Stream // 0: client to backend, 1: backend to client
+	ended   [2]bool
+	queued  bool // on the loop's ready list
+
+	timer      timer // connect timeout while dialing, idle timeout after
+	lastActive int64
+	outq       [2]int // send queues at the last idle check
+
+	dial    *dialState // while dialing
+	backend *pool.Backend
+	settle  *pool.Settlement // count_early_reset: the dial's result is still open
+	early   *earlyWatch
+
+	// Loop detection: this connection as l4lb's own dial would see it, and
+	// the backend connection's ends when the backend is local.
+	asDial    conn4
+	checkLoop bool
+	own       conn4
+	owned     bool
+}
+
+// earlyWatch settles a count_early_reset dial as a success when the
+// backend stays silent for the pool's early_reset_window.
+type earlyWatch struct {
+	timer timer
+}
+
+// accepted takes a new client connection from a listener of this loop.
+func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
+	if l.sh.Active.Add(1) > l.sh.Max {
+		l.sh.Active.Add(-1)
+		f.Rejected.Add(1)
+		unix.Close(fd)
+		if l.sh.OnCap != nil {
+			l.sh.OnCap()
+		}
+		return
+	}
+	// Small messages must not wait for Nagle behind a proxy.
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c := &conn{l: l, f: f, src: src, timer: timer{index: -1}}
+	c.cl = endpoint{c: c, fd: fd, client: true}
+	c.be = endpoint{c: c, fd: -1}
+	c.timer.fire = c.onTimer
+	if err := l.register(fd, &c.cl); err != nil {
+		l.sh.Active.Add(-1)
+		f.Rejected.Add(1)
+		unix.Close(fd)
+		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
+		return
+	}
+	l.conns[c] = struct{}{}
+	l.nconns.Add(1)
+	if l.sh.isLocal(src.Addr()) {
+		// Only a local client can be one of l4lb's own dials.
+		if local, err := getsockname(fd); err == nil {
+			c.asDial, c.checkLoop = conn4{local: src, remote: local}, true
+			if l.sh.own.has(c.asDial) {
+				c.loopCut()
+				return
+			}
+		}
+	}
+	c.startDial()
+}
+
+func (c *conn) event(e *endpoint) {
+	switch c.phase {
+	case phaseDialing:
+		if e.client {
+			if e.hup {
+				// A reset (or a socket closed both ways) while the dial is
+				// in flight: the client is gone, the dial proves nothing.
+				c.clientLeftMidDial()
+			}
+			// Data or a FIN from the client waits in the kernel until the
+			// backend is connected.
+			return
+		}
+		if e.writable {
+			c.connectDone()
+		}
+	case phaseRelaying:
+		if e.hup {
+			c.checkHangUp(e)
+			if c.phase != phaseRelaying {
+				return
+			}
+		}
+		c.pump()
+	}
+}
+
+func (c *conn) resume() {
+	c.queued = false
+	c.pump()
+}
+
+// checkHangUp looks at an endpoint that reported an error or hang-up: if
+// the direction reading from it has already ended, no read will ever see
+// its error, so ask for it here.
+func (c *conn) checkHangUp(e *endpoint) {
+	d := 0
+	if !e.client {
+		d = 1
+	}
+	if !c.ended[d] {
+		return // the next read reports it
+	}
+	if err := soError(e.fd); err != nil {
+		c.broken(e, err)
+	}
+}
+
+func (c *conn) onTimer(now int64) {
+	switch c.phase {
+	case phaseDialing:
+		c.dialFailed(unix.ETIMEDOUT)
+	case phaseRelaying:
+		c.checkIdle(now)
+	}
+}
+
+// noBackend ends a client for which no backend could be dialed.
+func (c *conn) noBackend(err error) {
+	c.f.Failed.Add(1)
+	if c.f.OnNoBackend != nil {
+		c.f.OnNoBackend()
+	}
+	c.debug("client not served", err)
+	c.close(splice.Completed, false, false)
+}
+
+// refuse ends a client that local trouble kept from being served (no
+// backend is blamed).
+func (c *conn) refuse(err error) {
+	c.f.Rejected.Add(1)
+	c.debug("client refused: local trouble", err)
+	c.close(splice.Completed, false, false)
+}
+
+// loopCut resets a client that is l4lb's own backend connection, which
+// ends the loop at this hop.
+func (c *conn) loopCut() {
+	c.f.Rejected.Add(1)
+	c.f.Loops.Add(1)
+	if c.f.OnLoop != nil {
+		c.f.OnLoop()
+	}
+	c.close(splice.Aborted, true, true)
+}
+
+// cut ends the connection at once with a reset on both sides (shutdown
+// deadline, loop stop).
+func (c *conn) cut(o splice.Outcome) {
+	if c.phase == phaseDialing {
+		c.f.Rejected.Add(1)
+	}
+	c.close(o, true, true)
+}
+
+// close ends the connection: both sockets (reset where asked), its timers,
+// its pipes and buffers, its count on the backend, and a dial or an early
+// reset verdict still open.
+func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
+	if c.phase == phaseClosed {
+		return
+	}
+	relaying := c.phase == phaseRelaying
+	c.phase = phaseClosed
+	l := c.l
+	l.timers.stop(&c.timer)
+	if c.early != nil {
+		l.timers.stop(&c.early.timer)
+	}
+	if c.dial != nil && c.be.fd >= 0 {
+		c.f.Pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
+	}
+	c.dial = nil
+	c.streams[0].Release(l.scratch)
+	c.streams[1].Release(l.scratch)
+	closeEnd(l, &c.cl, resetClient)
+	closeEnd(l, &c.be, resetBackend)
+	if c.owned {
+		l.sh.own.remove(c.own)
+	}
+	if relaying {
+		if c.settle != nil {
+			v := dialer.Success
+			switch {
+			case o == splice.Aborted:
+				v = dialer.Local // cut from outside: no evidence either way
+			case o == splice.BackendReset && c.streams[1].Delivered == 0:
+				v = dialer.Failure // reset before its first byte
+			}
+			c.settle.Settle(v)
+		}
+		c.f.Pool.EndRelay(c.backend)
+		if o == splice.ClientReset || o == splice.BackendReset {
+			c.debugRelay(o)
+		}
+	}
+	delete(l.conns, c)
+	l.nconns.Add(-1)
+	l.sh.Active.Add(-1)
+}
+
+func closeEnd(l *Loop, e *endpoint, reset bool) {
+	if e.fd < 0 {
+		return
+	}
+	l.forget(e.fd)
+	if reset {
+		resetClose(e.fd)
+	} else {
+		unix.Close(e.fd)
+	}
+	e.fd = -1
+}
+
+func (c *conn) debug(msg string, err error) {
+	if log := c.l.sh.Log; log.Enabled(context.Background(), slog.LevelDebug) {
+		log.Debug(msg, "listener", c.f.Name, "client", c.src.String(), "error", err)
+	}
+}
+
+func (c *conn) debugRelay(o splice.Outcome) {
+	if log := c.l.sh.Log; log.Enabled(context.Background(), slog.LevelDebug) {
+		log.Debug("relay reset", "listener", c.f.Name, "client", c.src.String(),
+			"backend", c.backend.Addr, "outcome", o.String())
+	}
+}

@@ -1,0 +1,155 @@
+package loop
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// dialState is a connection's walk through its candidates; it lives only
+// while dialing, so an established connection does not carry it.
+type dialState struct {
+	cands    [pool.MaxCandidates]int
+	n, next  int
+	force    bool
+	deadline int64 // the pool's connect budget, on the loop's clock
+	cur      pool.Dial
+	cut      bool // the current dial got less than connect_timeout
+	last     error
+}
+
+// startDial plans the candidates (or the one force-try) and dials the
+// first.
+func (c *conn) startDial() {
+	d := &dialState{}
+	cands, force := c.f.Pool.Plan(c.src, d.cands[:0])
+	d.n, d.force = len(cands), force
+	d.deadline = c.l.clock() + int64(c.f.Pool.ConnectBudget())
+	c.dial = d
+	c.phase = phaseDialing
+	c.tryNext()
+}
+
+// tryNext starts a non-blocking connect to the next candidate that may
+// still be tried, or ends the client when none is left.
+func (c *conn) tryNext() {
+	d, p := c.dial, c.f.Pool
+	for d.next < d.n {
+		b := p.At(d.cands[d.next])
+		d.next++
+		if d.next > 1 {
+			// After a failed dial a later candidate may have tripped
+			// meanwhile (open means no client dial), and the budget may
+			// be spent.
+			if !b.Usable() {
+				continue
+			}
+			if c.l.clock() >= d.deadline {
+				d.last = pool.ErrBudget
+				break
+			}
+		}
+		d.cur = p.BeginDial(b, d.force) // the generation, before connect(2)
+		fd, err := connectTo(b.AddrPort)
+		if fd >= 0 {
+			c.be = endpoint{c: c, fd: fd}
+			if rerr := c.l.register(fd, &c.be); rerr != nil {
+				unix.Close(fd)
+				c.be.fd = -1
+				p.EndDial(d.cur, dialer.Local)
+				c.refuse(rerr)
+				return
+			}
+			now := c.l.clock()
+			timeout, left := int64(p.ConnectTimeout()), d.deadline-now
+			d.cut = left < timeout
+			c.l.timers.arm(&c.timer, now+min(timeout, max(left, 0)))
+			return // writable (or an error) says how it went
+		}
+		o := dialer.Classify(err)
+		p.EndDial(d.cur, o)
+		if o == dialer.Local {
+			c.refuse(&dialer.DialError{Backend: b.Addr, Err: err})
+			return
+		}
+		d.last = &dialer.DialError{Backend: b.Addr, Err: err}
+	}
+	c.noBackend(errors.Join(pool.ErrNoBackend, d.last))
+}
+
+// connectDone reads the result of the connect in flight.
+func (c *conn) connectDone() {
+	if err := soError(c.be.fd); err != nil {
+		c.dialFailed(err)
+		return
+	}
+	c.l.timers.stop(&c.timer)
+	c.connected()
+}
+
+// dialFailed ends the connect in flight (refused, reset, timed out) and
+// moves on to the next candidate.
+func (c *conn) dialFailed(err error) {
+	d, p := c.dial, c.f.Pool
+	c.l.timers.stop(&c.timer)
+	closeEnd(c.l, &c.be, false)
+	derr := &dialer.DialError{Backend: d.cur.Backend.Addr, Err: err}
+	o := dialer.Classify(derr)
+	switch {
+	case o == dialer.Failure && d.cut && dialer.IsTimeout(err):
+		// The budget cut this dial short: the backend did not get its
+		// full connect_timeout, so its timeout proves nothing.
+		p.EndDial(d.cur, dialer.Local)
+		d.last = errors.Join(pool.ErrBudget, derr)
+	case o == dialer.Local:
+		p.EndDial(d.cur, o)
+		c.refuse(derr)
+		return
+	default:
+		p.EndDial(d.cur, o)
+		d.last = derr
+	}
+	c.tryNext()
+}
+
+// clientLeftMidDial calls off the dial of a client that reset: local
+// trouble, no backend blamed (DESIGN, data path rule 5).
+func (c *conn) clientLeftMidDial() {
+	c.f.Rejected.Add(1)
+	c.debug("client left while its backend was being dialed", unix.ECONNRESET)
+	c.close(0, false, false) // close ends the dial as local
+}
+
+// connected starts relaying once the backend accepted.
+func (c *conn) connected() {
+	d, p := c.dial, c.f.Pool
+	c.dial = nil
+	c.backend = d.cur.Backend
+	c.settle = p.Pending(d.cur)
+	if c.settle != nil {
+		c.early = &earlyWatch{timer: timer{index: -1}}
+		c.early.timer.fire = func(int64) { c.settle.Settle(dialer.Success) }
+		c.l.timers.arm(&c.early.timer, c.l.clock()+int64(p.EarlyResetWindow()))
+	}
+	c.phase = phaseRelaying
+	if c.l.sh.isLocal(c.backend.AddrPort.Addr()) {
+		if local, err := getsockname(c.be.fd); err == nil {
+			c.own, c.owned = conn4{local: local, remote: c.backend.AddrPort}, true
+			c.l.sh.own.add(c.own)
+		}
+	}
+	// Checked again now that this dial is known: the looping connection
+	// may have been accepted before the dial that made it was recorded.
+	if c.checkLoop && c.l.sh.own.has(c.asDial) {
+		c.loopCut()
+		return
+	}
+	c.f.OK.Add(1)
+	c.lastActive = c.l.clock()
+	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
+	c.pump()
+}
+

@@ -1,0 +1,236 @@
+package loop
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// owner is what an fd registered in a loop belongs to: one end of a
+// connection, or a listening socket.
+type owner interface {
+	event(ev uint32)
+}
+
+// slot maps an fd to its owner. seq tells a registration apart from an
+// earlier one of the same fd number: an event still queued for a closed fd
+// must not reach the fd's next owner.
+type slot struct {
+	o   owner
+	seq uint32
+}
+
+// Loop is one event loop. Its methods other than Post, Start and Wait are
+// for its own goroutine only.
+type Loop struct {
+	id      int
+	sh      *Shared
+	poll    *poller
+	timers  timerHeap
+	epoch   time.Time
+	now     int64 // ns since epoch, read once per wake-up
+	slots   []slot
+	seq     uint32
+	scratch *splice.Scratch
+
+	// ready holds connections and listeners with work left after their
+	// budget; they go on before the loop waits again.
+	ready []readier
+
+	lsocks []*lsock
+	conns  map[*conn]struct{}
+	nconns atomic.Int64
+
+	stopping bool
+
+	tasksMu sync.Mutex
+	tasks   []func()
+	done    chan struct{}
+}
+
+// readier is something with work left for after the current events.
+type readier interface {
+	resume()
+}
+
+// New creates a loop; nothing runs until Start.
+func New(id int, sh *Shared) (*Loop, error) {
+	p, err := newPoller()
+	if err != nil {
+		return nil, fmt.Errorf("loop %d: %w", id, err)
+	}
+	return &Loop{
+		id:      id,
+		sh:      sh,
+		poll:    p,
+		epoch:   time.Now(),
+		scratch: splice.NewScratch(sh.Pipes),
+		conns:   make(map[*conn]struct{}),
+		done:    make(chan struct{}),
+	}, nil
+}
+
+// Conns is the number of client connections the loop holds now.
+func (l *Loop) Conns() int64 { return l.nconns.Load() }
+
+// Start runs the loop on a goroutine locked to its OS thread.
+func (l *Loop) Start() {
+	go func() {
+		runtime.LockOSThread()
+		defer close(l.done)
+		l.run()
+	}()
+}
+
+// Wait returns once the loop has stopped.
+func (l *Loop) Wait() { <-l.done }
+
+// Post runs f on the loop's goroutine soon. Safe from any goroutine.
+func (l *Loop) Post(f func()) {
+	l.tasksMu.Lock()
+	l.tasks = append(l.tasks, f)
+	l.tasksMu.Unlock()
+	l.poll.wake()
+}
+
+// clock is the loop's time in ns since its epoch (monotonic).
+func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) }
+
+// register adds fd to the epoll set for o.
+func (l *Loop) register(fd int, o owner) error {
+	for fd >= len(l.slots) {
+		l.slots = append(l.slots, make([]slot, max(len(l.slots), 64))...)
+	}
+	l.seq++
+	l.slots[fd] = slot{o: o, seq: l.seq}
+	ev := unix.EpollEvent{Events: socketEvents, Fd: int32(fd), Pad: int32(l.seq)}
+	if err := unix.EpollCtl(l.poll.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		l.slots[fd] = slot{}
+		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// forget drops fd's owner; call it right before closing fd (closing
+// removes it from the epoll set).
+func (l *Loop) forget(fd int) {
+	if fd >= 0 && fd < len(l.slots) {
+		l.slots[fd] = slot{}
+	}
+}
+
+// markReady queues r to go on after the current events.
+func (l *Loop) markReady(r readier) { l.ready = append(l.ready, r) }
+
+func (l *Loop) run() {
+	defer l.cleanup()
+	for {
+		timeout := -1
+		if len(l.ready) > 0 {
+			timeout = 0
+		} else if at, ok := l.timers.next(); ok {
+			wait := at - l.clock()
+			timeout = int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+		}
+		evs, err := l.poll.wait(timeout)
+		if err != nil {
+			l.sh.Log.Error("event loop stopped: epoll failed", "loop", l.id, "error", err)
+			return
+		}
+		l.now = l.clock()
+		for i := range evs {
+			ev := &evs[i]
+			fd := int(ev.Fd)
+			if fd == l.poll.wakefd {
+				l.poll.drainWake()
+				l.runTasks()
+				continue
+			}
+			if fd < len(l.slots) {
+				if s := l.slots[fd]; s.o != nil && s.seq == uint32(ev.Pad) {
+					s.o.event(ev.Events)
+				}
+			}
+		}
+		l.runReady()
+		l.timers.fireDue(l.clock())
+		l.flushCounters()
+		if l.stopping {
+			return
+		}
+	}
+}
+
+func (l *Loop) runTasks() {
+	l.tasksMu.Lock()
+	tasks := l.tasks
+	l.tasks = nil
+	l.tasksMu.Unlock()
+	for _, f := range tasks {
+		f()
+	}
+}
+
+func (l *Loop) runReady() {
+	if len(l.ready) == 0 {
+		return
+	}
+	ready := l.ready
+	l.ready = nil
+	for _, r := range ready {
+		r.resume()
+	}
+	clear(ready)
+	if l.ready == nil {
+		l.ready = ready[:0] // keep the backing array
+	}
+}
+
+// flushCounters moves the wake-up's byte counts to the shared counters.
+func (l *Loop) flushCounters() {
+	sc := l.scratch
+	if sc.Spliced != 0 {
+		l.sh.Spliced.Add(sc.Spliced)
+		sc.Spliced = 0
+	}
+	if sc.Copied != 0 {
+		l.sh.Copied.Add(sc.Copied)
+		sc.Copied = 0
+	}
+}
+
+// cleanup closes what the loop still owns when it stops.
+func (l *Loop) cleanup() {
+	for _, s := range l.lsocks {
+		s.close()
+	}
+	for c := range l.conns {
+		c.cut(splice.Aborted)
+	}
+	l.flushCounters()
+	l.poll.close()
+}
+
+// Stop makes the loop close what it still holds (resetting connections)
+// and return; Wait for it.
+func (l *Loop) Stop() { l.Post(func() { l.stopping = true }) }
+
+// CutAll resets every connection the loop holds, dialing ones included:
+// for a shutdown that ran out of time.
+func (l *Loop) CutAll() {
+	l.Post(func() {
+		for c := range l.conns {
+			c.cut(splice.Aborted)
+		}
+	})
+}
+
+// Discard releases a loop that was never started: its listening sockets
+// and its poller.
+func (l *Loop) Discard() { l.cleanup() }

@@ -1,0 +1,95 @@
+package loop
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// poller is one epoll set plus an eventfd that wakes it from other
+// goroutines. Every socket is added once, edge-triggered, for reading and
+// writing and hang-ups: readiness is remembered by its owner, so no
+// epoll_ctl is ever needed to change interest.
+type poller struct {
+	epfd   int
+	wakefd int
+	events []unix.EpollEvent
+}
+
+// Event bits a socket is registered with.
+const socketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+
+// maxEvents is how many events one epoll_wait returns at most: the
+// fairness budget between polling and working (HAProxy's maxpollevents).
+const maxEvents = 256
+
+func newPoller() (*poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	p := &poller{epfd: epfd, wakefd: wakefd, events: make([]unix.EpollEvent, maxEvents)}
+	if err := p.add(wakefd, unix.EPOLLIN|unix.EPOLLET); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *poller) add(fd int, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// del removes fd. Closing an fd removes it too, unless it was duplicated;
+// del is for sockets handed to someone else (none today) and listeners.
+func (p *poller) del(fd int) {
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+}
+
+// wait blocks until events arrive or timeoutMs runs out (-1: no timeout,
+// 0: poll). A blocking wait goes through the runtime's syscall hand-off,
+// so the loop's P serves other goroutines meanwhile; a poll does not.
+func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
+	for {
+		var n int
+		var err error
+		if timeoutMs == 0 {
+			n, err = pollNow(p.epfd, p.events)
+		} else {
+			n, err = unix.EpollWait(p.epfd, p.events, timeoutMs)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("epoll_wait: %w", err)
+		}
+		return p.events[:n], nil
+	}
+}
+
+// wake makes a blocked wait return. Safe from any goroutine.
+func (p *poller) wake() {
+	one := [8]byte{1}
+	unix.Write(p.wakefd, one[:]) // EAGAIN: already pending, which is enough
+}
+
+// drainWake consumes pending wake-ups.
+func (p *poller) drainWake() {
+	var buf [8]byte
+	unix.Read(p.wakefd, buf[:])
+}
+
+func (p *poller) close() {
+	unix.Close(p.wakefd)
+	unix.Close(p.epfd)
+}

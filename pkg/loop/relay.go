@@ -1,0 +1,117 @@
+package loop
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// moveBudget is how many bytes a direction moves per turn before the
+// connection yields to the loop's other work (fairness).
+const moveBudget = 256 << 10
+
+// pump moves bytes both ways as far as readiness allows.
+func (c *conn) pump() {
+	if c.phase != phaseRelaying {
+		return
+	}
+	sc := c.l.scratch
+	firstBefore := c.streams[1].Delivered
+	progress, more := false, false
+	for d := range 2 {
+		if c.ended[d] {
+			continue
+		}
+		src, dst := &c.cl, &c.be
+		if d == 1 {
+			src, dst = dst, src
+		}
+		s := &c.streams[d]
+		before := s.Delivered
+		st, err := s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
+		if n := s.Delivered - before; n > 0 {
+			progress = true
+			if d == 0 {
+				c.backend.Meter.ToBackend.Add(n)
+			} else {
+				c.backend.Meter.ToClient.Add(n)
+			}
+		}
+		switch st {
+		case splice.Ended:
+			c.ended[d] = true
+			if c.ended[0] && c.ended[1] {
+				// Both sides are done: the close sends the last FIN (a
+				// shutdown would be one syscall more).
+				c.close(splice.Completed, false, false)
+				return
+			}
+			unix.Shutdown(dst.fd, unix.SHUT_WR)
+		case splice.ReadFailed:
+			c.broken(src, err)
+			return
+		case splice.WriteFailed:
+			c.broken(dst, err)
+			return
+		case splice.Budget:
+			more = true
+		}
+	}
+	if progress {
+		c.lastActive = c.l.now
+		if c.settle != nil && firstBefore == 0 && c.streams[1].Delivered > 0 {
+			c.settle.Settle(dialer.Success) // the backend's first byte proves the dial
+		}
+	}
+	if more && !c.queued {
+		c.queued = true
+		c.l.markReady(c)
+	}
+}
+
+// broken ends the connection after a socket error on e: that end is gone,
+// and the other is reset so its peer learns the stream broke, not that it
+// ended.
+func (c *conn) broken(e *endpoint, err error) {
+	if e.client {
+		c.close(splice.ClientReset, false, true)
+	} else {
+		c.close(splice.BackendReset, true, false)
+	}
+}
+
+// checkIdle runs when the idle timer fires. Traffic does not touch the
+// timer; it re-arms itself for what is left since the last activity.
+func (c *conn) checkIdle(now int64) {
+	idle := int64(c.f.Pool.IdleTimeout())
+	left := idle - (now - c.lastActive)
+	// Sampled on every run, so "draining" means a send queue changed since
+	// the previous run, not merely that it holds bytes: a slow peer still
+	// reading out what l4lb handed over long ago is traffic too.
+	if c.peersDraining() && left <= 0 {
+		c.lastActive, left = now, idle
+	}
+	if left > 0 {
+		c.l.timers.arm(&c.timer, now+left)
+		return
+	}
+	// A cut stream must never look complete: reset both sides, whatever
+	// either had sent.
+	c.close(splice.IdleTimeout, true, true)
+}
+
+func (c *conn) peersDraining() bool {
+	draining := false
+	for i, fd := range [2]int{c.cl.fd, c.be.fd} {
+		q, err := unix.IoctlGetInt(fd, unix.TIOCOUTQ)
+		if err != nil {
+			q = 0
+		}
+		if q > 0 && q != c.outq[i] {
+			draining = true
+		}
+		c.outq[i] = q
+	}
+	return draining
+}

@@ -1,0 +1,131 @@
+package loop
+
+import (
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// Front is one listener as the loops see it: the pool it feeds and its
+// counters, shared by every loop.
+type Front struct {
+	Name string
+	Pool *pool.Pool
+
+	OK, Failed, Rejected atomic.Int64
+	// Loops counts clients that were l4lb's own backend connections; they
+	// are also in Rejected.
+	Loops        atomic.Int64
+	AcceptErrors atomic.Int64
+
+	// OnNoBackend is called for each client refused because no backend
+	// could be reached, OnLoop for each connection loop cut. Both must be
+	// cheap (a rate-limited log); nil: nothing.
+	OnNoBackend func()
+	OnLoop      func()
+}
+
+// Shared is the state every loop of one server shares.
+type Shared struct {
+	// Max caps client connections open at once across all loops; past
+	// it a new client is accepted and closed at once.
+	Max int64
+	// Active counts client connections from accept to close.
+	Active atomic.Int64
+	// OnCap is called for each client refused at the cap (cheap).
+	OnCap func()
+	// IsLocal reports whether an address belongs to this host; only
+	// connections between local addresses are checked for loops. nil:
+	// loopback only.
+	IsLocal func(netip.Addr) bool
+	Log     *slog.Logger
+	Pipes   *splice.PipePool
+
+	// Bytes delivered by splice and by copy, flushed once per wake-up.
+	Spliced, Copied atomic.Int64
+
+	own ownDials
+}
+
+// NewShared returns the shared state of a server.
+func NewShared(max int64, pipes *splice.PipePool, log *slog.Logger) *Shared {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Shared{Max: max, Pipes: pipes, Log: log}
+	s.own.init()
+	return s
+}
+
+func (s *Shared) isLocal(a netip.Addr) bool {
+	if a.IsLoopback() {
+		return true
+	}
+	return s.IsLocal != nil && s.IsLocal(a)
+}
+
+// ownDials remembers both ends of every backend connection a loop made to
+// a local address, so that a client arriving on one of them is recognised
+// as l4lb talking to itself: a backend that is one of its own listeners
+// (through an address check could not know, such as an interface address
+// added later) would otherwise make one client open connections in a loop
+// until the cap.
+//
+// The key is the whole connection, not its source alone: Linux reuses an
+// ephemeral port for connections to different destinations, so a local
+// client may share its source address with one of l4lb's dials. A loop
+// through NAT (the backend address rewritten to a listener's) does not
+// match and is not caught here.
+type ownDials struct {
+	shards [16]ownDialShard
+}
+
+// conn4 is one TCP connection as seen from its dialing side.
+type conn4 struct {
+	local, remote netip.AddrPort
+}
+
+type ownDialShard struct {
+	mu    sync.Mutex
+	conns map[conn4]struct{}
+}
+
+func (o *ownDials) init() {
+	for i := range o.shards {
+		o.shards[i].conns = make(map[conn4]struct{})
+	}
+}
+
+func (o *ownDials) shard(k conn4) *ownDialShard {
+	ip := k.local.Addr().As16()
+	h := xxhash.Sum64(ip[:]) ^ uint64(k.local.Port())<<16 ^ uint64(k.remote.Port())
+	return &o.shards[h%uint64(len(o.shards))]
+}
+
+func (o *ownDials) add(k conn4) {
+	s := o.shard(k)
+	s.mu.Lock()
+	s.conns[k] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (o *ownDials) remove(k conn4) {
+	s := o.shard(k)
+	s.mu.Lock()
+	delete(s.conns, k)
+	s.mu.Unlock()
+}
+
+func (o *ownDials) has(k conn4) bool {
+	s := o.shard(k)
+	s.mu.Lock()
+	_, ok := s.conns[k]
+	s.mu.Unlock()
+	return ok
+}

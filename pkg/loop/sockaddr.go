@@ -1,0 +1,109 @@
+package loop
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// accept4 accepts one connection, non-blocking, and returns its peer
+// address without allocating (unix.Accept4 allocates a Sockaddr).
+func accept4(fd int) (int, netip.AddrPort, error) {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unix.SizeofSockaddrAny)
+	for {
+		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(&rsa)),
+			uintptr(unsafe.Pointer(&l)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return -1, netip.AddrPort{}, e
+		}
+		return int(r), rawToAddrPort(&rsa), nil
+	}
+}
+
+// getsockname returns a socket's local address without allocating.
+func getsockname(fd int) (netip.AddrPort, error) {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unix.SizeofSockaddrAny)
+	_, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
+	if e != 0 {
+		return netip.AddrPort{}, e
+	}
+	return rawToAddrPort(&rsa), nil
+}
+
+func rawToAddrPort(rsa *unix.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		a := netip.AddrFrom16(p.Addr).Unmap()
+		return netip.AddrPortFrom(a, ntohs(p.Port))
+	}
+	return netip.AddrPort{}
+}
+
+func ntohs(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
+}
+
+// connectTo opens a non-blocking TCP socket with TCP_NODELAY (small
+// messages must not wait for Nagle behind a proxy) and starts connecting
+// it to ap. It returns the fd and the connect's error: nil or EINPROGRESS
+// mean under way.
+func connectTo(ap netip.AddrPort) (int, error) {
+	family := unix.AF_INET
+	if ap.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	for {
+		if family == unix.AF_INET {
+			err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+		} else {
+			err = unix.Connect(fd, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
+		}
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil && err != unix.EINPROGRESS {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, err
+}
+
+// soError reads and clears a socket's pending error (the result of a
+// non-blocking connect).
+func soError(fd int) error {
+	v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return err
+	}
+	if v != 0 {
+		return unix.Errno(v)
+	}
+	return nil
+}
+
+// resetClose closes fd with a reset (SO_LINGER 0): the peer learns the
+// stream was cut, not that it ended.
+func resetClose(fd int) {
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+}

@@ -1,0 +1,118 @@
+package pool
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/dialer"
+)
+
+// The event loop dials backends itself, without blocking: these are the
+// pool's side of that, so the rules (candidate order, force-try, the
+// breaker's generation captured before connect(2), in-flight counting,
+// local trouble) live here once, for the loop and for Connect alike.
+
+// MaxCandidates bounds 1 + retries (the config caps retries at 16), so a
+// caller can keep the candidate list in a fixed array.
+const MaxCandidates = maxCandidates
+
+// Plan returns the backends, by index, to try in order for a client at
+// src: up to 1+retries usable ones. When none is usable it returns the one
+// backend to force-try (breaker rule 6) with force set, or nothing when
+// every backend is disabled.
+func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
+	n := min(1+p.cfg.Retries, maxCandidates)
+	cands = p.picker.Pick(src, n, buf[:0])
+	if len(cands) > 0 {
+		return cands, false
+	}
+	i, ok := p.forceTarget(src)
+	if !ok {
+		return buf[:0], true
+	}
+	return append(buf[:0], i), true
+}
+
+// forceTarget is the non-disabled backend with the least cooldown left,
+// ties in the picker's order for this client (so hash affinity holds).
+func (p *Pool) forceTarget(src netip.AddrPort) (int, bool) {
+	var order [64]int
+	var states [64]breaker.State
+	idx := p.picker.Order(src, order[:0])
+	st := states[:0]
+	for _, i := range idx {
+		st = append(st, p.backends[i].breaker.State())
+	}
+	k, ok := breaker.ChooseForceTry(st)
+	if !ok {
+		return 0, false
+	}
+	return idx[k], true
+}
+
+// At returns the backend at index i of the pool (as Plan lists them).
+func (p *Pool) At(i int) *Backend { return p.backends[i] }
+
+// Dial is one connect attempt made by the caller: the backend, the kind,
+// and the breaker generation it captured.
+type Dial struct {
+	Backend *Backend
+	kind    DialKind
+	attempt breaker.Attempt
+}
+
+// BeginDial starts an attempt on b: it counts against b from now (a dial
+// in flight is load) and captures b's breaker generation. Call it right
+// before connect(2), and EndDial (or Pending) with the outcome.
+func (p *Pool) BeginDial(b *Backend, force bool) Dial {
+	k, bk := DialClient, breaker.KindClient
+	if force {
+		k, bk = DialForce, breaker.KindForce
+	}
+	b.active.Add(1)
+	return Dial{Backend: b, kind: k, attempt: b.breaker.Begin(bk)}
+}
+
+// EndDial records the attempt's outcome in the dial counters and with the
+// breaker. An attempt that did not connect gives back its count; one that
+// did keeps it until EndRelay.
+func (p *Pool) EndDial(d Dial, o dialer.Outcome) {
+	d.Backend.countDial(d.kind, o)
+	d.Backend.breaker.Done(d.attempt, breakerResult(o))
+	if o != dialer.Success {
+		d.Backend.active.Add(-1)
+	}
+}
+
+// Pending is EndDial for a connect that succeeded when the pool judges a
+// dial by the backend's first move (count_early_reset): the result waits
+// for Settle. It returns nil when the pool settles at connect, after
+// recording the success.
+func (p *Pool) Pending(d Dial) *Settlement {
+	if !p.cfg.Breaker.CountEarlyReset {
+		p.EndDial(d, dialer.Success)
+		return nil
+	}
+	return &Settlement{p: &pending{b: d.Backend, kind: d.kind, attempt: d.attempt}}
+}
+
+// Settlement is a connected dial whose result is still open.
+type Settlement struct{ p *pending }
+
+// Settle records the result once; later calls do nothing.
+func (s *Settlement) Settle(o dialer.Outcome) {
+	if s != nil {
+		s.p.settle(o)
+	}
+}
+
+// EndRelay gives back the count of a connection whose relay has ended.
+func (p *Pool) EndRelay(b *Backend) { b.active.Add(-1) }
+
+// ConnectTimeout, ConnectBudget, IdleTimeout and EarlyResetWindow are the
+// pool's timing keys, for the loop.
+func (p *Pool) ConnectTimeout() time.Duration   { return p.cfg.ConnectTimeout }
+func (p *Pool) ConnectBudget() time.Duration    { return p.cfg.ConnectBudget }
+func (p *Pool) IdleTimeout() time.Duration      { return p.cfg.IdleTimeout }
+func (p *Pool) EarlyResetWindow() time.Duration { return p.cfg.Breaker.EarlyResetWindow }

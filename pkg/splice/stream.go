@@ -1,0 +1,259 @@
+package splice
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Stream is one direction of a connection relayed by an event loop: it
+// moves bytes from a non-blocking source socket to a non-blocking
+// destination socket as far as their readiness allows, and keeps what it
+// read but could not deliver yet. It is owned by one loop and never
+// blocks; the loop remembers readiness (edge-triggered epoll) and calls
+// Move again when it changes.
+//
+// Small reads are copied through the loop's scratch buffer and written out
+// at once; once a read reaches streamThreshold the stream splices through a
+// pipe from the pool, held only while bytes are in it. Bytes the
+// destination would not take at once are kept (in the pipe, or copied into
+// a pooled buffer), and the stream reads nothing more until they are
+// delivered. An idle stream holds nothing.
+type Stream struct {
+	p      *pipe
+	inPipe int
+	held   *[]byte // copied bytes the destination has not taken yet
+	hStart int
+	hEnd   int
+
+	streaming bool
+	eof       bool
+	// Delivered counts bytes written to the destination.
+	Delivered int64
+}
+
+// Scratch is what a loop lends its streams during a Move: one copy buffer
+// and the pipe pool, and counters it flushes to shared ones once per
+// wake-up rather than per chunk.
+type Scratch struct {
+	Buf     []byte
+	Pipes   *PipePool // nil: copy only
+	Spliced int64     // bytes delivered by splice
+	Copied  int64     // bytes delivered by copy
+}
+
+// NewScratch returns a loop's scratch with a copy buffer of the copy
+// path's chunk size.
+func NewScratch(pipes *PipePool) *Scratch {
+	return &Scratch{Buf: make([]byte, bufferSize), Pipes: pipes}
+}
+
+// Status says why Move stopped.
+type Status uint8
+
+const (
+	// Idle: the source would block and nothing is held.
+	Idle Status = iota
+	// Blocked: the destination would block (bytes may be held).
+	Blocked
+	// Budget: Move moved its budget; more may be readable.
+	Budget
+	// Ended: the source reached EOF and every byte was delivered.
+	Ended
+	// ReadFailed: the source broke (reset or error).
+	ReadFailed
+	// WriteFailed: the destination broke.
+	WriteFailed
+)
+
+// Pending reports whether the stream holds bytes not yet delivered.
+func (s *Stream) Pending() bool { return s.inPipe > 0 || s.hStart < s.hEnd }
+
+// Move relays from src to dst until the source would block, the
+// destination would block, the source ends, either side fails, or about
+// budget bytes have moved. readable and writable are the loop's readiness
+// flags for src and dst; Move clears one when a syscall says EAGAIN.
+func (s *Stream) Move(src, dst int, readable, writable *bool, budget int, sc *Scratch) (Status, error) {
+	moved := 0
+	for {
+		if s.Pending() {
+			if !*writable {
+				return Blocked, nil
+			}
+			n, err := s.deliver(dst, sc)
+			moved += n
+			if err == unix.EAGAIN {
+				*writable = false
+				return Blocked, nil
+			}
+			if err != nil {
+				s.Release(sc)
+				return WriteFailed, err
+			}
+			continue
+		}
+		// Nothing held from here on: give back what an idle stream must
+		// not keep.
+		if s.eof {
+			s.Release(sc)
+			return Ended, nil
+		}
+		if !*readable {
+			s.Release(sc)
+			return Idle, nil
+		}
+		if moved >= budget {
+			return Budget, nil
+		}
+		if !*writable {
+			s.Release(sc)
+			return Blocked, nil // read nothing that could not be delivered
+		}
+		n, st, err := s.step(src, dst, readable, writable, sc)
+		moved += n
+		if st != Idle {
+			if st != Blocked {
+				s.Release(sc)
+			}
+			return st, err
+		}
+	}
+}
+
+// step reads one chunk and delivers what it can of it. It returns Idle to
+// go on, or the status Move must return.
+func (s *Stream) step(src, dst int, readable, writable *bool, sc *Scratch) (int, Status, error) {
+	if s.streaming && s.p == nil && sc.Pipes != nil {
+		s.p = sc.Pipes.get() // nil when none can be had: this chunk copies
+	}
+	var n int
+	var err error
+	if s.p != nil {
+		n, err = spliceFd(src, s.p.w, s.p.size)
+		if n > 0 {
+			s.inPipe = n
+		}
+	} else {
+		n, err = readFd(src, sc.Buf)
+		if n > 0 && n < len(sc.Buf) {
+			// A short read drained the socket: with edge-triggered epoll
+			// the next byte to arrive raises a new edge, so no read is
+			// spent learning EAGAIN.
+			*readable = false
+		}
+	}
+	switch {
+	case err == unix.EAGAIN:
+		*readable = false
+		return 0, Idle, nil
+	case err != nil:
+		return 0, ReadFailed, err
+	case n == 0:
+		s.eof = true
+		return 0, Idle, nil
+	}
+	s.streaming = n >= streamThreshold
+	if s.p != nil {
+		return 0, Idle, nil // the pipe is delivered by Move's next turn
+	}
+	w, werr := writeFd(dst, sc.Buf[:n])
+	w = max(w, 0)
+	if w > 0 {
+		s.Delivered += int64(w)
+		sc.Copied += int64(w)
+	}
+	if w < n {
+		s.keep(sc.Buf[w:n])
+	}
+	switch {
+	case werr == unix.EAGAIN:
+		*writable = false
+		return w, Blocked, nil
+	case werr != nil:
+		return w, WriteFailed, werr
+	}
+	return w, Idle, nil
+}
+
+// keep copies bytes out of the loop's scratch buffer into one of the
+// stream's own, until they are delivered.
+func (s *Stream) keep(b []byte) {
+	if s.held == nil {
+		s.held = getBuffer()
+	}
+	s.hStart, s.hEnd = 0, copy(*s.held, b)
+}
+
+// deliver writes held bytes to dst until they are all out or dst fails.
+func (s *Stream) deliver(dst int, sc *Scratch) (int, error) {
+	total := 0
+	for s.Pending() {
+		var n int
+		var err error
+		if s.inPipe > 0 {
+			n, err = spliceFd(s.p.r, dst, s.inPipe)
+			if n > 0 {
+				s.inPipe -= n
+				sc.Spliced += int64(n)
+			}
+		} else {
+			n, err = writeFd(dst, (*s.held)[s.hStart:s.hEnd])
+			if n > 0 {
+				s.hStart += n
+				sc.Copied += int64(n)
+			}
+		}
+		if n > 0 {
+			total += n
+			s.Delivered += int64(n)
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Release gives back the pipe and buffer. A pipe that still holds bytes
+// (the connection was cut) cannot be reused and is closed.
+func (s *Stream) Release(sc *Scratch) {
+	if s.p != nil {
+		if s.inPipe == 0 {
+			sc.Pipes.put(s.p)
+		} else {
+			sc.Pipes.discard(s.p)
+		}
+		s.p, s.inPipe = nil, 0
+	}
+	if s.held != nil {
+		putBuffer(s.held)
+		s.held, s.hStart, s.hEnd = nil, 0, 0
+	}
+}
+
+// readFd, writeFd and spliceFd are the non-blocking syscalls, repeated
+// when a signal interrupts them.
+func readFd(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+func writeFd(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+func spliceFd(in, out, max int) (int, error) {
+	for {
+		n, err := unix.Splice(in, nil, out, nil, max, unix.SPLICE_F_NONBLOCK)
+		if err != unix.EINTR {
+			return int(n), err
+		}
+	}
+}
