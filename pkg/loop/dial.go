@@ -152,4 +152,3 @@ func (c *conn) connected() {
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	c.pump()
 }
-
