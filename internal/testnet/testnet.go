@@ -52,8 +52,11 @@ type Backend struct {
 }
 
 // StartBackend listens on addr ("" for a free port) until the test ends.
+// A test that starts a backend starts connections: it is leak-checked
+// (CheckLeaks), from here if nothing began the check earlier.
 func StartBackend(t testing.TB, tag, addr string) *Backend {
 	t.Helper()
+	CheckLeaks(t)
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}

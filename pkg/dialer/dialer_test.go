@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 func opErr(errno syscall.Errno) error {
@@ -88,28 +90,12 @@ func TestDialRealSockets(t *testing.T) {
 }
 
 func TestDialTimeoutOnFrozenBackend(t *testing.T) {
-	// A listener that never accepts, with a one-slot queue already full:
-	// the kernel drops further SYNs, so the connect can only time out.
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, _ := unix.Getsockname(fd)
-	addr := (&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}).String()
-	// Fill the queue.
-	for i := 0; i < 4; i++ {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			defer c.Close()
-		}
-	}
-	_, err = New(300*time.Millisecond).Dial(context.Background(), addr)
+	// A listener that never accepts, its queue already full (known from
+	// the kernel's count, not from filler dials timing out, which a busy
+	// machine can make happen early): the kernel drops further SYNs, so
+	// the connect can only time out.
+	addr := testnet.FrozenBackend(t)
+	_, err := New(300*time.Millisecond).Dial(context.Background(), addr)
 	if err == nil || Classify(err) != Failure {
 		t.Fatalf("dial to a frozen backend: %v (outcome %v), want a timeout failure", err, Classify(err))
 	}
