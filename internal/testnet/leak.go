@@ -215,7 +215,7 @@ func (g goroutine) ignored() bool {
 }
 
 var (
-	hexArgs     = regexp.MustCompile(`\(0x[0-9a-f, .{}]*\)|\(\.\.\.\)`)
+	frameArgs   = regexp.MustCompile(`(?m)\([^()]*\)$`)
 	pcOffset    = regexp.MustCompile(` \+0x[0-9a-f]+`)
 	inGoroutine = regexp.MustCompile(` in goroutine \d+`)
 	header      = regexp.MustCompile(`^goroutine \d+ [^\[]*\[([^,\]]*)[^\]]*\]:`)
@@ -225,7 +225,7 @@ var (
 // the same place: ids, arguments, waiting times.
 func (g goroutine) signature() string {
 	s := header.ReplaceAllString(g.stack, "goroutine [$1]:")
-	s = hexArgs.ReplaceAllString(s, "(...)")
+	s = frameArgs.ReplaceAllString(s, "(...)")
 	s = pcOffset.ReplaceAllString(s, "")
 	return inGoroutine.ReplaceAllString(s, "")
 }

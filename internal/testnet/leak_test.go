@@ -262,3 +262,26 @@ func TestSnapshotCheck(t *testing.T) {
 		t.Fatalf("clean package-wide check reported %q", errs)
 	}
 }
+
+func TestLeakReportGroupsLikeGoroutines(t *testing.T) {
+	CheckLeaks(t)
+	shortDeadline(t)
+	f := newFake(t)
+	CheckLeaks(f)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Go(func() {
+			var m sync.Mutex
+			m.Lock()
+			<-release
+			m.Unlock()
+		})
+	}
+	errs, _ := f.end()
+	close(release)
+	wg.Wait()
+	if !strings.Contains(errs, "3 goroutine(s)") || !strings.Contains(errs, "-- 3 like this") {
+		t.Fatalf("three goroutines parked at one place are not reported as one group of 3:\n%s", errs)
+	}
+}
