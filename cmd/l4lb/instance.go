@@ -70,7 +70,8 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 		fronts = append(fronts, proxy.Frontend{Name: l.Name, Bind: l.Bind, Backlog: l.Backlog, Pool: byName[l.Pool]})
 	}
 	in.server, err = proxy.New(proxy.Config{
-		Frontends: fronts, AcceptLoops: loops, MaxConnections: in.budget.MaxConnections, Logger: log,
+		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
+		IsLocal: hostAddrs(), Logger: log,
 	})
 	if err != nil {
 		return in, err

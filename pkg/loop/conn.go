@@ -67,12 +67,10 @@ type conn struct {
 	settle  *pool.Settlement // count_early_reset: the dial's result is still open
 	early   *earlyWatch
 
-	// Loop detection: this connection as l4lb's own dial would see it, and
-	// the backend connection's ends when the backend is local.
-	asDial    conn4
-	checkLoop bool
-	own       conn4
-	owned     bool
+	// Loop detection: the backend connection's ends, recorded while it
+	// exists when the backend is a local address.
+	own   conn4
+	owned bool
 }
 
 // earlyWatch settles a count_early_reset dial as a success when the
@@ -109,12 +107,9 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	l.nconns.Add(1)
 	if l.sh.isLocal(src.Addr()) {
 		// Only a local client can be one of l4lb's own dials.
-		if local, err := getsockname(fd); err == nil {
-			c.asDial, c.checkLoop = conn4{local: src, remote: local}, true
-			if l.sh.own.has(c.asDial) {
-				c.loopCut()
-				return
-			}
+		if local, err := getsockname(fd); err == nil && l.sh.own.has(conn4{local: src, remote: local}) {
+			c.loopCut()
+			return
 		}
 	}
 	c.startDial()
@@ -229,17 +224,18 @@ func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
 	if c.early != nil {
 		l.timers.stop(&c.early.timer)
 	}
-	if c.dial != nil && c.be.fd >= 0 {
+	midDial := c.dial != nil && c.be.fd >= 0
+	if midDial {
 		c.f.Pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
 	}
 	c.dial = nil
 	c.streams[0].Release(l.scratch)
 	c.streams[1].Release(l.scratch)
 	closeEnd(l, &c.cl, resetClient)
-	closeEnd(l, &c.be, resetBackend)
-	if c.owned {
-		l.sh.own.remove(c.own)
-	}
+	// A dial called off mid-way is reset: were its SYN already accepted
+	// somewhere, the far end must see it gone, not a quiet client.
+	closeEnd(l, &c.be, resetBackend || midDial)
+	c.forgetOwnDial()
 	if relaying {
 		if c.settle != nil {
 			v := dialer.Success

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"errors"
+	"net/netip"
 
 	"golang.org/x/sys/unix"
 
@@ -63,6 +64,7 @@ func (c *conn) tryNext() {
 				c.refuse(rerr)
 				return
 			}
+			c.recordOwnDial(b.AddrPort)
 			now := c.l.clock()
 			timeout, left := int64(p.ConnectTimeout()), d.deadline-now
 			d.cut = left < timeout
@@ -95,6 +97,7 @@ func (c *conn) connectDone() {
 func (c *conn) dialFailed(err error) {
 	d, p := c.dial, c.f.Pool
 	c.l.timers.stop(&c.timer)
+	c.forgetOwnDial()
 	closeEnd(c.l, &c.be, false)
 	derr := &dialer.DialError{Backend: d.cur.Backend.Addr, Err: err}
 	o := dialer.Classify(derr)
@@ -135,20 +138,29 @@ func (c *conn) connected() {
 		c.l.timers.arm(&c.early.timer, c.l.clock()+int64(p.EarlyResetWindow()))
 	}
 	c.phase = phaseRelaying
-	if c.l.sh.isLocal(c.backend.AddrPort.Addr()) {
-		if local, err := getsockname(c.be.fd); err == nil {
-			c.own, c.owned = conn4{local: local, remote: c.backend.AddrPort}, true
-			c.l.sh.own.add(c.own)
-		}
-	}
-	// Checked again now that this dial is known: the looping connection
-	// may have been accepted before the dial that made it was recorded.
-	if c.checkLoop && c.l.sh.own.has(c.asDial) {
-		c.loopCut()
-		return
-	}
 	c.f.OK.Add(1)
 	c.lastActive = c.l.clock()
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	c.pump()
+}
+
+// recordOwnDial notes a dial to a local backend by both its ends, right
+// after connect(2) gave it its source port and before its SYN can reach a
+// listener: were the backend one of l4lb's own listeners, the connection
+// it accepts is recognised at once and never dialed onwards.
+func (c *conn) recordOwnDial(backend netip.AddrPort) {
+	if !c.l.sh.isLocal(backend.Addr()) {
+		return
+	}
+	if local, err := getsockname(c.be.fd); err == nil {
+		c.own, c.owned = conn4{local: local, remote: backend}, true
+		c.l.sh.own.add(c.own)
+	}
+}
+
+func (c *conn) forgetOwnDial() {
+	if c.owned {
+		c.l.sh.own.remove(c.own)
+		c.owned = false
+	}
 }

@@ -60,7 +60,7 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	if maxConns == 0 {
 		maxConns = 1000
 	}
-	l.server, err = New(Config{Frontends: fronts, AcceptLoops: 2, MaxConnections: maxConns})
+	l.server, err = New(Config{Frontends: fronts, Loops: 2, MaxConnections: maxConns, Pipes: l.pipes})
 	if err != nil {
 		t.Fatal(err)
 	}

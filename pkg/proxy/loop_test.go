@@ -32,7 +32,7 @@ func TestConnectionLoopIsCutAtRunTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Frontends: []Frontend{{Name: "front", Bind: bind, Pool: p}}, AcceptLoops: 1, MaxConnections: 1000})
+	s, err := New(Config{Frontends: []Frontend{{Name: "front", Bind: bind, Pool: p}}, Loops: 1, MaxConnections: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

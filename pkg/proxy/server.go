@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"sync"
-	"sync/atomic"
+	"runtime"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
@@ -27,48 +27,44 @@ type Frontend struct {
 // Config describes a Server.
 type Config struct {
 	Frontends []Frontend
-	// AcceptLoops per listener; 0: one per CPU.
-	AcceptLoops int
+	// Loops is the number of event loops, each with its own socket per
+	// listener (SO_REUSEPORT); 0: one per CPU.
+	Loops int
 	// MaxConnections caps client connections open at once; past it new
 	// clients are accepted and closed at once. Must be > 0.
 	MaxConnections int
-	Logger         *slog.Logger
+	// Pipes supplies splice pipes; nil relays by copy only.
+	Pipes *splice.PipePool
+	// IsLocal reports whether an address belongs to this host (loop
+	// detection); nil: loopback only.
+	IsLocal func(netip.Addr) bool
+	Logger  *slog.Logger
 }
 
-// Server runs the listeners of one configuration.
+// Server runs the listeners of one configuration on its event loops.
 type Server struct {
-	fronts   []*front
-	max      int64
-	log      *slog.Logger
-	active   atomic.Int64
-	handlers sync.WaitGroup
-	conns    tracker
-	own      ownDials
-	capLog   *refusalLog
-
-	// dialCtx is canceled only when a shutdown runs out of time, so dials
-	// in flight while draining still complete.
-	dialCtx    context.Context
-	cancelDial context.CancelFunc
+	sh     *loop.Shared
+	loops  []*loop.Loop
+	fronts []*front
+	log    *slog.Logger
+	served bool
+	closed bool
+	// stopLogs flush the rate-limited refusal logs at the end.
+	stopLogs []func()
 }
 
 type front struct {
-	name     string
-	ln       *listener.Listener
-	pool     *pool.Pool
-	ok       atomic.Int64
-	failed   atomic.Int64
-	rejected atomic.Int64
-	loops    atomic.Int64
+	*loop.Front
+	addr *net.TCPAddr
 	// Clients refused for want of a backend, and connection loops, are
 	// logged at most once a second each, with a count.
 	noBackendLog *refusalLog
 	loopLog      *refusalLog
 }
 
-// New binds every listener (so a busy address fails here) without
-// accepting yet. A Server that is never served must still be shut down to
-// release its addresses.
+// New creates the event loops and binds every listener (so a busy address
+// fails here) without accepting yet. A Server that is never served must
+// still be shut down to release its addresses.
 func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections <= 0 {
 		return nil, errors.New("proxy: MaxConnections must be > 0")
@@ -77,53 +73,91 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{max: int64(cfg.MaxConnections), log: log}
-	s.conns.init()
-	s.own.init()
-	s.capLog = newRefusalLog(time.Second, func(n int64) {
-		log.Warn("clients refused: connection cap reached", "max_connections", s.max, "refused", n)
+	n := cfg.Loops
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	s := &Server{sh: loop.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
+	s.sh.IsLocal = cfg.IsLocal
+	capLog := newRefusalLog(time.Second, func(k int64) {
+		log.Warn("clients refused: connection cap reached", "max_connections", cfg.MaxConnections, "refused", k)
 	})
-	s.dialCtx, s.cancelDial = context.WithCancel(context.Background())
-	for _, fc := range cfg.Frontends {
-		ln, err := listener.Listen(listener.Config{
-			Name: fc.Name, Addr: fc.Bind, Backlog: fc.Backlog, Loops: cfg.AcceptLoops, Logger: log,
-		})
+	s.sh.OnCap = capLog.note
+	s.stopLogs = append(s.stopLogs, capLog.stop)
+	for i := range n {
+		l, err := loop.New(i, s.sh)
 		if err != nil {
-			s.closeListeners()
+			s.release()
 			return nil, err
 		}
-		f := &front{name: fc.Name, ln: ln, pool: fc.Pool}
-		f.noBackendLog = newRefusalLog(time.Second, func(n int64) {
-			log.Warn("clients refused: no backend could be reached", "listener", f.name, "pool", f.pool.Name, "refused", n)
-		})
-		f.loopLog = newRefusalLog(time.Second, func(n int64) {
-			log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
-				"listener", f.name, "pool", f.pool.Name, "refused", n)
-		})
+		s.loops = append(s.loops, l)
+	}
+	for _, fc := range cfg.Frontends {
+		f, err := s.bind(fc, n)
+		if err != nil {
+			s.release()
+			return nil, err
+		}
 		s.fronts = append(s.fronts, f)
 	}
 	return s, nil
 }
 
-// Serve starts accepting on every listener and returns at once.
+// bind opens one socket per loop for fc and hands each loop its own.
+func (s *Server) bind(fc Frontend, n int) (*front, error) {
+	socks, err := listener.Bind(fc.Name, fc.Bind, fc.Backlog, n)
+	if err != nil {
+		return nil, err
+	}
+	f := &front{Front: &loop.Front{Name: fc.Name, Pool: fc.Pool}, addr: socks.Addr}
+	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
+		s.log.Warn("clients refused: no backend could be reached", "listener", fc.Name, "pool", fc.Pool.Name, "refused", k)
+	})
+	f.loopLog = newRefusalLog(time.Second, func(k int64) {
+		s.log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
+			"listener", fc.Name, "pool", fc.Pool.Name, "refused", k)
+	})
+	f.OnNoBackend, f.OnLoop = f.noBackendLog.note, f.loopLog.note
+	s.stopLogs = append(s.stopLogs, f.noBackendLog.stop, f.loopLog.stop)
+	for i, l := range s.loops {
+		if err := l.AddListener(socks.FDs[i], f.Front); err != nil {
+			socks.Close()
+			return nil, err
+		}
+		socks.FDs[i] = -1 // the loop owns it now
+	}
+	return f, nil
+}
+
+// Serve starts the event loops and returns at once.
 func (s *Server) Serve() {
+	if s.served || s.closed {
+		return
+	}
+	s.served = true
+	for _, l := range s.loops {
+		l.Start()
+	}
 	for _, f := range s.fronts {
-		f.ln.Serve(s.acceptor(f))
+		s.log.Info("listener started", "listener", f.Name, "addr", f.addr.String(), "loops", len(s.loops))
 	}
 }
 
 // Addr returns the bound address of the named listener.
 func (s *Server) Addr(name string) (*net.TCPAddr, error) {
 	for _, f := range s.fronts {
-		if f.name == name {
-			return f.ln.Addr(), nil
+		if f.Name == name {
+			return f.addr, nil
 		}
 	}
 	return nil, fmt.Errorf("proxy: no listener %q", name)
 }
 
+// Loops is the number of event loops.
+func (s *Server) Loops() int { return len(s.loops) }
+
 // Active is the number of client connections being served now.
-func (s *Server) Active() int64 { return s.active.Load() }
+func (s *Server) Active() int64 { return s.sh.Active.Load() }
 
 // ListenerStats counts client connections of one listener by result.
 type ListenerStats struct {
@@ -139,166 +173,73 @@ type ListenerStats struct {
 func (s *Server) Stats() []ListenerStats {
 	out := make([]ListenerStats, len(s.fronts))
 	for i, f := range s.fronts {
-		out[i] = ListenerStats{Name: f.name, OK: f.ok.Load(), Failed: f.failed.Load(),
-			Rejected: f.rejected.Load(), AcceptErrors: f.ln.AcceptErrors(), Loops: f.loops.Load()}
+		out[i] = ListenerStats{Name: f.Name, OK: f.OK.Load(), Failed: f.Failed.Load(),
+			Rejected: f.Rejected.Load(), AcceptErrors: f.AcceptErrors.Load(), Loops: f.Loops.Load()}
 	}
 	return out
 }
 
-// PathBytes sums, over every pool, the bytes moved by splice and by copy.
+// PathBytes reports the bytes relayed by splice and by copy.
 func (s *Server) PathBytes() (spliced, copied int64) {
-	seen := map[*pool.Pool]bool{}
-	for _, f := range s.fronts {
-		if seen[f.pool] {
-			continue
-		}
-		seen[f.pool] = true
-		sp, cp := f.pool.Relayer().PathBytes()
-		spliced += sp
-		copied += cp
-	}
-	return spliced, copied
+	return s.sh.Spliced.Load(), s.sh.Copied.Load()
 }
 
-func (s *Server) acceptor(f *front) listener.Handler {
-	return func(c *net.TCPConn) {
-		if s.active.Add(1) > s.max {
-			s.active.Add(-1)
-			f.rejected.Add(1)
-			c.Close()
-			s.capLog.note()
-			return
-		}
-		s.handlers.Add(1)
-		go s.serve(f, c)
-	}
-}
-
-// serve connects the client to a backend and starts the relay, then hands
-// its client-to-backend direction to a fresh goroutine and returns: dialing
-// grows a goroutine's stack to several KiB, and an idle relay should not
-// keep that stack for its whole life.
-func (s *Server) serve(f *front, c *net.TCPConn) {
-	s.conns.add(c)
-	src := unmapped(c.RemoteAddr())
-	// As l4lb's own dial would see this connection, were it one.
-	asDial := conn4{local: src, remote: unmapped(c.LocalAddr())}
-	if s.own.has(asDial) {
-		s.refuseLoop(f, c)
-		return
-	}
-	up, err := f.pool.Connect(s.dialCtx, src, func() bool { return peerGone(c) })
-	if err != nil {
-		if errors.Is(err, pool.ErrLocal) {
-			f.rejected.Add(1)
-		} else {
-			f.failed.Add(1)
-			f.noBackendLog.note()
-		}
-		if s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug("client not served", "listener", f.name, "client", src.String(), "error", err)
-		}
-		s.done(c)
-		return
-	}
-	local := conn4{local: unmapped(up.Conn.LocalAddr()), remote: unmapped(up.Conn.RemoteAddr())}
-	s.own.add(local)
-	// Checked again now that this dial is known: the looping connection
-	// may have been accepted before the dial that made it was recorded.
-	if s.own.has(asDial) {
-		s.own.remove(local)
-		up.Release()
-		s.refuseLoop(f, c)
-		return
-	}
-	f.ok.Add(1)
-	r := f.pool.StartRelay(c, up)
-	s.conns.relaying(c, r)
-	go s.finishRelay(f, c, up, r, local)
-}
-
-// refuseLoop resets a client that is l4lb's own backend connection, which
-// ends the loop at this hop.
-func (s *Server) refuseLoop(f *front, c *net.TCPConn) {
-	f.rejected.Add(1)
-	f.loops.Add(1)
-	f.loopLog.note()
-	c.SetLinger(0)
-	s.done(c)
-}
-
-// unmapped is a connection address as a comparable netip.AddrPort, IPv4
-// in its 4-byte form whichever way the kernel reported it.
-func unmapped(a net.Addr) netip.AddrPort {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}
-	}
-	ap := ta.AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}
-
-func (s *Server) finishRelay(f *front, c *net.TCPConn, up pool.Upstream, r *pool.Relaying, local conn4) {
-	res := r.Wait()
-	s.own.remove(local)
-	s.done(c)
-	if res.Outcome == splice.ClientReset || res.Outcome == splice.BackendReset {
-		if s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug("relay reset", "listener", f.name, "client", c.RemoteAddr().String(),
-				"backend", up.Backend.Addr, "outcome", res.Outcome.String(), "error", res.Err)
-		}
-	}
-}
-
-// done ends the accounting of a client connection.
-func (s *Server) done(c *net.TCPConn) {
-	c.Close()
-	s.conns.remove(c)
-	s.active.Add(-1)
-	s.handlers.Done()
-}
-
-// Shutdown stops accepting, waits for open relays to finish until ctx is
-// done, then closes what is left and waits for it to wind down.
+// Shutdown stops accepting, waits for open connections to finish until
+// ctx is done, then resets what is left and stops the loops.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closeListeners()
-	drained := make(chan struct{})
-	go func() {
-		s.handlers.Wait()
-		close(drained)
-	}()
-	select {
-	case <-drained:
-		s.cancelDial()
-		s.stopLogs()
+	if s.closed {
 		return nil
-	case <-ctx.Done():
-		if s.active.Load() == 0 { // nothing left to cut: drained, or about to be
-			<-drained
-			s.cancelDial()
-			s.stopLogs()
-			return nil
+	}
+	s.closed = true
+	if !s.served {
+		s.release()
+		return nil
+	}
+	for _, l := range s.loops {
+		l.CloseListeners()
+	}
+	var err error
+	if !s.waitIdle(ctx.Done()) {
+		left := s.Active() // the caller logs why the drain ended (deadline or signal)
+		for _, l := range s.loops {
+			l.CutAll()
+		}
+		s.waitIdle(nil)
+		err = fmt.Errorf("proxy: reset %d connections still open when the drain ended: %w", left, context.Cause(ctx))
+	}
+	s.release()
+	return err
+}
+
+// waitIdle polls until no connection is open, or until stop is closed
+// (false then). Connections end on the loops; a drain has no hurry that
+// polling every few ms would not meet.
+func (s *Server) waitIdle(stop <-chan struct{}) bool {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for s.Active() > 0 {
+		select {
+		case <-stop:
+			return s.Active() == 0
+		case <-t.C:
 		}
 	}
-	left := s.active.Load()
-	s.cancelDial()
-	s.conns.cutAll()
-	<-drained
-	s.stopLogs()
-	return fmt.Errorf("proxy: reset %d connections still open when the drain ended: %w", left, context.Cause(ctx))
+	return true
 }
 
-// stopLogs writes the refusal counts still pending.
-func (s *Server) stopLogs() {
-	s.capLog.stop()
-	for _, f := range s.fronts {
-		f.noBackendLog.stop()
-		f.loopLog.stop()
+// release stops the loops (or closes the pollers and sockets of loops
+// never started) and writes the refusal counts still pending.
+func (s *Server) release() {
+	for _, l := range s.loops {
+		if s.served {
+			l.Stop()
+			l.Wait()
+		} else {
+			l.Discard()
+		}
 	}
-}
-
-func (s *Server) closeListeners() {
-	for _, f := range s.fronts {
-		f.ln.Close()
+	for _, stop := range s.stopLogs {
+		stop()
 	}
+	s.stopLogs = nil
 }
