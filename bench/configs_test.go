@@ -57,7 +57,7 @@ func TestL4lbConfig(t *testing.T) {
 	cfg := l4lbConfig(testRoutes(), 2)
 	var doc struct {
 		Global struct {
-			AcceptLoops int `toml:"accept_loops"`
+			EventLoops int `toml:"event_loops"`
 			PipeSize    int `toml:"pipe_size"`
 		}
 		Admin    struct{ Listen string }
@@ -80,7 +80,7 @@ func TestL4lbConfig(t *testing.T) {
 	if und := md.Undecoded(); len(und) > 0 {
 		t.Errorf("keys outside the expected shape: %v", und)
 	}
-	if doc.Global.AcceptLoops != 2 || doc.Admin.Listen != "" || doc.Log.Level != "warn" {
+	if doc.Global.EventLoops != 2 || doc.Admin.Listen != "" || doc.Log.Level != "warn" {
 		t.Errorf("global/admin/log = %+v %+v %+v", doc.Global, doc.Admin, doc.Log)
 	}
 	if len(doc.Listener) != 3 {

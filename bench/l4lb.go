@@ -21,7 +21,7 @@ const (
 // count, and the breaker as l4lb's own detection on the failover pool.
 func l4lbConfig(routes []route, acceptLoops int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[global]\naccept_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
+	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
 	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n")
 	for _, r := range routes {
 		if err := checkLoopback(r.listen); err != nil {

@@ -36,9 +36,9 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 		}
 	}()
 
-	loops := cfg.Global.AcceptLoops
+	loops := cfg.Global.EventLoops
 	if loops == 0 {
-		loops = defaultAcceptLoops()
+		loops = defaultEventLoops()
 	}
 	backends := 0
 	for _, p := range cfg.Pools {

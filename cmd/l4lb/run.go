@@ -17,7 +17,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
-func defaultAcceptLoops() int { return runtime.NumCPU() }
+func defaultEventLoops() int { return runtime.NumCPU() }
 
 func cmdRun(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)

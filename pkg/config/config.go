@@ -25,9 +25,10 @@ type Global struct {
 	// MaxConnections caps concurrent client connections; 0 asks the caller
 	// to derive the cap from RLIMIT_NOFILE.
 	MaxConnections int
-	// AcceptLoops is the number of SO_REUSEPORT accept loops per listener;
-	// 0 asks the caller for one per CPU.
-	AcceptLoops int
+	// EventLoops is the number of event loops, each with its own
+	// SO_REUSEPORT socket per listener; 0 asks the caller for one per CPU.
+	// The older key accept_loops sets it too, when event_loops is absent.
+	EventLoops int
 	// PipeSize is the size in bytes of each splice pipe (F_SETPIPE_SZ).
 	PipeSize int
 }

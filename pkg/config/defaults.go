@@ -50,7 +50,7 @@ func LogFormats() []string { return []string{"text", "json"} }
 const (
 	MinPipeSize        = 4096    // one page: F_SETPIPE_SZ cannot go lower
 	MaxPipeSize        = 1 << 30 // far beyond any sane /proc/sys/fs/pipe-max-size
-	MaxAcceptLoops     = 1024
+	MaxEventLoops      = 1024
 	MaxBacklog         = 1<<31 - 1 // listen(2) takes an int
 	MaxRetries         = 16        // each retry costs the client up to connect_timeout
 	MaxWeight          = 256
@@ -67,7 +67,7 @@ func DefaultGlobal() Global {
 	return Global{
 		ShutdownTimeout: 30 * time.Second,
 		MaxConnections:  0,
-		AcceptLoops:     0,
+		EventLoops:      0,
 		PipeSize:        1 << 20,
 	}
 }

@@ -99,7 +99,16 @@ func isEmptyArray(v any) bool {
 func decodeGlobal(t *table, g *Global) {
 	t.duration("shutdown_timeout", &g.ShutdownTimeout, false)
 	t.integer("max_connections", &g.MaxConnections, 0, math.MaxInt)
-	t.integer("accept_loops", &g.AcceptLoops, 0, MaxAcceptLoops)
+	// accept_loops named the same number when each listener had its own
+	// accept loops; it stays accepted so existing files keep working.
+	if _, ok := t.get("event_loops"); ok {
+		t.integer("event_loops", &g.EventLoops, 0, MaxEventLoops)
+		if _, old := t.get("accept_loops"); old {
+			t.c.add(t.keyOf("accept_loops"), "set beside event_loops: accept_loops is the older name of event_loops; keep one")
+		}
+	} else {
+		t.integer("accept_loops", &g.EventLoops, 0, MaxEventLoops)
+	}
 	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
 	t.done()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +16,7 @@ import (
 func TestParseFillsDefaults(t *testing.T) {
 	cfg := mustParse(t, validBase)
 	want := &Config{
-		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, AcceptLoops: 0, PipeSize: 1048576},
+		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576},
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text"},
 		Listeners: []Listener{
@@ -56,7 +57,7 @@ func TestParseReadsEveryKey(t *testing.T) {
 	src := `[global]
 shutdown_timeout = "0s"
 max_connections = 5000
-accept_loops = 4
+event_loops = 4
 pipe_size = 65536
 
 [admin]
@@ -128,7 +129,7 @@ addr = "10.0.0.9:1"
 	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 68}}
 	spare.Line = 67
 	want := &Config{
-		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, AcceptLoops: 4, PipeSize: 65536},
+		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json"},
 		Listeners: []Listener{
@@ -278,5 +279,22 @@ func TestLoad(t *testing.T) {
 	}
 	if errors.Is(err, ErrInvalid) {
 		t.Errorf("an unreadable file must not be ErrInvalid")
+	}
+}
+
+// accept_loops, the older name of event_loops, still sets it; both at once
+// is an error naming the older key.
+func TestAcceptLoopsIsTheOlderNameOfEventLoops(t *testing.T) {
+	base := "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n[pool.web]\n[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\n"
+	cfg, err := Parse("t.toml", []byte("[global]\naccept_loops = 3\n"+base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Global.EventLoops != 3 {
+		t.Fatalf("accept_loops = 3 gave event_loops %d", cfg.Global.EventLoops)
+	}
+	_, err = Parse("t.toml", []byte("[global]\nevent_loops = 2\naccept_loops = 3\n"+base))
+	if err == nil || !strings.Contains(err.Error(), "global.accept_loops") || !strings.Contains(err.Error(), "older name of event_loops") {
+		t.Fatalf("both keys: %v, want an error at global.accept_loops", err)
 	}
 }

@@ -16,7 +16,7 @@ const referencePath = "../../config.toml"
 var designKeys = []struct{ key, value string }{
 	{"global.shutdown_timeout", `"30s"`},
 	{"global.max_connections", "0"},
-	{"global.accept_loops", "0"},
+	{"global.event_loops", "0"},
 	{"global.pipe_size", "1048576"},
 	{"admin.listen", `"127.0.0.1:9090"`},
 	{"admin.token_file", `""`},
@@ -134,7 +134,7 @@ func TestDesignKeysAreAccepted(t *testing.T) {
 	src := `[global]
 shutdown_timeout = "30s"
 max_connections = 0
-accept_loops = 0
+event_loops = 0
 pipe_size = 1048576
 [admin]
 listen = "127.0.0.1:9090"
