@@ -1,6 +1,8 @@
 package splice
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -230,30 +232,50 @@ func (s *Stream) Release(sc *Scratch) {
 }
 
 // readFd, writeFd and spliceFd are the non-blocking syscalls, repeated
-// when a signal interrupts them.
+// when a signal interrupts them. The fds are non-blocking, so the calls
+// cannot block: they are raw, skipping the runtime's syscall bookkeeping
+// (an event loop makes millions of them).
 func readFd(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	for {
-		n, err := unix.Read(fd, b)
-		if err != unix.EINTR {
-			return n, err
+		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
 		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
 	}
 }
 
 func writeFd(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	for {
-		n, err := unix.Write(fd, b)
-		if err != unix.EINTR {
-			return n, err
+		r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
 		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
 	}
 }
 
 func spliceFd(in, out, max int) (int, error) {
 	for {
-		n, err := unix.Splice(in, nil, out, nil, max, unix.SPLICE_F_NONBLOCK)
-		if err != unix.EINTR {
-			return int(n), err
+		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(max), unix.SPLICE_F_NONBLOCK)
+		if e == unix.EINTR {
+			continue
 		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
 	}
 }
