@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +163,71 @@ func checkLeaks(t *testing.T, pools ...*PipePool) {
 			p.Trim()
 		}
 	})
+}
+
+// stallWatch measures how late this process gets to run: a goroutine asks
+// to wake every millisecond and records the longest it overslept. An idle
+// timeout of a few hundred milliseconds can only be tested on real sockets
+// while the process runs within a fraction of it; on a machine too busy
+// for that, a relay cut for idleness may really have been idle.
+type stallWatch struct {
+	worstNs atomic.Int64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func watchStalls(t *testing.T) *stallWatch {
+	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case now := <-tick.C:
+				now = time.Now() // when this goroutine ran, not when the tick was due
+				if d := now.Sub(last); d > time.Duration(w.worstNs.Load()) {
+					w.worstNs.Store(int64(d))
+				}
+				last = now
+			}
+		}
+	}()
+	t.Cleanup(func() { close(w.stop); <-w.done })
+	return w
+}
+
+func (w *stallWatch) reset()               { w.worstNs.Store(0) }
+func (w *stallWatch) worst() time.Duration { return time.Duration(w.worstNs.Load()) }
+
+// measureIdle runs attempt, a real-socket scenario with an idle timeout of
+// idle, until one attempt either passes or fails on a machine that ran it
+// promptly; at most 5 attempts. attempt fails the test itself (t.Fatal)
+// for what no stall can cause (a relay ending before its timeout, a wrong
+// outcome); it returns an error for what a stall can cause (a relay cut
+// while the test was sending or reading), with gap, the longest pause in
+// the traffic the test itself drove. Such a failure counts only if neither
+// gap nor the process's longest stall reached half the idle timeout: then
+// the traffic was there and the relay cut it anyway.
+func measureIdle(t *testing.T, idle time.Duration, attempt func() (gap time.Duration, err error)) {
+	t.Helper()
+	w := watchStalls(t)
+	for i := 1; ; i++ {
+		w.reset()
+		gap, err := attempt()
+		if err == nil {
+			return
+		}
+		stall := w.worst()
+		if gap < idle/2 && stall < idle/2 {
+			t.Fatalf("%v (traffic paused at most %v, process stalled at most %v)", err, gap, stall)
+		}
+		t.Logf("attempt %d inconclusive: %v; but the machine was too busy to tell (traffic paused %v, process stalled %v, idle timeout %v)", i, err, gap, stall, idle)
+		if i == 5 {
+			t.Skipf("machine too busy to measure a %v idle timeout in %d attempts", idle, i)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -207,7 +208,14 @@ func TestRelayIdleTimeout(t *testing.T) {
 	pool := newPool()
 	checkLeaks(t, pool)
 	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
+	measureIdle(t, idle, func() (time.Duration, error) { return idleTimeoutAttempt(t, r, idle) })
+}
 
+// idleTimeoutAttempt opens a silent connection and one that carries
+// traffic one way every idle/3 for 4 idle periods: the silent one must
+// time out, the other must outlive it and end an idle timeout after its
+// last byte.
+func idleTimeoutAttempt(t *testing.T, r *rig, idle time.Duration) (gap time.Duration, err error) {
 	// The clock starts before the relays do: the time measured below is
 	// then never shorter than a relay's own idle clock.
 	start := time.Now()
@@ -216,32 +224,29 @@ func TestRelayIdleTimeout(t *testing.T) {
 	oneWay := r.open()
 	defer oneWay.close()
 
-	// oneWay carries traffic in one direction only, every idle/3, for 4
-	// idle periods; it must outlive the silent one and stay up throughout.
 	stop := make(chan struct{})
-	var stopOnce sync.Once
-	stopWriter := func() { stopOnce.Do(func() { close(stop) }) }
 	writerDone := make(chan struct{})
 	// Read only once writerDone is closed.
-	var sent int                                     // bytes written
-	var lastWrite time.Time                          // taken before the last write began
-	var maxGap time.Duration                         // longest time between two writes
-	t.Cleanup(func() { stopWriter(); <-writerDone }) // on every path, failures included
+	var sent int            // bytes written
+	var lastWrite time.Time // taken before the last write began
+	var maxGap time.Duration
+	defer func() { close(stop); <-writerDone }() // on every path, failures included
 	go func() {
 		defer close(writerDone)
-		prev := time.Now()
+		prev := start
 		for time.Since(start) < 4*idle {
 			select {
 			case <-stop:
 				return
 			case <-time.After(idle / 3):
 			}
-			now := time.Now()
+			before := time.Now()
 			if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
 				return
 			}
+			now := time.Now()
 			maxGap = max(maxGap, now.Sub(prev))
-			prev, lastWrite = now, now
+			prev, lastWrite = now, before
 			sent++
 		}
 	}()
@@ -263,14 +268,14 @@ func TestRelayIdleTimeout(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("writer never finished")
 	}
-	if sent < 4 {
-		t.Fatalf("only %d writes in %v", sent, 4*idle)
-	}
 	// Every byte arrives: the relay was up each time one was sent.
 	got := make([]byte, sent)
 	oneWay.backend.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadFull(oneWay.backend, got); err != nil {
-		t.Fatalf("one-way connection lost bytes although traffic kept flowing (%d writes, at most %v apart): %v", sent, maxGap, err)
+	if n, err := io.ReadFull(oneWay.backend, got); err != nil {
+		return maxGap, fmt.Errorf("one-way connection cut although traffic kept flowing: %d of %d bytes arrived (%v)", n, sent, err)
+	}
+	if sent < 3 {
+		return maxGap, fmt.Errorf("only %d writes in %v", sent, 4*idle)
 	}
 	// And it ends no earlier than an idle timeout after the last byte
 	// (seen here no earlier than it ended; that byte was read by the relay
@@ -282,6 +287,7 @@ func TestRelayIdleTimeout(t *testing.T) {
 	if res.Outcome != IdleTimeout {
 		t.Fatalf("one-way connection outcome %v once silent, want idle-timeout", res.Outcome)
 	}
+	return maxGap, nil
 }
 
 func TestSmallMessagesAreCopiedStreamsSpliced(t *testing.T) {
@@ -460,6 +466,10 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	r := newRig(t, Config{Pipes: pool, IdleTimeout: idle})
 	r.tuneFront = func(c *net.TCPConn) { c.SetWriteBuffer(16 << 10) }
 	payload := randomBytes(t, 2<<20)
+	measureIdle(t, idle, func() (time.Duration, error) { return slowReaderAttempt(t, r, idle, payload) })
+}
+
+func slowReaderAttempt(t *testing.T, r *rig, idle time.Duration, payload []byte) (gap time.Duration, err error) {
 	const head = 64 << 10 // fits in the socket buffers: written at once
 	p := r.openWith(func(p *proxied) {
 		p.client.SetReadBuffer(16 << 10)
@@ -470,9 +480,8 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	defer p.close()
 	writer := make(chan struct{})
-	t.Cleanup(func() { <-writer }) // ends once the test has closed its ends
+	defer func() { p.close(); <-writer }() // the writer ends once its socket is closed
 	go func() {
 		defer close(writer)
 		p.backend.Write(payload[head:])
@@ -481,15 +490,18 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	got := make([]byte, 0, len(payload))
 	buf := make([]byte, 64<<10)
 	start := time.Now()
+	prev := start
 	for {
 		time.Sleep(40 * time.Millisecond)
 		n, err := p.client.Read(buf)
+		now := time.Now()
+		gap, prev = max(gap, now.Sub(prev)), now
 		got = append(got, buf[:n]...)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			t.Fatalf("after %d bytes and %v: %v", len(got), time.Since(start), err)
+			return gap, fmt.Errorf("slow reader cut after %d bytes and %v: %v", len(got), time.Since(start), err)
 		}
 	}
 	if !bytes.Equal(got, payload) {
@@ -501,4 +513,5 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	if res := p.waitResult(t); res.Outcome != Completed {
 		t.Fatalf("outcome %v, want completed", res.Outcome)
 	}
+	return gap, nil
 }
