@@ -105,8 +105,9 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	}
 	l.conns[c] = struct{}{}
 	l.nconns.Add(1)
-	if l.sh.isLocal(src.Addr()) {
-		// Only a local client can be one of l4lb's own dials.
+	if l.sh.own.n.Load() > 0 && l.sh.isLocal(src.Addr()) {
+		// Only a local client can be one of l4lb's own dials, and only
+		// while such dials exist.
 		if local, err := getsockname(fd); err == nil && l.sh.own.has(conn4{local: src, remote: local}) {
 			c.loopCut()
 			return

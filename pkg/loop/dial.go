@@ -149,7 +149,7 @@ func (c *conn) connected() {
 // listener: were the backend one of l4lb's own listeners, the connection
 // it accepts is recognised at once and never dialed onwards.
 func (c *conn) recordOwnDial(backend netip.AddrPort) {
-	if !c.l.sh.isLocal(backend.Addr()) {
+	if !c.l.sh.mayLoop(backend) {
 		return
 	}
 	if local, err := getsockname(c.be.fd); err == nil {

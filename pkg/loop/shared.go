@@ -50,7 +50,27 @@ type Shared struct {
 	// Bytes delivered by splice and by copy, flushed once per wake-up.
 	Spliced, Copied atomic.Int64
 
-	own ownDials
+	// listenPorts are the ports l4lb listens on: only a dial to a local
+	// address on one of them can loop back into l4lb.
+	listenPorts map[uint16]bool
+	own         ownDials
+}
+
+// ListenOn tells the loops that l4lb listens on port; call it for every
+// listener before the loops start.
+func (s *Shared) ListenOn(port uint16) {
+	if s.listenPorts == nil {
+		s.listenPorts = map[uint16]bool{}
+	}
+	s.listenPorts[port] = true
+}
+
+// mayLoop reports whether a dial to ap could reach one of l4lb's own
+// listeners: a local address on a listening port. Only such dials are
+// recorded, so a data path whose backends are elsewhere (or on other
+// ports) pays nothing for loop detection.
+func (s *Shared) mayLoop(ap netip.AddrPort) bool {
+	return s.listenPorts[ap.Port()] && s.isLocal(ap.Addr())
 }
 
 // NewShared returns the shared state of a server.
@@ -83,6 +103,7 @@ func (s *Shared) isLocal(a netip.Addr) bool {
 // through NAT (the backend address rewritten to a listener's) does not
 // match and is not caught here.
 type ownDials struct {
+	n      atomic.Int64 // recorded dials: 0 lets accept skip the check
 	shards [16]ownDialShard
 }
 
@@ -113,6 +134,7 @@ func (o *ownDials) add(k conn4) {
 	s.mu.Lock()
 	s.conns[k] = struct{}{}
 	s.mu.Unlock()
+	o.n.Add(1)
 }
 
 func (o *ownDials) remove(k conn4) {
@@ -120,9 +142,13 @@ func (o *ownDials) remove(k conn4) {
 	s.mu.Lock()
 	delete(s.conns, k)
 	s.mu.Unlock()
+	o.n.Add(-1)
 }
 
 func (o *ownDials) has(k conn4) bool {
+	if o.n.Load() == 0 {
+		return false
+	}
 	s := o.shard(k)
 	s.mu.Lock()
 	_, ok := s.conns[k]
