@@ -83,6 +83,12 @@ func rawListen(ap netip.AddrPort, backlog int) (int, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return fail("setsockopt SO_REUSEPORT", err)
 	}
+	// Accepted sockets inherit TCP_NODELAY from their listener: small
+	// messages do not wait for Nagle behind a proxy, and no accept pays a
+	// setsockopt for it.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fail("setsockopt TCP_NODELAY", err)
+	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET6 {
 		// "[::]:80" is IPv6 only, so it can sit beside "0.0.0.0:80".

@@ -90,8 +90,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		}
 		return
 	}
-	// Small messages must not wait for Nagle behind a proxy.
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	// TCP_NODELAY is inherited from the listening socket (listener.Bind).
 	c := &conn{l: l, f: f, src: src, timer: timer{index: -1}}
 	c.cl = endpoint{c: c, fd: fd, client: true}
 	c.be = endpoint{c: c, fd: -1}
