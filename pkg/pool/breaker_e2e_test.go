@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -7,21 +7,23 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// These tests drive the breaker through real dials on 127.0.0.1.
+// These tests drive the breaker through real dials on 127.0.0.1: clients
+// connect to l4lb's listener, and its event loops dial the backends.
 
 func TestRefusedBackendTripsAfterExactlyFailuresDials(t *testing.T) {
-	live := testnet.StartBackend(t, "live", "")
+	live := startBackend(t)
 	refused := testnet.FreeAddr(t)
-	p := newPool(t, []string{refused, live.Addr},
+	p := newLB(t, []string{refused, live.Addr},
 		"algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 3\ncooldown = \"60s\"")
 	for i := 0; i < 20; i++ {
 		if got := connect(t, p); got != live.Addr {
 			t.Fatalf("client %d got %q: a client must not see the refused backend's failures", i, got)
 		}
 	}
-	if ok, failed := dials(p, refused, DialClient); ok != 0 || failed != 3 {
+	if ok, failed := dials(p.Pool, refused, pool.DialClient); ok != 0 || failed != 3 {
 		t.Fatalf("refused backend: %d ok / %d failed dials, want exactly 3 failed then no more", ok, failed)
 	}
 	b, _ := p.Backend(refused)
@@ -31,19 +33,22 @@ func TestRefusedBackendTripsAfterExactlyFailuresDials(t *testing.T) {
 	if b.ProbeFailures() != 0 {
 		t.Fatal("a trip raised the probe-failure alert")
 	}
+	if s := p.stats(); s.OK != 20 || s.Failed != 0 || s.Rejected != 0 {
+		t.Fatalf("listener counters %+v, want 20 ok", s)
+	}
 }
 
 func TestFrozenBackendTripsOnConnectTimeouts(t *testing.T) {
-	live := testnet.StartBackend(t, "live", "")
+	live := startBackend(t)
 	frozen := testnet.FrozenBackend(t)
-	p := newPool(t, []string{frozen, live.Addr},
+	p := newLB(t, []string{frozen, live.Addr},
 		"algorithm = \"round-robin\"\nretries = 1\nconnect_timeout = \"200ms\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 3\ncooldown = \"60s\"")
 	for i := 0; i < 8; i++ {
 		if got := connect(t, p); got != live.Addr {
 			t.Fatalf("client %d got %q, want the live backend", i, got)
 		}
 	}
-	if _, failed := dials(p, frozen, DialClient); failed != 3 {
+	if _, failed := dials(p.Pool, frozen, pool.DialClient); failed != 3 {
 		t.Fatalf("%d timed-out dials to the frozen backend, want 3", failed)
 	}
 	if b, _ := p.Backend(frozen); !b.Breaker().Open {
@@ -53,9 +58,9 @@ func TestFrozenBackendTripsOnConnectTimeouts(t *testing.T) {
 
 func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 	back := newRestartable(t) // down at first: refused
-	live := testnet.StartBackend(t, "live", "")
+	live := startBackend(t)
 	const cooldown = 1500 * time.Millisecond
-	p := newPool(t, []string{back.addr, live.Addr},
+	p := newLB(t, []string{back.addr, live.Addr},
 		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"1500ms\"")
 	connect(t, p)
 	connect(t, p)
@@ -80,7 +85,7 @@ func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 	if time.Since(tripped) < cooldown-50*time.Millisecond {
 		t.Fatalf("breaker closed after %v, before the %v cooldown ended", time.Since(tripped), cooldown)
 	}
-	if ok, failed := dials(p, back.addr, DialProbe); ok != 1 || failed != 0 {
+	if ok, failed := dials(p.Pool, back.addr, pool.DialProbe); ok != 1 || failed != 0 {
 		t.Fatalf("probe dials %d ok / %d failed, want exactly one successful probe", ok, failed)
 	}
 	if back.accepted() != 1 {
@@ -97,8 +102,8 @@ func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 
 func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
 	dead := testnet.FreeAddr(t)
-	live := testnet.StartBackend(t, "live", "")
-	p := newPool(t, []string{dead, live.Addr},
+	live := startBackend(t)
+	p := newLB(t, []string{dead, live.Addr},
 		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"300ms\"\nmax_cooldown = \"10s\"")
 	connect(t, p)
 	connect(t, p)
@@ -114,9 +119,9 @@ func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
 }
 
 func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
-	a := testnet.StartBackend(t, "a", "")
-	other := testnet.StartBackend(t, "b", "")
-	p := newPool(t, []string{a.Addr, other.Addr},
+	a := startBackend(t)
+	other := startBackend(t)
+	p := newLB(t, []string{a.Addr, other.Addr},
 		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 1\nfall = 1\n[pool.p.breaker]\nfailures = 1\ncooldown = \"100ms\"")
 	b, _ := p.Backend(a.Addr)
 	if err := p.Disable(context.Background(), b); err != nil {
@@ -131,7 +136,7 @@ func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if hs, _ := dials(p, a.Addr, DialHealth); hs == 0 {
+	if hs, _ := dials(p.Pool, a.Addr, pool.DialHealth); hs == 0 {
 		t.Fatal("no health check ran: the test proves nothing")
 	}
 	if !b.Breaker().Disabled || b.Usable() {
@@ -143,7 +148,7 @@ func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 	if got := connect(t, p); got != "" {
 		t.Fatalf("with every backend disabled a client reached %q", got)
 	}
-	if _, f := dials(p, a.Addr, DialForce); f != 0 {
+	if _, f := dials(p.Pool, a.Addr, pool.DialForce); f != 0 {
 		t.Fatal("a disabled backend was force-tried")
 	}
 	p.Enable(context.Background(), b)
@@ -155,7 +160,7 @@ func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 	first := newRestartable(t)
 	second, third := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	p := newPool(t, []string{first.addr, second, third},
+	p := newLB(t, []string{first.addr, second, third},
 		"algorithm = \"round-robin\"\nretries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
 	// Trip them one after another: the first tripped has the least left.
 	for _, addr := range []string{first.addr, second, third} {
@@ -169,23 +174,23 @@ func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 	}
 	before := map[string]int64{}
 	for _, b := range p.Backends() {
-		_, before[b.Addr] = b.Dials(DialClient)
+		_, before[b.Addr] = b.Dials(pool.DialClient)
 	}
 	for i := 0; i < 5; i++ {
 		if got := connect(t, p); got != "" {
 			t.Fatalf("all down, yet a client got %q", got)
 		}
 	}
-	if _, f := dials(p, first.addr, DialForce); f != 5 {
+	if _, f := dials(p.Pool, first.addr, pool.DialForce); f != 5 {
 		t.Fatalf("%d force-tries of the backend closest to recovery, want 5 (one per client)", f)
 	}
 	for _, addr := range []string{second, third} {
-		if ok, f := dials(p, addr, DialForce); ok+f != 0 {
+		if ok, f := dials(p.Pool, addr, pool.DialForce); ok+f != 0 {
 			t.Fatalf("backend %s was force-tried too", addr)
 		}
 	}
 	for _, b := range p.Backends() {
-		if _, f := b.Dials(DialClient); f != before[b.Addr] {
+		if _, f := b.Dials(pool.DialClient); f != before[b.Addr] {
 			t.Fatal("all-down clients made ordinary dials besides the force-try")
 		}
 	}
@@ -206,8 +211,8 @@ func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 	back := newRestartable(t)
 	back.start()
-	live := testnet.StartBackend(t, "live", "")
-	p := newPool(t, []string{back.addr, live.Addr},
+	live := startBackend(t)
+	p := newLB(t, []string{back.addr, live.Addr},
 		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 2\nfall = 2")
 	b, _ := p.Backend(back.addr)
 	back.stop()
@@ -217,7 +222,7 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 			t.Fatalf("client reached %q while it is health-down", got)
 		}
 	}
-	if _, f := dials(p, back.addr, DialHealth); f < 2 {
+	if _, f := dials(p.Pool, back.addr, pool.DialHealth); f < 2 {
 		t.Fatalf("%d failed health dials counted, want at least fall=2", f)
 	}
 	if st := b.Breaker(); st.Open || st.Generation != 0 || b.Trips() != 0 {
@@ -225,6 +230,38 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 	}
 	back.start()
 	testnet.Eventually(t, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
+}
+
+// resettingBackend accepts, optionally sends a byte, and resets each
+// connection after a moment (so the connect itself succeeds).
+func resettingBackend(t *testing.T, sendFirst bool) string {
+	t.Helper()
+	testnet.CheckLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if sendFirst {
+				c.Write([]byte("x"))
+			}
+			time.Sleep(50 * time.Millisecond)
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 func TestEarlyResetCountsWhenConfigured(t *testing.T) {
@@ -240,46 +277,26 @@ func TestEarlyResetCountsWhenConfigured(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			// A backend that accepts, then resets (after a moment, so the
-			// connect itself succeeds).
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					if tc.sendFirst {
-						c.Write([]byte("x"))
-					}
-					time.AfterFunc(50*time.Millisecond, func() {
-						c.(*net.TCPConn).SetLinger(0)
-						c.Close()
-					})
-				}
-			}()
+			addr := resettingBackend(t, tc.sendFirst)
 			extra := "algorithm = \"round-robin\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 2\n"
 			if tc.on {
 				extra += "count_early_reset = true\n"
 			}
-			p := newPool(t, []string{ln.Addr().String()}, extra)
+			p := newLB(t, []string{addr}, extra)
 			b := p.Backends()[0]
 			for i := 0; i < 2; i++ {
-				up, err := p.Connect(context.Background(), client, nil)
-				if err != nil {
-					t.Fatalf("connect %d: %v", i, err)
+				c := p.dial(t)
+				// The backend's reset is passed on to the client as a reset.
+				if err := readToEnd(t, c); !isReset(err) {
+					t.Fatalf("client %d: %v, want the backend's reset passed on", i, err)
 				}
-				cl, sv := tcpPair(t)
-				if res := p.Relay(sv, up); res.Outcome.String() != "backend-reset" {
-					t.Fatalf("relay %+v, want a backend reset", res)
-				}
-				cl.Close()
+				c.Close()
+				p.idle(t)
 			}
-			ok, failed := b.Dials(DialClient)
+			if s := p.stats(); s.OK != 2 {
+				t.Fatalf("listener counters %+v, want both clients relayed", s)
+			}
+			ok, failed := b.Dials(pool.DialClient)
 			if got := b.Breaker().Open; got != tc.wantOpen {
 				t.Fatalf("breaker open = %v, want %v (dials %d ok / %d failed)", got, tc.wantOpen, ok, failed)
 			}
@@ -296,34 +313,15 @@ func TestEarlyResetCountsWhenConfigured(t *testing.T) {
 			}
 			// All down now: the force-try connects, then is reset before a
 			// byte: a failed force-try, which changes nothing.
-			up, err := p.Connect(context.Background(), client, nil)
-			if err != nil {
-				t.Fatalf("force-try: %v", err)
+			c := p.dial(t)
+			if err := readToEnd(t, c); !isReset(err) {
+				t.Fatalf("force-tried client: %v, want the backend's reset passed on", err)
 			}
-			cl, sv := tcpPair(t)
-			p.Relay(sv, up)
-			cl.Close()
-			if _, f := b.Dials(DialForce); f != 1 || !b.Breaker().Open || b.Breaker().Generation != 1 {
+			c.Close()
+			p.idle(t)
+			if _, f := b.Dials(pool.DialForce); f != 1 || !b.Breaker().Open || b.Breaker().Generation != 1 {
 				t.Fatalf("force-try reset before a byte: %d failed force dials, breaker %+v; want 1, still open at generation 1", f, b.Breaker())
 			}
 		})
 	}
-}
-
-// tcpPair returns two connected TCP sockets on 127.0.0.1.
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*net.TCPConn), s.(*net.TCPConn)
 }

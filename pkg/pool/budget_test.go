@@ -1,11 +1,11 @@
-package pool
+package pool_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // connect_budget bounds all attempts of one client together: three
@@ -15,15 +15,24 @@ import (
 // about its backend and is not blamed.
 func TestConnectBudgetBoundsAllAttempts(t *testing.T) {
 	frozen := []string{testnet.FrozenBackend(t), testnet.FrozenBackend(t), testnet.FrozenBackend(t)}
-	p := newPool(t, frozen, "algorithm = \"round-robin\"\nretries = 2\nconnect_timeout = \"1s\"\nconnect_budget = \"1500ms\"\n"+
+	p := newLB(t, frozen, "algorithm = \"round-robin\"\nretries = 2\nconnect_timeout = \"1s\"\nconnect_budget = \"1500ms\"\n"+
 		"[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 100")
-	_, err := p.Connect(context.Background(), client, nil)
-	if !errors.Is(err, ErrNoBackend) || !errors.Is(err, ErrBudget) {
-		t.Fatalf("Connect error %v, want no backend because the budget was spent", err)
+	c := p.dial(t)
+	if err := readToEnd(t, c); err != nil {
+		t.Fatalf("client turned away with %v, want a clean close", err)
+	}
+	c.Close()
+	p.idle(t)
+	if s := p.stats(); s.Failed != 1 || s.OK != 0 || s.Rejected != 0 {
+		t.Fatalf("listener counters %+v, want the client counted failed", s)
+	}
+	errs := p.logs.errors("client not served")
+	if len(errs) != 1 || !errors.Is(errs[0], pool.ErrNoBackend) || !errors.Is(errs[0], pool.ErrBudget) {
+		t.Fatalf("client not served because of %v, want no backend because the budget was spent", errs)
 	}
 	var failed int64
 	for _, a := range frozen {
-		_, f := dials(p, a, DialClient)
+		_, f := dials(p.Pool, a, pool.DialClient)
 		failed += f
 	}
 	if failed != 1 {

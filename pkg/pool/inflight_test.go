@@ -1,20 +1,20 @@
-package pool
+package pool_test
 
 import (
-	"context"
-	"fmt"
-	"net/netip"
+	"bufio"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // A burst of clients against three backends, one of which drops SYNs (its
 // accept queue is full): load-aware pickers must count each dial from the
-// moment it is chosen, or the backend whose dials hang looks idle forever
-// and attracts the whole burst.
+// moment it is chosen (the loop's BeginDial), or the backend whose dials
+// hang looks idle forever and attracts the whole burst.
 func TestBurstDoesNotPileOntoABackendThatDropsSYNs(t *testing.T) {
 	for _, tc := range []struct{ name, extra string }{
 		{"least-conn", `algorithm = "least-conn"`},
@@ -22,43 +22,44 @@ func TestBurstDoesNotPileOntoABackendThatDropsSYNs(t *testing.T) {
 		{"bounded-load hashing", "algorithm = \"consistent-hash\"\nhash_key = \"source-ip-port\"\nhash_balance_factor = 1.25"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			extra := tc.extra
 			frozen := testnet.FrozenBackend(t) // first: ties go its way
 			a := testnet.StartBackend(t, "a", "")
 			b := testnet.StartBackend(t, "b", "")
-			p := newPool(t, []string{frozen, a.Addr, b.Addr}, extra+"\nretries = 0\nconnect_timeout = \"1s\"\n"+
+			p := newLB(t, []string{frozen, a.Addr, b.Addr}, tc.extra+"\nretries = 0\nconnect_timeout = \"1s\"\n"+
 				"[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1000")
-			// Clients arrive a few ms apart, each relayed once connected:
-			// the live backends' counts rise at once, while every dial to
-			// the frozen one hangs for connect_timeout.
+			// Clients arrive a few ms apart (each from its own source
+			// port), each relayed and held once connected: the live
+			// backends' counts rise at once, while every dial to the
+			// frozen one hangs for connect_timeout.
 			const clients = 30
 			var mu sync.Mutex
-			var held []*Relaying
+			var held []net.Conn
 			var wg sync.WaitGroup
-			for i := range clients {
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for range clients {
 				wg.Go(func() {
-					src := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", 20000+i))
-					up, err := p.Connect(context.Background(), src, nil)
+					c, err := net.DialTimeout("tcp", p.addr, 10*time.Second)
 					if err != nil {
+						t.Error(err)
 						return
 					}
-					cl, sv := tcpPair(t)
-					t.Cleanup(func() { cl.Close() })
-					r := p.StartRelay(sv, up)
+					c.SetReadDeadline(time.Now().Add(30 * time.Second))
+					if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+						c.Close() // turned away: its dial timed out
+						return
+					}
 					mu.Lock()
-					held = append(held, r)
+					held = append(held, c)
 					mu.Unlock()
 				})
 				time.Sleep(5 * time.Millisecond) // pacing only; nothing is timed
 			}
 			wg.Wait()
-			defer func() {
-				for _, r := range held {
-					r.Cut()
-					r.Wait()
-				}
-			}()
-			_, stuck := dials(p, frozen, DialClient)
+			_, stuck := dials(p.Pool, frozen, pool.DialClient)
 			if stuck > clients/2 {
 				t.Fatalf("%d of %d clients of a burst were sent to the backend that drops SYNs", stuck, clients)
 			}
@@ -69,39 +70,45 @@ func TestBurstDoesNotPileOntoABackendThatDropsSYNs(t *testing.T) {
 			if n := fb.Active(); n != 0 {
 				t.Fatalf("failed dials left %d connections counted on the frozen backend", n)
 			}
+			var live int64
+			for _, lb := range p.Backends()[1:] {
+				live += lb.Active()
+			}
+			if live != int64(len(held)) {
+				t.Fatalf("the live backends count %d connections, want the %d held relays", live, len(held))
+			}
 		})
 	}
 }
 
-// The count covers a connection from its dial to the end of its relay, and
-// a released upstream gives it back.
-func TestActiveCountsFromDialToRelease(t *testing.T) {
+// The count covers a connection from its dial to the end of its relay: a
+// dial in flight counts, a relay counts until it ends, and a dial called
+// off (its client left) or failed gives the count back.
+func TestActiveCountsFromDialToTheEndOfTheRelay(t *testing.T) {
 	be := testnet.StartBackend(t, "a", "")
-	p := newPool(t, []string{be.Addr}, "[pool.p.health]\nenabled = false")
-	b := p.Backends()[0]
-	up, err := p.Connect(context.Background(), client, nil)
-	if err != nil {
-		t.Fatal(err)
+	frozen := testnet.FrozenBackend(t)
+	p := newLB(t, []string{be.Addr, frozen}, "retries = 0\nconnect_timeout = \"10s\"\n[pool.p.health]\nenabled = false")
+	b, fb := p.Backends()[0], p.Backends()[1]
+
+	c := p.dial(t)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if tag, err := bufio.NewReader(c).ReadString('\n'); err != nil || tag != "a\n" {
+		t.Fatalf("first client got %q (%v), want backend a (round robin)", tag, err)
 	}
-	if b.Active() != 1 {
-		t.Fatalf("active after dial = %d, want 1", b.Active())
-	}
-	cl, sv := tcpPair(t)
-	r := p.StartRelay(sv, up)
 	if b.Active() != 1 {
 		t.Fatalf("active while relaying = %d, want 1", b.Active())
 	}
-	cl.Close()
-	r.Wait()
-	if b.Active() != 0 {
-		t.Fatalf("active after the relay = %d, want 0", b.Active())
-	}
-	up, err = p.Connect(context.Background(), client, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up.Release()
-	if b.Active() != 0 {
-		t.Fatalf("active after Release = %d, want 0", b.Active())
+	c.Close()
+	testnet.Eventually(t, "the relay's count to be given back", func() bool { return b.Active() == 0 })
+
+	// Round robin: the next client goes to the backend that drops SYNs.
+	c = p.dial(t)
+	testnet.Eventually(t, "the dial in flight to count", func() bool { return fb.Active() == 1 })
+	c.SetLinger(0)
+	c.Close() // the client leaves mid-dial
+	testnet.Eventually(t, "the dial called off to give its count back", func() bool { return fb.Active() == 0 })
+	p.idle(t)
+	if ok, failed := fb.Dials(pool.DialClient); ok+failed != 0 {
+		t.Fatalf("a dial called off was recorded: %d ok / %d failed", ok, failed)
 	}
 }

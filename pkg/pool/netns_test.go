@@ -1,7 +1,7 @@
-package pool
+package pool_test
 
 import (
-	"context"
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // The seed scenario on real sockets: a dial starts, its SYN is lost, the
 // backend then refuses enough dials to trip the breaker, and the first
 // dial's retransmitted SYN finally gets through. That success is stale
 // evidence and must leave the breaker open.
+//
+// The dials are l4lb's own: clients connect to its listener and its event
+// loop dials the backend (BeginDial captures the generation before the
+// non-blocking connect(2)).
 //
 // It runs in a network namespace of its own (traffic stays on that
 // namespace's loopback) so the nft rules touch nothing else: the test
@@ -56,7 +61,7 @@ func TestLateSYNChild(t *testing.T) {
 	}
 	backend := testnet.StartBackend(t, "b", "127.0.0.1:0")
 	port := backend.Addr[strings.LastIndex(backend.Addr, ":")+1:]
-	p := newPool(t, []string{backend.Addr},
+	p := newLB(t, []string{backend.Addr},
 		"algorithm = \"round-robin\"\nretries = 0\nconnect_timeout = \"20s\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 3\ncooldown = \"120s\"")
 	b := p.Backends()[0]
 
@@ -66,15 +71,18 @@ func TestLateSYNChild(t *testing.T) {
 	synTo := "tcp dport " + port + " tcp flags & (syn|ack) == syn"
 	run(t, "nft", "add rule inet l4lbt in "+synTo+" drop")
 
-	// Dial A: captures generation 0, its SYN is dropped.
+	// Dial A: client A's dial captures generation 0, its SYN is dropped.
 	type result struct {
-		up  Upstream
-		err error
+		line string
+		err  error
 	}
+	clientA := p.dial(t)
+	defer clientA.Close()
 	late := make(chan result, 1)
 	go func() {
-		up, err := p.Connect(context.Background(), client, nil)
-		late <- result{up, err}
+		clientA.SetReadDeadline(time.Now().Add(60 * time.Second))
+		line, err := bufio.NewReader(clientA).ReadString('\n')
+		late <- result{line, err}
 	}()
 	var sport string
 	testnet.Eventually(t, "dial A in SYN-SENT", func() bool {
@@ -87,15 +95,17 @@ func TestLateSYNChild(t *testing.T) {
 		sport = local[strings.LastIndex(local, ":")+1:]
 		return true
 	})
+	if b.Active() != 1 {
+		t.Fatalf("dial A in flight counts %d on the backend, want 1", b.Active())
+	}
 
 	// Keep dropping A's retransmissions; refuse every other dial.
 	run(t, "nft", "flush chain inet l4lbt in")
-	run(t, "nft", "add rule inet l4lbt in tcp sport "+sport+" drop")
+	run(t, "nft", "add rule inet l4lbt in tcp sport "+sport+" tcp dport "+port+" drop")
 	run(t, "nft", "add rule inet l4lbt in "+synTo+" reject with tcp reset")
 	for i := 0; i < 3; i++ {
-		if up, err := p.Connect(context.Background(), client, nil); err == nil {
-			up.Release()
-			t.Fatalf("dial %d went through the reject rule", i)
+		if got := connect(t, p); got != "" {
+			t.Fatalf("client %d reached %q through the reject rule", i, got)
 		}
 	}
 	if st := b.Breaker(); !st.Open || st.Generation != 1 {
@@ -115,11 +125,12 @@ func TestLateSYNChild(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("dial A never connected")
 	}
-	if r.err != nil {
-		t.Fatalf("dial A failed: %v", r.err)
+	if r.err != nil || r.line != "b\n" {
+		t.Fatalf("client A got %q (%v), want dial A to connect and be relayed", r.line, r.err)
 	}
-	r.up.Release()
-	if ok, _ := b.Dials(DialClient); ok != 1 {
+	clientA.Close()
+	p.idle(t)
+	if ok, _ := b.Dials(pool.DialClient); ok != 1 {
 		t.Fatalf("%d successful client dials, want dial A's", ok)
 	}
 	if st := b.Breaker(); !st.Open || st.Generation != 1 {

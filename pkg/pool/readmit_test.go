@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"context"
@@ -7,33 +7,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/health"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
-
-// The streak that may readmit early must have begun at the open
-// generation or later: a passing check that began before the trip is stale
-// evidence, like a pre-trip dial.
-func TestReadmissionStreakMustBeginAfterTheTrip(t *testing.T) {
-	var r readmission
-	if r.streakSince(0) {
-		t.Fatal("no checks yet, but a streak")
-	}
-	r.record(0, health.Pass) // began before the trip to generation 1
-	r.record(1, health.Pass)
-	if r.streakSince(1) {
-		t.Fatal("a streak that began before the trip counts as post-trip evidence")
-	}
-	r.record(1, health.Fail)
-	r.record(1, health.Pass)
-	r.record(1, health.Inconclusive) // local trouble breaks no streak
-	r.record(1, health.Pass)
-	if !r.streakSince(1) {
-		t.Fatal("a streak begun after the trip is not seen")
-	}
-	if r.streakSince(2) {
-		t.Fatal("a streak begun at generation 1 counts for generation 2")
-	}
-}
 
 // With the defaults (health every 2s, rise 2, cooldown 30s), a backend
 // restarted after an outage serves clients once its post-trip checks pass
@@ -43,8 +18,8 @@ func TestReadmissionStreakMustBeginAfterTheTrip(t *testing.T) {
 func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 	back := newRestartable(t)
 	back.start()
-	live := testnet.StartBackend(t, "live", "")
-	p := newPool(t, []string{back.addr, live.Addr}, "")
+	live := startBackend(t)
+	p := newLB(t, []string{back.addr, live.Addr}, "")
 	b, _ := p.Backend(back.addr)
 
 	back.stop()
@@ -67,7 +42,7 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 		t.Fatalf("breaker %+v (probe failures %d), want closed by one successful probe at generation %d",
 			after, b.ProbeFailures(), before.Generation+1)
 	}
-	if ok, _ := b.Dials(DialProbe); ok != 1 {
+	if ok, _ := b.Dials(pool.DialProbe); ok != 1 {
 		t.Fatalf("%d successful probes, want the one that closed it", ok)
 	}
 	testnet.Eventually(t, "a client to reach the restarted backend", func() bool { return connect(t, p) == back.addr })
@@ -76,10 +51,10 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 // An operator can ask for the probe now; it still decides.
 func TestProbeRequestAndEnableProbeAtOnce(t *testing.T) {
 	back := newRestartable(t)
-	p := newPool(t, []string{back.addr}, "retries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	p := newLB(t, []string{back.addr}, "retries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
 	b := p.Backends()[0]
 	ctx := context.Background()
-	if err := p.Probe(ctx, b); !errors.Is(err, ErrBreakerClosed) {
+	if err := p.Probe(ctx, b); !errors.Is(err, pool.ErrBreakerClosed) {
 		t.Fatalf("probe of a closed breaker: %v, want ErrBreakerClosed", err)
 	}
 	connect(t, p)
@@ -109,7 +84,7 @@ func TestProbeRequestAndEnableProbeAtOnce(t *testing.T) {
 	if err := p.Disable(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Probe(ctx, b); !errors.Is(err, ErrDisabled) {
+	if err := p.Probe(ctx, b); !errors.Is(err, pool.ErrDisabled) {
 		t.Fatalf("probe of a disabled backend: %v, want ErrDisabled", err)
 	}
 	back.start()
