@@ -33,7 +33,7 @@ var (
 	descTrips         = desc("l4lb_breaker_trips_total", "Times this instance tripped the backend's breaker.", backendLabels...)
 	descProbeFailures = desc("l4lb_breaker_probe_failures_total", "Failed recovery probes: the breaker alert signal.", backendLabels...)
 	descStale         = desc("l4lb_breaker_stale_results_total", "Dial results ignored because the dial began before a breaker transition.", backendLabels...)
-	descActive        = desc("l4lb_connections_active", "Relayed connections open now.", backendLabels...)
+	descActive        = desc("l4lb_connections_active", "Connections on the backend now: dials in flight and open relays.", backendLabels...)
 	descBytes         = desc("l4lb_bytes_total", "Bytes relayed, by direction (to_backend, to_client).", "pool", "backend", "direction")
 	descClientConns   = desc("l4lb_client_connections_total", "Client connections by result: ok, failed (no backend could be dialed), rejected (cap, local trouble).", "listener", "result")
 	descAcceptErrors  = desc("l4lb_accept_errors_total", "Failed accept calls (e.g. out of file descriptors); the listener backs off and retries.", "listener")
