@@ -41,18 +41,6 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	return c.(*net.TCPConn), nil
 }
 
-// DialBy is Dial that also gives up at deadline (a pool's connect budget)
-// when that comes before the connect timeout.
-func (d *Dialer) DialBy(ctx context.Context, addr string, deadline time.Time) (*net.TCPConn, error) {
-	nd := d.nd
-	nd.Deadline = deadline
-	c, err := nd.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, &DialError{Backend: addr, Err: err}
-	}
-	return c.(*net.TCPConn), nil
-}
-
 // DialContext has the shape of net.Dialer.DialContext, for health checks.
 func (d *Dialer) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
 	c, err := d.Dial(ctx, addr)

@@ -1,7 +1,9 @@
 package pool
 
 import (
+	"errors"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -11,18 +13,25 @@ import (
 // The event loop dials backends itself, without blocking: these are the
 // pool's side of that, so the rules (candidate order, force-try, the
 // breaker's generation captured before connect(2), in-flight counting,
-// local trouble) live here once, for the loop and for Connect alike.
+// count_early_reset) live here, whoever makes the connect.
+
+var (
+	// ErrNoBackend: every allowed attempt failed, or no backend can be tried.
+	ErrNoBackend = errors.New("no backend could be dialed")
+	// ErrBudget: the pool's connect_budget ran out before a backend answered.
+	ErrBudget = errors.New("connect budget spent")
+)
 
 // MaxCandidates bounds 1 + retries (the config caps retries at 16), so a
 // caller can keep the candidate list in a fixed array.
-const MaxCandidates = maxCandidates
+const MaxCandidates = 17
 
 // Plan returns the backends, by index, to try in order for a client at
 // src: up to 1+retries usable ones. When none is usable it returns the one
 // backend to force-try (breaker rule 6) with force set, or nothing when
 // every backend is disabled.
 func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
-	n := min(1+p.cfg.Retries, maxCandidates)
+	n := min(1+p.cfg.Retries, MaxCandidates)
 	cands = p.picker.Pick(src, n, buf[:0])
 	if len(cands) > 0 {
 		return cands, false
@@ -63,8 +72,9 @@ type Dial struct {
 }
 
 // BeginDial starts an attempt on b: it counts against b from now (a dial
-// in flight is load) and captures b's breaker generation. Call it right
-// before connect(2), and EndDial (or Pending) with the outcome.
+// in flight is load, see Backend.active) and captures b's breaker
+// generation. Call it right before connect(2), and EndDial (or Pending)
+// with the outcome.
 func (p *Pool) BeginDial(b *Backend, force bool) Dial {
 	k, bk := DialClient, breaker.KindClient
 	if force {
@@ -94,17 +104,28 @@ func (p *Pool) Pending(d Dial) *Settlement {
 		p.EndDial(d, dialer.Success)
 		return nil
 	}
-	return &Settlement{p: &pending{b: d.Backend, kind: d.kind, attempt: d.attempt}}
+	return &Settlement{d: d}
 }
 
-// Settlement is a connected dial whose result is still open.
-type Settlement struct{ p *pending }
+// Settlement is a connected dial whose result is still open
+// (count_early_reset): the relay settles it once the backend sends a byte
+// (success), resets first (failure), or stays silent for
+// early_reset_window (success; a reset after that is no failed connect).
+type Settlement struct {
+	d    Dial
+	done atomic.Bool
+}
 
-// Settle records the result once; later calls do nothing.
+// Settle records the result, in the dial counters and with the breaker at
+// once, so the two never disagree. Only the first call counts; a nil
+// Settlement (settled at connect) has nothing to settle. The connection's
+// count stays until EndRelay.
 func (s *Settlement) Settle(o dialer.Outcome) {
-	if s != nil {
-		s.p.settle(o)
+	if s == nil || !s.done.CompareAndSwap(false, true) {
+		return
 	}
+	s.d.Backend.countDial(s.d.kind, o)
+	s.d.Backend.breaker.Done(s.d.attempt, breakerResult(o))
 }
 
 // EndRelay gives back the count of a connection whose relay has ended.

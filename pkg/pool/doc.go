@@ -1,11 +1,20 @@
-// Package pool turns a configured pool into live backends and connects
-// clients to them.
+// Package pool turns a configured pool into live backends and holds the
+// rules of dialing them.
 //
 // A Pool combines, per backend, the manual admin switch and the breaker
 // (pkg/breaker, one shared Store), the active health checks (pkg/health) and
 // the connection counts into one "usable" answer that the picker
-// (pkg/pick) reads lock-free on every pick. Connect walks the picker's
-// candidates within the retry budget, recording every dial's outcome with
-// the breaker, and when no backend is usable it force-tries exactly the one
-// closest to recovery (DESIGN.md, breaker rule 6).
+// (pkg/pick) reads lock-free on every pick.
+//
+// The event loops (pkg/loop) make the client dials themselves, with
+// non-blocking connects; the pool gives them the rules. Plan lists the
+// picker's candidates within the retry budget, or, when no backend is
+// usable, exactly the one to force-try: the one closest to recovery
+// (DESIGN.md, breaker rule 6). BeginDial counts a dial as load on its
+// backend from before connect(2) and captures the breaker generation then;
+// EndDial records the outcome in the dial counters and with the breaker;
+// Pending leaves a connected dial's result open for the relay to Settle
+// when count_early_reset judges a dial by the backend's first move; EndRelay
+// gives the connection's count back. The pool's own dials, the breaker's
+// recovery probe and the health checks, run on their goroutines.
 package pool

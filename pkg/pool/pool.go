@@ -21,7 +21,10 @@ type Deps struct {
 	// Store keeps breaker state and manual disables; one per process (or
 	// fleet). Required.
 	Store breaker.Store
-	// Pipes is the process's splice pipe pool; nil relays by copy.
+	// Pipes is ignored: the pool relays nothing itself. The event loops
+	// take their pipes from proxy.Config.Pipes.
+	//
+	// Deprecated: left until its callers stop setting it.
 	Pipes *splice.PipePool
 	// Logger gets backend state changes; nil discards.
 	Logger *slog.Logger
@@ -38,7 +41,6 @@ type Pool struct {
 	cfg       *config.Pool
 	backends  []*Backend
 	picker    pick.Picker
-	relayer   *splice.Relayer
 	dialer    *dialer.Dialer
 	now       func() time.Time
 	log       *slog.Logger
@@ -60,7 +62,6 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		Name:      cfg.Name,
 		Algorithm: cfg.Algorithm,
 		cfg:       cfg,
-		relayer:   splice.NewRelayer(splice.Config{IdleTimeout: cfg.IdleTimeout, Pipes: deps.Pipes}),
 		dialer:    dialer.New(cfg.ConnectTimeout),
 		now:       deps.Now,
 		log:       log.With("pool", cfg.Name),
@@ -171,9 +172,6 @@ func (p *Pool) Backend(addr string) (*Backend, bool) {
 	}
 	return nil, false
 }
-
-// Relayer is the pool's relay (its idle timeout is the pool's).
-func (p *Pool) Relayer() *splice.Relayer { return p.relayer }
 
 // Disable and Enable are the manual admin switch (breaker rule 5).
 func (p *Pool) Disable(ctx context.Context, b *Backend) error {
