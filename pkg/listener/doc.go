@@ -1,10 +1,19 @@
-// Package listener opens TCP listening sockets and runs their accept loops.
+// Package listener opens TCP listening sockets for the event loops.
 //
-// One configured address becomes several sockets bound with SO_REUSEPORT,
-// each with its own accept loop, so the kernel spreads new connections over
-// them and no single accept queue or goroutine is a bottleneck. The backlog
-// is set with listen(2) itself. An accept error such as running out of file
-// descriptors (EMFILE, ENFILE) or kernel memory is not fatal: the loop backs
-// off, doubling from 5 ms to 1 s, and resumes when accepting works again, so
-// it neither spins a CPU nor stops listening.
+// Bind turns one configured address into several sockets bound with
+// SO_REUSEPORT, one per event loop, so the kernel spreads new connections
+// over them and no single accept queue is a bottleneck. They are raw
+// non-blocking fds: each loop (pkg/loop) registers its own in its epoll set
+// and accepts on it, with the back-off after accept failures (out of file
+// descriptors or kernel memory) and the connection cap; Go's netpoller
+// never sees them.
+//
+// Before binding, Bind makes a plain bind on the address: if something
+// already listens there (another l4lb, say) start-up fails, rather than
+// joining that socket's reuseport group and taking a share of its
+// connections. Port 0 picks a free port, shared by all the sockets. The
+// backlog is set with listen(2) itself (0: the kernel's somaxconn). IPv6
+// sockets are IPv6-only, so "[::]:P" can sit beside "0.0.0.0:P". Accepted
+// sockets inherit TCP_NODELAY from their listener and get no keepalive:
+// dead peers are found by the idle timeout.
 package listener
