@@ -30,6 +30,11 @@ type endpoint struct {
 	readable bool
 	writable bool
 	hup      bool // error or hang-up reported: the socket may be dead
+	// peerDone: the peer's FIN, a reset or an error was reported. Reads
+	// no longer block (they return bytes, the error, or 0), so a short
+	// read does not end readability: the FIN's edge came with the bytes
+	// before it and will not come again.
+	peerDone bool
 }
 
 func (e *endpoint) event(ev uint32) {
@@ -41,6 +46,9 @@ func (e *endpoint) event(ev uint32) {
 	}
 	if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.hup = true
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.peerDone = true
 	}
 	e.c.event(e)
 }

@@ -1,0 +1,570 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// The harness runs the data path as l4lb does, minus pkg/proxy: a Shared,
+// one or more Loops, and a Front per listener over a pool built from a
+// TOML text, with the listening sockets from listener.Bind.
+
+// frontSpec is one listener of a harness and the pool it feeds (a pool of
+// the same name).
+type frontSpec struct {
+	name     string
+	backends []string
+	// keys are extra TOML keys of [pool.NAME], e.g. `idle_timeout = "1s"`.
+	keys string
+}
+
+type harnessOpts struct {
+	loops  int              // 0: one
+	max    int64            // connection cap; 0: 100000
+	pipes  *splice.PipePool // nil: 1 MiB pipes, at most 256, 16 idle
+	fronts []frontSpec
+}
+
+type harness struct {
+	t       *testing.T
+	sh      *Shared
+	pipes   *splice.PipePool
+	loops   []*Loop
+	fronts  map[string]*testFront
+	logs    *logRecorder
+	pipeFDs int // "pipe:" fds open when the harness was made
+	started bool
+}
+
+type testFront struct {
+	*Front
+	addr string
+}
+
+// newHarness starts the loops with a listener per front. Every test that
+// uses it is leak-checked (testnet.CheckLeaks), and when the test ends
+// (its own ends of every connection closed by then) the harness checks
+// that the loops closed every connection on their own, that no pipe is
+// held or left open, and that every backend's active count is back to 0;
+// then it stops the loops.
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	testnet.CheckLeaks(t)
+	if o.loops <= 0 {
+		o.loops = 1
+	}
+	if o.max <= 0 {
+		o.max = 100000
+	}
+	if o.pipes == nil {
+		o.pipes = splice.NewPipePool(splice.PipePoolConfig{Size: 1 << 20, MaxOpen: 256, MaxIdle: 16})
+	}
+	h := &harness{t: t, pipes: o.pipes, fronts: map[string]*testFront{}, logs: &logRecorder{}, pipeFDs: countPipeFDs(t)}
+	h.sh = NewShared(o.max, h.pipes, slog.New(h.logs))
+	t.Cleanup(h.finish)
+	for i := range o.loops {
+		l, err := New(i, h.sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.loops = append(h.loops, l)
+	}
+
+	var b strings.Builder
+	b.WriteString("[admin]\nlisten = \"\"\n")
+	for _, f := range o.fronts {
+		fmt.Fprintf(&b, "[[listener]]\nname = %q\nbind = %q\npool = %q\n", f.name, testnet.FreeAddr(t), f.name)
+	}
+	for _, f := range o.fronts {
+		fmt.Fprintf(&b, "[pool.%s]\nalgorithm = \"round-robin\"\nretries = 0\n%s\n", f.name, f.keys)
+		// No health checks (nothing runs the pools), and a breaker that
+		// does not trip: these tests are about the loop, not about which
+		// backend it may dial.
+		fmt.Fprintf(&b, "[pool.%s.health]\nenabled = false\n[pool.%s.breaker]\nfailures = 1000000\n", f.name, f.name)
+		for _, a := range f.backends {
+			fmt.Fprintf(&b, "[[pool.%s.backend]]\naddr = %q\n", f.name, a)
+		}
+	}
+	cfg, err := config.Parse("loop_test.toml", []byte(b.String()))
+	if err != nil {
+		t.Fatalf("config:\n%s\n%v", b.String(), err)
+	}
+	store := breaker.NewMemoryStore(nil)
+	for _, fs := range o.fronts {
+		p, err := pool.New(cfg.Pools[fs.name], pool.Deps{Store: store, Pipes: h.pipes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		socks, err := listener.Bind(fs.name, "127.0.0.1:0", 0, o.loops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &testFront{Front: &Front{Name: fs.name, Pool: p}, addr: socks.Addr.String()}
+		for i, l := range h.loops {
+			if err := l.AddListener(socks.FDs[i], f.Front); err != nil {
+				socks.Close()
+				t.Fatal(err)
+			}
+			socks.FDs[i] = -1 // the loop owns it now
+		}
+		h.fronts[fs.name] = f
+	}
+	for _, l := range h.loops {
+		l.Start()
+	}
+	h.started = true
+	return h
+}
+
+// finish runs when the test ends, after the test closed its ends.
+func (h *harness) finish() {
+	t := h.t
+	if !h.started {
+		for _, l := range h.loops {
+			l.Discard()
+		}
+		return
+	}
+	if !waitUntil(20*time.Second, func() bool { return h.sh.Active.Load() == 0 }) {
+		t.Errorf("%d connections still open on the loops after the test closed its ends:%s", h.sh.Active.Load(), h.describeConns())
+	} else {
+		for _, l := range h.loops {
+			if n := l.Conns(); n != 0 {
+				t.Errorf("loop %d still counts %d connections", l.id, n)
+			}
+		}
+		if s := h.pipes.Stats(); s.Busy() != 0 {
+			t.Errorf("%d pipes still held after every connection closed", s.Busy())
+		}
+		for name, f := range h.fronts {
+			for _, b := range f.Pool.Backends() {
+				if n := b.Active(); n != 0 {
+					t.Errorf("front %s: backend %s still counts %d active connections", name, b.Addr, n)
+				}
+			}
+		}
+	}
+	for _, l := range h.loops {
+		l.Stop()
+	}
+	for _, l := range h.loops {
+		l.Wait()
+	}
+	h.pipes.Trim()
+	if s := h.pipes.Stats(); s.Open != 0 {
+		t.Errorf("%d pipes left open (%d idle) after the loops stopped", s.Open, s.Idle)
+	}
+	if n := countPipeFDs(t); n != h.pipeFDs {
+		t.Errorf("%d pipe fds open after the loops stopped, %d before the test", n, h.pipeFDs)
+	}
+}
+
+// on runs f on l's goroutine and waits for it: the way a test looks at
+// what a loop owns.
+func (h *harness) on(l *Loop, f func()) {
+	h.t.Helper()
+	done := make(chan struct{})
+	l.Post(func() { f(); close(done) })
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		h.t.Fatalf("loop %d did not run a task within 20s", l.id)
+	}
+}
+
+// connState is what a test can see of one connection on a loop.
+type connState struct {
+	phase   phase
+	ended   [2]bool
+	pending [2]bool
+}
+
+// conns lists the connections of every loop.
+func (h *harness) conns() []connState {
+	var out []connState
+	for _, l := range h.loops {
+		h.on(l, func() {
+			for c := range l.conns {
+				out = append(out, connState{phase: c.phase, ended: c.ended,
+					pending: [2]bool{c.streams[0].Pending(), c.streams[1].Pending()}})
+			}
+		})
+	}
+	return out
+}
+
+func (h *harness) describeConns() string {
+	var b strings.Builder
+	for _, l := range h.loops {
+		done := make(chan struct{})
+		var lines []string
+		l.Post(func() {
+			for c := range l.conns {
+				lines = append(lines, fmt.Sprintf("\n  loop %d: client %v phase %d ended %v pending %v/%v queued %v",
+					l.id, c.src, c.phase, c.ended, c.streams[0].Pending(), c.streams[1].Pending(), c.queued))
+			}
+			close(done)
+		})
+		select {
+		case <-done:
+			b.WriteString(strings.Join(lines, ""))
+		case <-time.After(5 * time.Second):
+			fmt.Fprintf(&b, "\n  loop %d: does not answer", l.id)
+		}
+	}
+	return b.String()
+}
+
+// timersArmed is the number of timers armed on l.
+func (h *harness) timersArmed(l *Loop) int {
+	n := 0
+	h.on(l, func() { n = l.timers.len() })
+	return n
+}
+
+// dial connects a client to front's listener.
+func (h *harness) dial(front string) *net.TCPConn {
+	h.t.Helper()
+	c, err := dialTCP(h.fronts[front].addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func dialTCP(addr string) (*net.TCPConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 20*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.TCPConn), nil
+}
+
+// proxied is one connection through a loop: the test holds the client's
+// end and the backend's end.
+type proxied struct {
+	client  *net.TCPConn
+	backend *net.TCPConn
+}
+
+// open makes one connection through front to the taker k and returns both
+// of the test's ends. Connections are opened one at a time, so the next
+// one k accepts is this client's.
+func (h *harness) open(front string, k *testnet.Taker) *proxied {
+	h.t.Helper()
+	c := h.dial(front)
+	return &proxied{client: c, backend: k.Next(h.t)}
+}
+
+func (p *proxied) close() {
+	p.client.Close()
+	p.backend.Close()
+}
+
+// front returns the named front.
+func (h *harness) front(name string) *testFront { return h.fronts[name] }
+
+// waitUntil polls cond every 5 ms until it holds or d has passed.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// countPipeFDs counts the process's open pipe fds (splice pipes).
+func countPipeFDs(t testing.TB) int {
+	t.Helper()
+	n := 0
+	for _, target := range fdTargets(t) {
+		if strings.HasPrefix(target, "pipe:") {
+			n++
+		}
+	}
+	return n
+}
+
+func countFDs(t testing.TB) int { return len(fdTargets(t)) }
+
+func fdTargets(t testing.TB) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// readToEnd reads and discards until the connection ends, and returns how
+// many bytes came and how it ended: io.EOF for a clean end, else the error
+// (ECONNRESET for a reset). A deadline of d bounds the wait.
+func readToEnd(c *net.TCPConn, d time.Duration) (int64, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		m, err := c.Read(buf)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// mustReset checks that c's stream ends with a reset, never a clean EOF.
+func mustReset(t *testing.T, who string, c *net.TCPConn) {
+	t.Helper()
+	if n, err := readToEnd(c, 20*time.Second); !isReset(err) {
+		t.Errorf("%s: stream ended with %v after %d bytes, want a reset (ECONNRESET)", who, err, n)
+	}
+}
+
+func randomBytes(t testing.TB, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+// exchange sends payloads both ways at once over one proxied connection,
+// each side half-closing when done, and checks that each side received
+// exactly what the other sent, then a clean EOF.
+func exchange(p *proxied, up, down []byte) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	deadline := time.Now().Add(60 * time.Second)
+	p.client.SetDeadline(deadline)
+	p.backend.SetDeadline(deadline)
+	send := func(c *net.TCPConn, data []byte, who string) {
+		defer wg.Done()
+		if _, err := c.Write(data); err != nil {
+			errs <- fmt.Errorf("%s write: %w", who, err)
+			return
+		}
+		if err := c.CloseWrite(); err != nil {
+			errs <- fmt.Errorf("%s half-close: %w", who, err)
+		}
+	}
+	recv := func(c *net.TCPConn, want []byte, who string) {
+		defer wg.Done()
+		hs := sha256.New()
+		n, err := io.Copy(hs, c)
+		if err != nil {
+			errs <- fmt.Errorf("%s read after %d bytes: %w", who, n, err)
+			return
+		}
+		if n != int64(len(want)) || !bytes.Equal(hs.Sum(nil), sha256Sum(want)) {
+			errs <- fmt.Errorf("%s: received %d bytes that differ from the %d sent", who, n, len(want))
+		}
+	}
+	wg.Add(4)
+	go send(p.client, up, "client")
+	go send(p.backend, down, "backend")
+	go recv(p.backend, up, "backend")
+	go recv(p.client, down, "client")
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// parallel runs f(0..n-1) on at most width goroutines and returns the
+// first error.
+func parallel(n, width int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range min(width, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// setLoopSockopt sets a socket option on the loop's own end of the only
+// connection l holds, client side (the accepted socket) or backend side.
+func (h *harness) setLoopSockopt(l *Loop, client bool, opt, v int) {
+	h.t.Helper()
+	var err error = errors.New("no connection on the loop")
+	h.on(l, func() {
+		for c := range l.conns {
+			fd := c.be.fd
+			if client {
+				fd = c.cl.fd
+			}
+			err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, v)
+		}
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record (debug included).
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []logRecord
+}
+
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	lr := logRecord{level: rec.Level, msg: rec.Message, attrs: map[string]string{}}
+	rec.Attrs(func(a slog.Attr) bool {
+		lr.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	r.mu.Lock()
+	r.recs = append(r.recs, lr)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+
+// count counts the records with message msg whose attributes include the
+// key/value pairs kv.
+func (r *logRecorder) count(msg string, kv ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+next:
+	for _, rec := range r.recs {
+		if rec.msg != msg {
+			continue
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if rec.attrs[kv[i]] != kv[i+1] {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// stallWatch measures how late this process gets to run: a goroutine asks
+// to wake every millisecond and records the longest it overslept. An idle
+// timeout of a few hundred milliseconds can only be tested on real sockets
+// while the process runs within a fraction of it; on a machine too busy
+// for that, a connection cut for idleness may really have been idle.
+type stallWatch struct {
+	worstNs atomic.Int64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func watchStalls(t *testing.T) *stallWatch {
+	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+				now := time.Now() // when this goroutine ran, not when the tick was due
+				if d := now.Sub(last); d > time.Duration(w.worstNs.Load()) {
+					w.worstNs.Store(int64(d))
+				}
+				last = now
+			}
+		}
+	}()
+	t.Cleanup(func() { close(w.stop); <-w.done })
+	return w
+}
+
+func (w *stallWatch) reset()               { w.worstNs.Store(0) }
+func (w *stallWatch) worst() time.Duration { return time.Duration(w.worstNs.Load()) }
+
+// measureIdle runs attempt, a real-socket scenario with an idle timeout of
+// idle, until one attempt either passes or fails on a machine that ran it
+// promptly; at most 5 attempts. attempt fails the test itself (t.Fatal)
+// for what no stall can cause (a connection cut before its timeout, a
+// clean end where a reset was due); it returns an error for what a stall
+// can cause (a connection cut while the test was sending or reading), with
+// gap, the longest pause in the traffic the test itself drove. Such a
+// failure counts only if neither gap nor the process's longest stall
+// reached half the idle timeout: then the traffic was there and the loop
+// cut it anyway.
+func measureIdle(t *testing.T, idle time.Duration, attempt func() (gap time.Duration, err error)) {
+	t.Helper()
+	w := watchStalls(t)
+	for i := 1; ; i++ {
+		w.reset()
+		gap, err := attempt()
+		if err == nil {
+			return
+		}
+		stall := w.worst()
+		if gap < idle/2 && stall < idle/2 {
+			t.Fatalf("%v (traffic paused at most %v, process stalled at most %v)", err, gap, stall)
+		}
+		t.Logf("attempt %d inconclusive: %v; but the machine was too busy to tell (traffic paused %v, process stalled %v, idle timeout %v)", i, err, gap, stall, idle)
+		if i == 5 {
+			t.Skipf("machine too busy to measure a %v idle timeout in %d attempts", idle, i)
+		}
+	}
+}

@@ -1,0 +1,453 @@
+package loop
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// The relay's guarantees, on the loop's data path (they were tested on the
+// goroutine relay of pkg/splice before the loop replaced it).
+
+// Byte-exact both ways at once, over many connections on two loops, with
+// the per-backend meters and the per-path counters accounting every byte.
+func TestRelayByteExactManyConcurrent(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+
+	const conns = 64
+	const size = 1 << 20
+	ps := make([]*proxied, conns)
+	for i := range ps {
+		ps[i] = h.open("p", k)
+		defer ps[i].close()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	var total int64
+	for i, p := range ps {
+		up, down := randomBytes(t, size+i), randomBytes(t, size-i)
+		total += int64(len(up) + len(down))
+		wg.Go(func() {
+			if err := exchange(p, up, down); err != nil {
+				errs <- fmt.Errorf("connection %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Both sides half-closed: the loops close each connection themselves.
+	testnet.Eventually(t, "every connection to end", func() bool { return h.sh.Active.Load() == 0 })
+	b := h.front("p").Pool.At(0)
+	if got := b.Meter.ToBackend.Load() + b.Meter.ToClient.Load(); got != total {
+		t.Errorf("backend meter counted %d bytes, want %d", got, total)
+	}
+	// Counters are flushed once per wake-up, after the close.
+	testnet.Eventually(t, "the path counters to account every byte", func() bool {
+		return h.sh.Spliced.Load()+h.sh.Copied.Load() == total
+	})
+	// Streams are spliced; only reads under the stream threshold (the
+	// first bytes of a burst) are copied.
+	if spliced := h.sh.Spliced.Load(); spliced < total*3/4 {
+		t.Errorf("spliced %d of %d bytes, want most", spliced, total)
+	}
+	if n := h.logs.count("relay reset"); n != 0 {
+		t.Errorf("%d relays ended with a reset, want every one completed", n)
+	}
+	if l0, l1 := h.front("p").OK.Load(), int64(conns); l0 != l1 {
+		t.Errorf("front counted %d clients served, want %d", l0, l1)
+	}
+}
+
+// Half-close is exact both ways: one side's FIN reaches the other after
+// every byte it sent, and the opposite direction keeps flowing until its
+// own FIN. Small requests (copied, short reads) and streams (spliced).
+func TestRelayHalfClose(t *testing.T) {
+	for _, size := range []int{5, 300 << 10} {
+		for _, clientFirst := range []bool{true, false} {
+			name := fmt.Sprintf("%d bytes, backend shuts first", size)
+			if clientFirst {
+				name = fmt.Sprintf("%d bytes, client shuts first", size)
+			}
+			t.Run(name, func(t *testing.T) {
+				k := testnet.StartTaker(t)
+				h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+				p := h.open("p", k)
+				defer p.close()
+				first, second := p.client, p.backend
+				if !clientFirst {
+					first, second = second, first
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				first.SetDeadline(deadline)
+				second.SetDeadline(deadline)
+
+				request := randomBytes(t, size)
+				if _, err := first.Write(request); err != nil {
+					t.Fatal(err)
+				}
+				first.CloseWrite()
+				got, err := io.ReadAll(second) // ends only at the half-close
+				if err != nil || !bytes.Equal(got, request) {
+					t.Fatalf("peer read %d bytes (err %v), want the %d-byte request then EOF", len(got), err, len(request))
+				}
+				// The half-closed side keeps receiving.
+				reply := randomBytes(t, 2<<20)
+				writeErr := make(chan error, 1)
+				go func() {
+					_, err := second.Write(reply)
+					second.CloseWrite()
+					writeErr <- err
+				}()
+				got, err = io.ReadAll(first)
+				if err != nil || !bytes.Equal(got, reply) {
+					t.Fatalf("half-closed side read %d bytes (err %v), want %d then EOF", len(got), err, len(reply))
+				}
+				if err := <-writeErr; err != nil {
+					t.Fatal(err)
+				}
+				testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
+				if n := h.logs.count("relay reset"); n != 0 {
+					t.Fatalf("the relay ended with a reset, want completed")
+				}
+			})
+		}
+	}
+}
+
+// A reset on one side reaches the other as a reset, also right behind a
+// last few bytes (which arrive with the reset, in one edge).
+func TestRelayPassesResetOn(t *testing.T) {
+	for _, tc := range []struct {
+		backendResets bool
+		lastWords     string
+	}{{true, ""}, {false, ""}, {true, "bye"}, {false, "bye"}} {
+		name, outcome := "client reset reaches backend", splice.ClientReset
+		if tc.backendResets {
+			name, outcome = "backend reset reaches client", splice.BackendReset
+		}
+		if tc.lastWords != "" {
+			name += " behind bytes"
+		}
+		backendResets := tc.backendResets
+		t.Run(name, func(t *testing.T) {
+			k := testnet.StartTaker(t)
+			h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+			p := h.open("p", k)
+			defer p.close()
+			// Prove the path works, then reset.
+			p.client.Write([]byte("ping"))
+			p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+				t.Fatal(err)
+			}
+			resetter, peer := p.client, p.backend
+			if backendResets {
+				resetter, peer = peer, resetter
+			}
+			if tc.lastWords != "" {
+				resetter.Write([]byte(tc.lastWords))
+			}
+			resetter.SetLinger(0)
+			resetter.Close()
+			mustReset(t, "peer of the side that reset", peer)
+			testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
+			if n := h.logs.count("relay reset", "outcome", outcome.String()); n != 1 {
+				t.Fatalf("%d relays logged as ended by %v, want 1", n, outcome)
+			}
+		})
+	}
+}
+
+// An idle timeout cuts a silent connection, while one that carries one
+// byte one way every idle/3 survives four idle timeouts, then is cut an
+// idle timeout after its last byte. Both cuts are resets.
+func TestIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
+	measureIdle(t, idle, func() (time.Duration, error) { return idleTimeoutAttempt(t, h, k, idle) })
+}
+
+func idleTimeoutAttempt(t *testing.T, h *harness, k *testnet.Taker, idle time.Duration) (gap time.Duration, err error) {
+	// The clock starts before the connections do: the time measured below
+	// is then never shorter than a connection's own idle clock.
+	start := time.Now()
+	silent := h.open("p", k)
+	defer silent.close()
+	oneWay := h.open("p", k)
+	defer oneWay.close()
+
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	// Read only once writerDone is closed.
+	var sent int            // bytes written
+	var lastWrite time.Time // taken before the last write began
+	var maxGap time.Duration
+	defer func() { close(stop); <-writerDone }() // on every path, failures included
+	go func() {
+		defer close(writerDone)
+		prev := start
+		for time.Since(start) < 4*idle {
+			select {
+			case <-stop:
+				return
+			case <-time.After(idle / 3):
+			}
+			before := time.Now()
+			if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
+				return
+			}
+			now := time.Now()
+			maxGap = max(maxGap, now.Sub(prev))
+			prev, lastWrite = now, before
+			sent++
+		}
+	}()
+
+	mustReset(t, "client of the silent connection", silent.client)
+	if el := time.Since(start); el < idle {
+		t.Fatalf("silent connection cut after %v, before the %v idle timeout", el, idle)
+	}
+	mustReset(t, "backend of the silent connection", silent.backend)
+
+	select {
+	case <-writerDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writer never finished")
+	}
+	// Every byte arrives: the connection was up each time one was sent.
+	got := make([]byte, sent)
+	oneWay.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if n, err := io.ReadFull(oneWay.backend, got); err != nil {
+		return maxGap, fmt.Errorf("one-way connection cut although traffic kept flowing: %d of %d bytes arrived (%v)", n, sent, err)
+	}
+	if sent < 3 {
+		return maxGap, fmt.Errorf("only %d writes in %v", sent, 4*idle)
+	}
+	// It ends with a reset, no earlier than an idle timeout after the
+	// last byte (seen here no earlier than it ended; that byte was read
+	// by the loop no earlier than it began to be written).
+	mustReset(t, "backend of the one-way connection", oneWay.backend)
+	if el := time.Since(lastWrite); el < idle {
+		t.Fatalf("one-way connection ended %v after its last byte, before the %v idle timeout", el, idle)
+	}
+	mustReset(t, "client of the one-way connection", oneWay.client)
+	testnet.Eventually(t, "both connections to end", func() bool { return h.sh.Active.Load() == 0 })
+	return maxGap, nil
+}
+
+// A slow reader draining what the loop handed over, for many idle
+// timeouts, is not idle: bytes trickle out of the loop's socket buffer.
+func TestSlowReaderIsNotIdle(t *testing.T) {
+	const idle = 250 * time.Millisecond
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
+	payload := randomBytes(t, 2<<20)
+	measureIdle(t, idle, func() (time.Duration, error) { return slowReaderAttempt(t, h, k, idle, payload) })
+}
+
+func slowReaderAttempt(t *testing.T, h *harness, k *testnet.Taker, idle time.Duration, payload []byte) (gap time.Duration, err error) {
+	const head = 64 << 10 // fits in the socket buffers: written at once
+	p := h.open("p", k)
+	// Small socket buffers on the client side make the loop itself wait
+	// on the slow reader: bytes trickle out of its socket and its pipe.
+	p.client.SetReadBuffer(16 << 10)
+	h.setLoopSockopt(h.loops[0], true, unix.SO_SNDBUF, 16<<10)
+	p.client.CloseWrite() // the client only listens
+	if _, err := p.backend.Write(payload[:head]); err != nil {
+		t.Fatal(err)
+	}
+	writer := make(chan struct{})
+	defer func() { p.close(); <-writer }() // the writer ends once its socket is closed
+	go func() {
+		defer close(writer)
+		p.backend.Write(payload[head:])
+		p.backend.CloseWrite()
+	}()
+	got := make([]byte, 0, len(payload))
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	prev := start
+	p.client.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		time.Sleep(40 * time.Millisecond)
+		n, err := p.client.Read(buf)
+		now := time.Now()
+		gap, prev = max(gap, now.Sub(prev)), now
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return gap, fmt.Errorf("slow reader cut after %d bytes and %v: %v", len(got), time.Since(start), err)
+		}
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("client got %d bytes, want the %d sent", len(got), len(payload))
+	}
+	if el := time.Since(start); el < 3*idle {
+		t.Fatalf("read took only %v: the test did not outlast the idle timeout", el)
+	}
+	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
+	if n := h.logs.count("relay reset"); n != 0 {
+		t.Fatalf("the relay ended with a reset, want completed")
+	}
+	return gap, nil
+}
+
+// An idle connection holds its two sockets and nothing else: no pipe,
+// whatever it moved before.
+func TestIdleConnectionHoldsTwoFDsAndNoPipe(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+	before := countFDs(t)
+
+	const n = 20
+	for range n {
+		p := h.open("p", k)
+		defer p.close()
+		p.client.SetDeadline(time.Now().Add(30 * time.Second))
+		p.backend.SetDeadline(time.Now().Add(30 * time.Second))
+		// Data flows each way, a stream first so each direction has used
+		// a pipe, then a small message.
+		big := randomBytes(t, 256<<10)
+		go p.client.Write(big)
+		if _, err := io.ReadFull(p.backend, make([]byte, len(big))); err != nil {
+			t.Fatal(err)
+		}
+		go p.backend.Write(big)
+		if _, err := io.ReadFull(p.client, make([]byte, len(big))); err != nil {
+			t.Fatal(err)
+		}
+		p.client.Write([]byte("hello"))
+		if _, err := io.ReadFull(p.backend, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+		p.backend.Write([]byte("world"))
+		if _, err := io.ReadFull(p.client, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testnet.Eventually(t, "every pipe back in the pool", func() bool { return h.pipes.Stats().Busy() == 0 })
+	h.pipes.Trim()
+	// The test holds two ends per connection itself; the loop holds the
+	// other two and nothing else.
+	if got, want := countFDs(t)-before, 4*n; got != want {
+		t.Fatalf("fds grew by %d for %d idle connections, want %d (2 test ends + 2 loop sockets each)", got, n, want)
+	}
+	if s := h.pipes.Stats(); s.Open != 0 {
+		t.Fatalf("idle connections hold %d pipes, want 0", s.Open)
+	}
+	if got := countPipeFDs(t); got != h.pipeFDs {
+		t.Fatalf("%d pipe fds open with idle connections, %d before", got, h.pipeFDs)
+	}
+	for _, c := range h.conns() {
+		if c.pending[0] || c.pending[1] {
+			t.Fatalf("an idle connection holds bytes: %+v", c)
+		}
+	}
+}
+
+// Small messages are copied (reading and writing them beats a pipe round
+// trip); streams are spliced.
+func TestSmallMessagesAreCopiedStreamsSpliced(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+	p := h.open("p", k)
+	defer p.close()
+	p.backend.SetDeadline(time.Now().Add(30 * time.Second))
+	for range 20 {
+		p.client.Write([]byte("ping"))
+		if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Counters are flushed once per wake-up, which may be after the
+	// backend has read the bytes.
+	movedAtLeast := func(n int64) {
+		testnet.Eventually(t, "the loop to count the bytes delivered", func() bool {
+			return h.sh.Spliced.Load()+h.sh.Copied.Load() >= n
+		})
+	}
+	movedAtLeast(80)
+	if spliced, copied := h.sh.Spliced.Load(), h.sh.Copied.Load(); spliced != 0 || copied != 80 {
+		t.Fatalf("small messages: spliced %d copied %d, want all 80 bytes copied", spliced, copied)
+	}
+	if s := h.pipes.Stats(); s.Open != 0 {
+		t.Fatalf("small messages took %d pipes, want none", s.Open)
+	}
+	// A stream switches to splicing.
+	payload := randomBytes(t, 8<<20)
+	go p.client.Write(payload)
+	if _, err := io.ReadFull(p.backend, make([]byte, len(payload))); err != nil {
+		t.Fatal(err)
+	}
+	movedAtLeast(80 + int64(len(payload)))
+	spliced, copied := h.sh.Spliced.Load(), h.sh.Copied.Load()
+	if spliced+copied != 80+int64(len(payload)) || spliced < int64(len(payload))*9/10 {
+		t.Fatalf("stream: spliced %d copied %d, want at least 90%% of %d spliced", spliced, copied, len(payload))
+	}
+}
+
+// When the pipe pool is at its cap, streams are copied, byte-exact.
+func TestRelayCopiesWhenPipePoolAtCap(t *testing.T) {
+	k := testnet.StartTaker(t)
+	pipes := splice.NewPipePool(splice.PipePoolConfig{Size: 1 << 20, MaxOpen: 1})
+	h := newHarness(t, harnessOpts{pipes: pipes, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+
+	// A connection whose backend never reads holds the only pipe, full.
+	hog := h.open("p", k)
+	hogDone := make(chan struct{})
+	go func() {
+		defer close(hogDone)
+		chunk := make([]byte, 1<<20)
+		for {
+			if _, err := hog.client.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { hog.close(); <-hogDone }()
+	testnet.Eventually(t, "the stuck stream to hold the only pipe", func() bool {
+		if pipes.Stats().Busy() != 1 {
+			return false
+		}
+		for _, c := range h.conns() {
+			if c.pending[0] {
+				return true
+			}
+		}
+		return false
+	})
+	spliced, copied := h.sh.Spliced.Load(), h.sh.Copied.Load()
+
+	p := h.open("p", k)
+	defer p.close()
+	if err := exchange(p, randomBytes(t, 3<<20), randomBytes(t, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "the copied bytes to be counted", func() bool { return h.sh.Copied.Load()-copied >= 4<<20 })
+	if c := h.sh.Copied.Load() - copied; c != 4<<20 {
+		t.Fatalf("%d bytes copied, want the %d exchanged", c, 4<<20)
+	}
+	if s := h.sh.Spliced.Load() - spliced; s != 0 {
+		t.Fatalf("%d bytes spliced with no pipe to be had, want every byte copied", s)
+	}
+	if s := pipes.Stats(); s.Open != 1 {
+		t.Fatalf("%d pipes open, want the cap of 1", s.Open)
+	}
+}
