@@ -56,10 +56,13 @@ type Attempt struct {
 }
 
 // snapshot is the hot path's view of the Store, with the local time it was
-// read so CooldownLeft can be aged without comparing clocks.
+// read so CooldownLeft can be aged without comparing clocks, and the number
+// of the read it came from (Breaker.reads), which orders the reads of one
+// generation.
 type snapshot struct {
 	State
 	readAt time.Time
+	read   uint64
 }
 
 // Breaker applies the rules to one backend. It is safe for concurrent use;
@@ -72,6 +75,7 @@ type Breaker struct {
 	log   *slog.Logger
 
 	snap     atomic.Pointer[snapshot]
+	reads    atomic.Uint64 // Store reads and CAS calls issued: see publishRead
 	probing  atomic.Bool
 	probeNow atomic.Bool   // ProbeNow asked; Run clears it when it acts
 	wake     chan struct{} // ProbeNow wakes Run; buffered 1
@@ -172,11 +176,12 @@ func (b *Breaker) State() State {
 // Refresh re-reads the Store into the local snapshot. Run calls it every
 // SnapshotRefresh; callers may call it to see a change at once.
 func (b *Breaker) Refresh(ctx context.Context) error {
+	nr := b.reads.Add(1)
 	st, err := b.store.Read(ctx, b.key)
 	if err != nil {
 		return fmt.Errorf("breaker %s: read store: %w", b.key, err)
 	}
-	b.publish(st)
+	b.publishRead(st, nr)
 	return nil
 }
 
@@ -196,13 +201,19 @@ func (b *Breaker) Enable(ctx context.Context) error {
 	return b.Refresh(ctx)
 }
 
-// publish installs st as the snapshot unless a newer generation is already
-// there: a slow read must not roll the hot path back past a transition.
-func (b *Breaker) publish(st State) {
-	next := &snapshot{State: st, readAt: b.opts.Now()}
+// publishRead installs st, the answer of Store call number n (taken from
+// b.reads before the call was made), as the snapshot unless the snapshot
+// already holds a newer generation, or the same generation from a call made
+// after this one. A slow read must not roll the hot path back past a
+// transition (rule 8), nor past an admin switch: the Refresh that Disable
+// makes once the Store has the disable is numbered after every read that
+// could have missed it, so no such read can undo the disable here once
+// Disable has returned (rule 5), and likewise for Enable.
+func (b *Breaker) publishRead(st State, n uint64) {
+	next := &snapshot{State: st, readAt: b.opts.Now(), read: n}
 	for {
 		cur := b.snap.Load()
-		if cur.Generation > st.Generation {
+		if cur.Generation > st.Generation || (cur.Generation == st.Generation && cur.read > n) {
 			return
 		}
 		if b.snap.CompareAndSwap(cur, next) {

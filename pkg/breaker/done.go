@@ -98,12 +98,13 @@ func (b *Breaker) closedResult(a Attempt, r Result) {
 	}
 	ctx, cancel := b.storeCtx()
 	defer cancel()
+	nr := b.reads.Add(1)
 	st, ok, err := b.store.Trip(ctx, b.key, a.Generation, b.cfg.Cooldown, b.cfg.Cooldown)
 	if err != nil {
 		b.log.Error("breaker trip not recorded", "error", err)
 		return
 	}
-	b.publish(st)
+	b.publishRead(st, nr)
 	if !ok {
 		return // another goroutine or instance made the transition first
 	}
@@ -129,12 +130,13 @@ func (b *Breaker) recover(a Attempt) {
 	defer cancel()
 	// The decision is made against the Store, never the snapshot: if the
 	// generation moved (another instance re-opened or closed), no close.
+	nr := b.reads.Add(1)
 	st, ok, err := b.store.Close(ctx, b.key, a.Generation)
 	if err != nil {
 		b.log.Error("breaker close not recorded", "error", err)
 		return
 	}
-	b.publish(st)
+	b.publishRead(st, nr)
 	if !ok {
 		b.stale(a, Success, st.Generation)
 		return
@@ -150,12 +152,13 @@ func (b *Breaker) reopen(a Attempt, prev time.Duration) {
 	ttl := min(time.Duration(float64(next)*jitter), b.cfg.MaxCooldown)
 	ctx, cancel := b.storeCtx()
 	defer cancel()
+	nr := b.reads.Add(1)
 	st, ok, err := b.store.Reopen(ctx, b.key, a.Generation, next, ttl)
 	if err != nil {
 		b.log.Error("breaker re-open not recorded", "error", err)
 		return
 	}
-	b.publish(st)
+	b.publishRead(st, nr)
 	if !ok {
 		b.stale(a, Failure, st.Generation)
 		return

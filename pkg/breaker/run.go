@@ -88,11 +88,12 @@ func (b *Breaker) probe(ctx context.Context, early bool) {
 	}()
 	// Re-read under the lock: the snapshot that started us may be stale,
 	// and the attempt must capture the Store's generation.
+	nr := b.reads.Add(1)
 	st, err := b.store.Read(ctx, b.key)
 	if err != nil {
 		return
 	}
-	b.publish(st)
+	b.publishRead(st, nr)
 	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !early) {
 		return
 	}
