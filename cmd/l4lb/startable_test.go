@@ -100,11 +100,11 @@ func mustStart(t testing.TB, cfg *config.Config, src string) {
 		}
 	}()
 	for _, l := range cfg.Listeners {
-		ln, err := listener.Listen(listener.Config{Name: l.Name, Addr: l.Bind, Backlog: l.Backlog, Loops: 2})
+		socks, err := listener.Bind(l.Name, l.Bind, l.Backlog, 2)
 		if err != nil {
 			t.Fatalf("check accepted a file run cannot serve: %v\n%s", err, src)
 		}
-		open = append(open, ln)
+		open = append(open, closerFunc(socks.Close))
 	}
 	if cfg.Admin.Listen != "" {
 		network := "tcp6"
@@ -259,4 +259,12 @@ func generateConfig(c *choices, ports []string, ipv6 bool, host string) string {
 		}
 	}
 	return b.String()
+}
+
+// closerFunc makes a Close without an error an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error {
+	f()
+	return nil
 }
