@@ -8,8 +8,14 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/health"
-	"github.com/l4lb/l4lb/pkg/splice"
 )
+
+// Meter counts the bytes relayed to and from one backend, by every
+// connection to it; the event loops add to it once per burst.
+type Meter struct {
+	ToBackend atomic.Int64
+	ToClient  atomic.Int64
+}
 
 // DialKind is what a dial was for, as in the metric label "kind".
 type DialKind uint8
@@ -52,7 +58,7 @@ type Backend struct {
 	// the pool's clock, so it keeps the monotonic reading and slow start is
 	// immune to wall-clock steps; nil: usable from the start (no ramp).
 	usableSince atomic.Pointer[time.Time]
-	Meter       splice.Meter
+	Meter       Meter
 
 	readmit readmission
 
