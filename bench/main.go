@@ -33,6 +33,12 @@ type options struct {
 	systems        []string
 	jsonPath       string
 	svgPath        string
+	// chaos runs alone (-scenario chaos): l4lb under faults in a network
+	// namespace of its own, for chaosDuration (chaos.go).
+	chaos         bool
+	chaosDuration time.Duration
+	seed          uint64
+	chaosL4lb     string
 }
 
 // profile fills what the flags left at zero: the full profile (5 rounds,
@@ -69,6 +75,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
+	if opts.chaos {
+		os.Exit(chaosMain(opts, os.Stdout, os.Stderr))
+	}
 	if err := run(opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -81,6 +90,10 @@ func runRole(role string, args []string) error {
 		return runBackendRole(args)
 	case "goproxy":
 		return runGoproxyRole(args)
+	case "chaos-inner":
+		return runChaosInnerRole(args)
+	case "chaos-backend":
+		return runChaosBackendRole(args)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -91,7 +104,11 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (under three minutes on 2 cores)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
-	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ","))
+	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ",")+
+		"; or chaos, alone (needs root)")
+	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
+	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
+	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
 	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all): "+strings.Join(systemNames(), ","))
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "write the comparison chart to this SVG file")
@@ -105,6 +122,16 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if names := strings.Split(scen, ","); slices.Contains(names, "chaos") {
+		if len(names) > 1 {
+			return o, errors.New("-scenario chaos runs alone")
+		}
+		if o.chaosDuration < 10*time.Second {
+			return o, fmt.Errorf("-duration %v: at least 10s", o.chaosDuration)
+		}
+		o.chaos = true
+		return o, nil
 	}
 	var err error
 	if o.scenarios, err = pickNames(scen, scenarioNames(), "scenario"); err != nil {
