@@ -51,6 +51,7 @@ type Loop struct {
 
 	tasksMu sync.Mutex
 	tasks   []func()
+	closed  bool // under tasksMu: the poller is closed
 	done    chan struct{}
 }
 
@@ -91,11 +92,15 @@ func (l *Loop) Start() {
 // Wait returns once the loop has stopped.
 func (l *Loop) Wait() { <-l.done }
 
-// Post runs f on the loop's goroutine soon. Safe from any goroutine.
+// Post runs f on the loop's goroutine soon. Safe from any goroutine; a
+// task posted to a loop that has stopped is dropped.
 func (l *Loop) Post(f func()) {
 	l.tasksMu.Lock()
+	defer l.tasksMu.Unlock()
+	if l.closed {
+		return // the eventfd is closed: its number may belong to another file now
+	}
 	l.tasks = append(l.tasks, f)
-	l.tasksMu.Unlock()
 	l.poll.wake()
 }
 
@@ -214,6 +219,10 @@ func (l *Loop) cleanup() {
 		c.cut(splice.Aborted)
 	}
 	l.flushCounters()
+	l.tasksMu.Lock()
+	l.closed = true
+	l.tasks = nil
+	l.tasksMu.Unlock()
 	l.poll.close()
 }
 
