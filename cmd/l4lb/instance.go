@@ -56,7 +56,7 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	})
 
 	// The same build step as check, so check accepts nothing run refuses.
-	in.pools, err = buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), Pipes: in.pipes, Logger: log})
+	in.pools, err = buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), Logger: log})
 	if err != nil {
 		return in, err
 	}

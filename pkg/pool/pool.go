@@ -13,7 +13,6 @@ import (
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/health"
 	"github.com/l4lb/l4lb/pkg/pick"
-	"github.com/l4lb/l4lb/pkg/splice"
 )
 
 // Deps are what a Pool shares with the rest of the process.
@@ -21,11 +20,6 @@ type Deps struct {
 	// Store keeps breaker state and manual disables; one per process (or
 	// fleet). Required.
 	Store breaker.Store
-	// Pipes is ignored: the pool relays nothing itself. The event loops
-	// take their pipes from proxy.Config.Pipes.
-	//
-	// Deprecated: left until its callers stop setting it.
-	Pipes *splice.PipePool
 	// Logger gets backend state changes; nil discards.
 	Logger *slog.Logger
 	// Now is the clock for slow start and breaker windows; nil: time.Now.

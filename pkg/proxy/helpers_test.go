@@ -48,7 +48,7 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	store := breaker.NewMemoryStore(nil)
 	var fronts []Frontend
 	for _, name := range cfg.PoolNames {
-		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, Pipes: l.pipes, BreakerRefresh: 20 * time.Millisecond})
+		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, BreakerRefresh: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
