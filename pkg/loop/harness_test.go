@@ -42,10 +42,12 @@ type frontSpec struct {
 }
 
 type harnessOpts struct {
-	loops  int              // 0: one
-	max    int64            // connection cap; 0: 100000
-	pipes  *splice.PipePool // nil: 1 MiB pipes, at most 256, 16 idle
-	fronts []frontSpec
+	loops int              // 0: one
+	max   int64            // connection cap; 0: 100000
+	pipes *splice.PipePool // nil: 1 MiB pipes, at most 256, 16 idle
+	// noPipes gives the loops no pipe pool: every byte is copied.
+	noPipes bool
+	fronts  []frontSpec
 }
 
 type harness struct {
@@ -83,7 +85,11 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		o.pipes = splice.NewPipePool(splice.PipePoolConfig{Size: 1 << 20, MaxOpen: 256, MaxIdle: 16})
 	}
 	h := &harness{t: t, pipes: o.pipes, fronts: map[string]*testFront{}, logs: &logRecorder{}, pipeFDs: countPipeFDs(t)}
-	h.sh = NewShared(o.max, h.pipes, slog.New(h.logs))
+	sharedPipes := h.pipes
+	if o.noPipes {
+		sharedPipes = nil
+	}
+	h.sh = NewShared(o.max, sharedPipes, slog.New(h.logs))
 	t.Cleanup(h.finish)
 	for i := range o.loops {
 		l, err := New(i, h.sh)
@@ -93,31 +99,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		h.loops = append(h.loops, l)
 	}
 
-	var b strings.Builder
-	b.WriteString("[admin]\nlisten = \"\"\n")
-	for _, f := range o.fronts {
-		fmt.Fprintf(&b, "[[listener]]\nname = %q\nbind = %q\npool = %q\n", f.name, testnet.FreeAddr(t), f.name)
-	}
-	for _, f := range o.fronts {
-		fmt.Fprintf(&b, "[pool.%s]\nalgorithm = \"round-robin\"\nretries = 0\n%s\n", f.name, f.keys)
-		// No health checks (nothing runs the pools), and a breaker that
-		// does not trip: these tests are about the loop, not about which
-		// backend it may dial.
-		fmt.Fprintf(&b, "[pool.%s.health]\nenabled = false\n[pool.%s.breaker]\nfailures = 1000000\n", f.name, f.name)
-		for _, a := range f.backends {
-			fmt.Fprintf(&b, "[[pool.%s.backend]]\naddr = %q\n", f.name, a)
-		}
-	}
-	cfg, err := config.Parse("loop_test.toml", []byte(b.String()))
-	if err != nil {
-		t.Fatalf("config:\n%s\n%v", b.String(), err)
-	}
-	store := breaker.NewMemoryStore(nil)
+	pools := buildPools(t, o.fronts)
 	for _, fs := range o.fronts {
-		p, err := pool.New(cfg.Pools[fs.name], pool.Deps{Store: store, Pipes: h.pipes})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := pools[fs.name]
 		socks, err := listener.Bind(fs.name, "127.0.0.1:0", 0, o.loops)
 		if err != nil {
 			t.Fatal(err)
@@ -137,6 +121,41 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h.started = true
 	return h
+}
+
+// buildPools builds a pool per front from a TOML text, as l4lb would
+// (config.Parse, then pool.New over one breaker MemoryStore).
+func buildPools(t testing.TB, fronts []frontSpec) map[string]*pool.Pool {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("[admin]\nlisten = \"\"\n")
+	for _, f := range fronts {
+		fmt.Fprintf(&b, "[[listener]]\nname = %q\nbind = %q\npool = %q\n", f.name, testnet.FreeAddr(t), f.name)
+	}
+	for _, f := range fronts {
+		fmt.Fprintf(&b, "[pool.%s]\nalgorithm = \"round-robin\"\nretries = 0\n%s\n", f.name, f.keys)
+		// No health checks (nothing runs the pools), and a breaker that
+		// does not trip: these tests are about the loop, not about which
+		// backend it may dial.
+		fmt.Fprintf(&b, "[pool.%s.health]\nenabled = false\n[pool.%s.breaker]\nfailures = 1000000\n", f.name, f.name)
+		for _, a := range f.backends {
+			fmt.Fprintf(&b, "[[pool.%s.backend]]\naddr = %q\n", f.name, a)
+		}
+	}
+	cfg, err := config.Parse("loop_test.toml", []byte(b.String()))
+	if err != nil {
+		t.Fatalf("config:\n%s\n%v", b.String(), err)
+	}
+	store := breaker.NewMemoryStore(nil)
+	pools := map[string]*pool.Pool{}
+	for _, fs := range fronts {
+		p, err := pool.New(cfg.Pools[fs.name], pool.Deps{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[fs.name] = p
+	}
+	return pools
 }
 
 // finish runs when the test ends, after the test closed its ends.
@@ -567,4 +586,30 @@ func measureIdle(t *testing.T, idle time.Duration, attempt func() (gap time.Dura
 			t.Skipf("machine too busy to measure a %v idle timeout in %d attempts", idle, i)
 		}
 	}
+}
+
+// exchangeOpen sends up from the client and then down from the backend,
+// each read in full by the other side, and leaves the connection open.
+func exchangeOpen(p *proxied, up, down []byte) error {
+	deadline := time.Now().Add(60 * time.Second)
+	p.client.SetDeadline(deadline)
+	p.backend.SetDeadline(deadline)
+	for _, leg := range []struct {
+		from, to *net.TCPConn
+		data     []byte
+	}{{p.client, p.backend, up}, {p.backend, p.client, down}} {
+		werr := make(chan error, 1)
+		go func() { _, err := leg.from.Write(leg.data); werr <- err }()
+		got := make([]byte, len(leg.data))
+		if _, err := io.ReadFull(leg.to, got); err != nil {
+			return err
+		}
+		if err := <-werr; err != nil {
+			return err
+		}
+		if !bytes.Equal(got, leg.data) {
+			return errors.New("received bytes differ from sent")
+		}
+	}
+	return nil
 }
