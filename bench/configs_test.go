@@ -58,7 +58,7 @@ func TestL4lbConfig(t *testing.T) {
 	var doc struct {
 		Global struct {
 			EventLoops int `toml:"event_loops"`
-			PipeSize    int `toml:"pipe_size"`
+			PipeSize   int `toml:"pipe_size"`
 		}
 		Admin    struct{ Listen string }
 		Log      struct{ Level string }
@@ -83,8 +83,8 @@ func TestL4lbConfig(t *testing.T) {
 	if doc.Global.EventLoops != 2 || doc.Admin.Listen != "" || doc.Log.Level != "warn" {
 		t.Errorf("global/admin/log = %+v %+v %+v", doc.Global, doc.Admin, doc.Log)
 	}
-	if len(doc.Listener) != 3 {
-		t.Fatalf("listeners = %d, want 3", len(doc.Listener))
+	if len(doc.Listener) != len(testRoutes()) {
+		t.Fatalf("listeners = %d, want %d", len(doc.Listener), len(testRoutes()))
 	}
 	for _, l := range doc.Listener {
 		if l.Protocol != "tcp" || l.Pool != l.Name || checkLoopback(l.Bind) != nil {

@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -30,6 +31,8 @@ type harness struct {
 	l4lb    l4lbBuild
 
 	backends *child // the shared sink + echo process
+	redis    *child // redis-server, when the redis scenario runs
+	redisErr error  // why redis is nil
 	systems  []*system
 	skipped  []string
 }
@@ -134,6 +137,9 @@ func (h *harness) setUp(specs []systemSpec) error {
 		"-sink", loopAddr(sinkPort(h.opts.portBase)), "-echo", loopAddr(echoPort(h.opts.portBase)))
 	if err != nil {
 		return err
+	}
+	if slices.Contains(h.opts.scenarios, "redis") {
+		h.startRedis()
 	}
 	for i, spec := range specs {
 		s := placeSystem(spec, i, h.opts.portBase)

@@ -23,11 +23,23 @@ type scenario interface {
 // scenarioCatalog lists the scenarios in run order: idle first, on fresh
 // processes, failover last because it kills and restarts backends.
 func scenarioCatalog() []scenario {
-	return []scenario{idleScenario{}, bulkScenario{}, connScenario{}, pingScenario{}, failoverScenario{}}
+	return []scenario{idleScenario{}, bulkScenario{}, connScenario{}, pingScenario{},
+		redisScenario{}, newSyscallsScenario(), failoverScenario{}}
 }
+
+// needsTools is a scenario that runs external tools (redis, syscalls):
+// unavailable says why it cannot run here, and it is skipped.
+type needsTools interface{ unavailable(h *harness) error }
 
 func runScenario(h *harness, sc scenario) *ScenarioResult {
 	sr := &ScenarioResult{Scenario: sc.name(), Metrics: sc.metrics()}
+	if nt, ok := sc.(needsTools); ok {
+		if err := nt.unavailable(h); err != nil {
+			h.logf("bench: scenario %s skipped: %v", sc.name(), err)
+			sr.Notes = append(sr.Notes, fmt.Sprintf("skipped: %v", err))
+			return sr
+		}
+	}
 	n := sc.rounds(h.opts)
 	for round := range n {
 		for _, s := range h.systems {

@@ -10,6 +10,7 @@ const (
 	routeBulk     = "bulk"     // -> the sink
 	routeEcho     = "echo"     // -> the echo server (conn, ping, idle)
 	routeFailover = "failover" // -> this system's 3 tagged echo backends
+	routeRedis    = "redis"    // -> the shared redis-server (scenario_redis.go)
 )
 
 // route is one listener of a system and the backends behind it.
@@ -85,11 +86,12 @@ func (s *system) pids() []int {
 	return procTree(s.proc.pid)
 }
 
-// Port plan, relative to -port-base: the shared sink and echo backends on
-// +0 and +1, system i's failover backends on +100+10i.., its listeners on
-// +500+10i..
-func sinkPort(base int) int { return base }
-func echoPort(base int) int { return base + 1 }
+// Port plan, relative to -port-base: the shared sink, echo and redis
+// backends on +0, +1 and +2, system i's failover backends on +100+10i..,
+// its listeners on +500+10i.. (bulk, echo, failover, redis)
+func sinkPort(base int) int  { return base }
+func echoPort(base int) int  { return base + 1 }
+func redisPort(base int) int { return base + 2 }
 func failoverBackendPort(base, sys, k int) int {
 	return base + 100 + 10*sys + k
 }
@@ -106,6 +108,7 @@ func placeSystem(spec systemSpec, i, base int) *system {
 		{name: routeBulk, listen: loopAddr(listenPort(base, i, 0)), backends: []string{loopAddr(sinkPort(base))}},
 		{name: routeEcho, listen: loopAddr(listenPort(base, i, 1)), backends: []string{loopAddr(echoPort(base))}},
 		{name: routeFailover, listen: loopAddr(listenPort(base, i, 2)), backends: fb},
+		{name: routeRedis, listen: loopAddr(listenPort(base, i, 3)), backends: []string{loopAddr(redisPort(base))}},
 	}
 	return s
 }
