@@ -16,7 +16,12 @@ import (
 // l4lb runs as an unprivileged user under systemd, where the kernel's
 // per-user pipe quota (fs.pipe-user-pages-soft) applies. These tests run
 // the loop as such a user: directly when the test is not root, and when it
-// is, by re-running this test binary as nobody.
+// is, by re-running this test binary as an unprivileged uid of its own.
+// The quota is per user: a uid no other test uses keeps what this test
+// spends apart from tests running at the same time (pkg/splice's child,
+// cmd's tests that run l4lb as nobody).
+
+const childUID = 65531
 
 const childEnv = "L4LB_LOOP_UNPRIVILEGED_CHILD"
 
@@ -29,9 +34,9 @@ func TestLoopAsUnprivilegedUser(t *testing.T) {
 	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
 	cmd.Env = []string{childEnv + "=1", "PATH=/usr/bin:/bin", "HOME=" + dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: childUID, Gid: childUID}}
 	out, err := cmd.CombinedOutput()
-	t.Logf("child as uid 65534:\n%s", out)
+	t.Logf("child as uid %d:\n%s", childUID, out)
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnprivilegedChild") {
 		t.Fatalf("unprivileged run failed: %v", err)
 	}

@@ -1,31 +1,39 @@
-// Package splice relays bytes between two connections, zero-copy when both
-// ends are TCP sockets.
+// Package splice holds the per-direction mechanics of the event loop's
+// data path (pkg/loop): how bytes move one way between two non-blocking
+// sockets, and the pipes they move through. It blocks nowhere and starts
+// no goroutine; the loop owns the sockets, their readiness, the timers
+// and how a connection ends.
 //
-// Each direction streams data with splice(2) through a pipe taken from a
-// PipePool and waits for readiness on the Go netpoller through
-// syscall.RawConn, so no OS thread is parked per connection. A direction
-// holds a pipe only while it has data in flight: the pipe is taken when the
-// source is readable and handed back as soon as it is drained and the source
-// would block. An idle connection therefore holds its two sockets and nothing
-// else, unlike io.Copy, which keeps one pipe per direction for the
-// connection's whole life.
+// A Stream is one direction of a relayed connection. The loop calls its
+// Move whenever the source may have become readable or the destination
+// writable (edge-triggered readiness that the loop remembers, and Move
+// clears on EAGAIN). Small reads are copied through the loop's scratch
+// buffer and written out at once: moving a 64-byte request through a pipe
+// costs more than reading and writing it (measured with the bench, copying
+// small messages cut the added latency and the CPU per round trip by about
+// a tenth). Once a single read reaches 16 KiB the stream counts as
+// streaming and splices (splice(2)) from the source socket into a pipe and
+// from the pipe into the destination socket, zero-copy; after a smaller
+// read it copies again once it has given its pipe back. Bytes the
+// destination would not take at once are kept, in the pipe or copied into
+// a pooled buffer, and the stream reads nothing more until they are
+// delivered. Move stops after about a budget of bytes, so one bulk stream
+// cannot keep the loop from its other connections.
 //
-// Small messages are copied, not spliced: a direction copies through a
-// pooled buffer until a read reaches 16 KiB, splices while reads stay that
-// large, and copies again after a small one. Moving a 64-byte request
-// through a pipe costs more than reading and writing it; measured with the
-// bench, copying small messages cut the added latency per round trip and
-// its CPU by about a tenth, while streams keep zero-copy.
+// Pipes come from a PipePool shared by the process, which caps the pipes
+// in existence (part of the fd budget) and keeps a few idle. A stream
+// holds a pipe only while bytes are in it and gives it back as soon as the
+// source would block with the pipe drained, so an idle connection holds
+// its two sockets and nothing else (io.Copy keeps a pipe per direction for
+// the connection's whole life). A pipe that still holds bytes when its
+// connection is cut is closed, not reused. When no useful pipe can be had
+// (the pool is at its cap, or the kernel grants only a pipe smaller than
+// 64 KiB because an unprivileged user's quota, fs.pipe-user-pages-soft, is
+// spent, after which the pool stops asking for a second) the stream copies
+// that chunk instead.
 //
-// When no pipe can be had (the pool is at its cap, or the kernel gives only a
-// tiny pipe because an unprivileged user's pipe quota is spent) a direction
-// degrades to a user-space copy through a pooled buffer for that chunk rather
-// than splicing through a slow pipe. Connections that are not both TCP are
-// relayed by user-space copy throughout.
-//
-// Half-close is exact: EOF on one side shuts the write half of the other and
-// the opposite direction keeps flowing. A reset on one side is passed on as a
-// reset to the other. An idle timeout, reset by traffic in either direction,
-// closes a silent connection; it costs one timer per connection that is only
-// re-armed when it fires, not on every read.
+// Bytes delivered are counted per stream (Stream.Delivered) and per path
+// in the loop's Scratch (Spliced, Copied), which the loop flushes to
+// shared counters once per wake-up rather than per chunk. Outcome names
+// how a relayed connection ended, as the loop decides it.
 package splice

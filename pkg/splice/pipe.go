@@ -53,7 +53,7 @@ func (p *pipe) close() {
 	unix.Close(p.w)
 }
 
-// PipePool hands out pipes to relays and takes them back once drained. It
+// PipePool hands out pipes to streams and takes them back once drained. It
 // caps the number of pipes in existence so the process keeps its fd budget,
 // and keeps a bounded number idle so bursts do not pay pipe2 and fcntl.
 // The zero value is not usable; use NewPipePool.
@@ -73,7 +73,7 @@ type PipePool struct {
 type PipePoolConfig struct {
 	// Size is the capacity asked of each pipe with F_SETPIPE_SZ.
 	Size int
-	// MaxOpen caps pipes in existence, idle or busy; past it relays copy.
+	// MaxOpen caps pipes in existence, idle or busy; past it streams copy.
 	MaxOpen int
 	// MaxIdle caps pipes kept open while unused.
 	MaxIdle int
@@ -139,7 +139,7 @@ func (pp *PipePool) put(p *pipe) {
 	p.close()
 }
 
-// discard closes a pipe that may still hold data (its relay was aborted).
+// discard closes a pipe that may still hold data (its connection was cut).
 func (pp *PipePool) discard(p *pipe) {
 	p.close()
 	pp.mu.Lock()
@@ -153,7 +153,7 @@ type PipeStats struct {
 	Idle int // in the pool, empty
 }
 
-// Busy is the number of pipes held by relays right now.
+// Busy is the number of pipes held by streams right now.
 func (s PipeStats) Busy() int { return s.Open - s.Idle }
 
 // Stats returns how many pipes exist and how many are idle.

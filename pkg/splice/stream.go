@@ -32,6 +32,13 @@ type Stream struct {
 	Delivered int64
 }
 
+// streamThreshold is the read size from which a stream counts as
+// streaming and splices; below it, it copies. A small message (a request,
+// a reply, a keystroke) is cheaper to read and write than to move through
+// a pipe taken from the pool (bench: -12% added latency per round trip);
+// a stream is spliced, zero-copy.
+const streamThreshold = 16 << 10
+
 // Scratch is what a loop lends its streams during a Move: one copy buffer
 // and the pipe pool, and counters it flushes to shared ones once per
 // wake-up rather than per chunk.
