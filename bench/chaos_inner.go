@@ -475,11 +475,15 @@ func (r *chaosRun) waitUsable(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// baseline is the least of a few samples, field by field: transients
-// (a health check in flight, a scrape finishing) only ever add.
+// baseline is taken from 12 samples, 250 ms apart: goroutines and fds
+// are the most frequent value (a health check or probe in flight adds one
+// now and then; a goroutine that is restarted may be missing from one
+// sample), everything else the least.
 func (r *chaosRun) baseline() (resSample, error) {
 	var b resSample
-	for i := range 8 {
+	var gs, fs []int
+	var fdOf = map[int]resSample{}
+	for i := range 12 {
 		s, err := sampleResources(r.l4lb.pid, r.scr)
 		if err != nil {
 			return b, err
@@ -489,9 +493,30 @@ func (r *chaosRun) baseline() (resSample, error) {
 		} else {
 			b = minSample(b, s)
 		}
+		gs = append(gs, int(s.Goroutines))
+		fs = append(fs, s.netFds())
+		if _, ok := fdOf[s.netFds()]; !ok {
+			fdOf[s.netFds()] = s
+		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	b.Goroutines = float64(mode(gs))
+	f := fdOf[mode(fs)]
+	b.Fds, b.PipeFds, b.SocketFds, b.PipesIdle = f.Fds, f.PipeFds, f.SocketFds, f.PipesIdle
 	return b, nil
+}
+
+// mode is the most frequent value; the least of equally frequent ones.
+func mode(v []int) int {
+	n := map[int]int{}
+	best := 0
+	for i, x := range v {
+		n[x]++
+		if i == 0 || n[x] > n[best] || (n[x] == n[best] && x < best) {
+			best = x
+		}
+	}
+	return best
 }
 
 func minSample(a, s resSample) resSample {

@@ -99,9 +99,10 @@ func renderChaos(rep *chaosReport) string {
 
 	p("### l4lb's resources\n\n")
 	rs := rep.Resources
-	p("Before: after a warm-up of 40 exact connections, least of 8 samples. Peak: most of the samples taken every 0.5 s " +
-		"during the run. After: the first sample, once the clients stopped and every backend was usable again, " +
-		"at which all is back (or the last one, when the settle time ran out).\n\n")
+	p("Before: after a warm-up of 40 byte-exact connections, 12 samples 250 ms apart (goroutines and fds: the most " +
+		"frequent value; the rest: the least). Peak: the most of the samples taken every 0.5 s during the run. After: " +
+		"the first sample, once the clients stopped and every backend was usable again, at which everything is back " +
+		"(or the last one, when the settle time ran out).\n\n")
 	p("| | before | peak | after |\n|---|---:|---:|---:|\n")
 	row := func(name string, f func(resSample) string) {
 		p("| %s | %s | %s | %s |\n", name, f(rs.Before), f(rs.Peak), f(rs.After))

@@ -291,3 +291,37 @@ func TestChaosClientAgainstBackendDirect(t *testing.T) {
 		t.Errorf("outcomes %v", n)
 	}
 }
+
+func TestGoroutineGrowth(t *testing.T) {
+	before := `goroutine profile: total 3
+2 @ 0x1 0x2
+#	0x1	runtime.gopark+0x1	/go/src/runtime/proc.go:1
+#	0x2	main.accept+0x2	/x/accept.go:10
+
+1 @ 0x3
+#	0x3	main.health+0x3	/x/health.go:5
+`
+	after := `goroutine profile: total 5
+2 @ 0x1 0x2
+#	0x1	runtime.gopark+0x1	/go/src/runtime/proc.go:1
+#	0x2	main.accept+0x2	/x/accept.go:10
+
+3 @ 0x4
+#	0x4	main.leak+0x4	/x/leak.go:7
+`
+	got := goroutineGrowth(before, after)
+	if len(got) != 1 || got[0] != "+3 main.leak+0x4" {
+		t.Fatalf("growth %q", got)
+	}
+}
+
+func TestMode(t *testing.T) {
+	for _, c := range []struct {
+		v    []int
+		want int
+	}{{[]int{17, 17, 16, 17, 18}, 17}, {[]int{5}, 5}, {[]int{3, 2, 2, 3}, 2}} {
+		if got := mode(c.v); got != c.want {
+			t.Errorf("mode(%v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
