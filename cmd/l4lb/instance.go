@@ -90,6 +90,8 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	for _, p := range in.pools {
 		in.poolsDone.Go(func() { p.Run(ctx) })
 	}
+	trim := newMemoryTrimmer(log)
+	in.poolsDone.Go(func() { trim.run(ctx) })
 	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
 		"max_connections", in.budget.MaxConnections, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)

@@ -79,6 +79,8 @@ type conn struct {
 	// exists when the backend is a local address.
 	own   conn4
 	owned bool
+
+	prev, next *conn // the loop's connList
 }
 
 // earlyWatch settles a count_early_reset dial as a success when the
@@ -110,7 +112,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
 		return
 	}
-	l.conns[c] = struct{}{}
+	l.held.add(c)
 	l.nconns.Add(1)
 	if l.sh.own.n.Load() > 0 && l.sh.isLocal(src.Addr()) {
 		// Only a local client can be one of l4lb's own dials, and only
@@ -260,7 +262,7 @@ func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
 			c.debugRelay(o)
 		}
 	}
-	delete(l.conns, c)
+	l.held.remove(c)
 	l.nconns.Add(-1)
 	l.sh.Active.Add(-1)
 }

@@ -48,7 +48,7 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 		d := p.BeginDial(p.At(0), false)
 		p.Pending(d) // no count_early_reset: settled as a success at once
 		c.backend = d.Backend
-		l.conns[c] = struct{}{}
+		l.held.add(c)
 		l.nconns.Add(1)
 		sh.Active.Add(1)
 		c.lastActive = 0

@@ -44,7 +44,8 @@ type Loop struct {
 	ready []readier
 
 	lsocks []*lsock
-	conns  map[*conn]struct{}
+	held   connList // every connection the loop holds
+
 	nconns atomic.Int64
 
 	stopping bool
@@ -72,7 +73,6 @@ func New(id int, sh *Shared) (*Loop, error) {
 		poll:    p,
 		epoch:   time.Now(),
 		scratch: splice.NewScratch(sh.Pipes),
-		conns:   make(map[*conn]struct{}),
 		done:    make(chan struct{}),
 	}, nil
 }
@@ -215,9 +215,7 @@ func (l *Loop) cleanup() {
 	for _, s := range l.lsocks {
 		s.close()
 	}
-	for c := range l.conns {
-		c.cut(splice.Aborted)
-	}
+	l.held.each(func(c *conn) { c.cut(splice.Aborted) })
 	l.flushCounters()
 	l.tasksMu.Lock()
 	l.closed = true
@@ -234,12 +232,22 @@ func (l *Loop) Stop() { l.Post(func() { l.stopping = true }) }
 // for a shutdown that ran out of time.
 func (l *Loop) CutAll() {
 	l.Post(func() {
-		for c := range l.conns {
-			c.cut(splice.Aborted)
-		}
+		l.held.each(func(c *conn) { c.cut(splice.Aborted) })
 	})
 }
 
 // Discard releases a loop that was never started: its listening sockets
 // and its poller.
 func (l *Loop) Discard() { l.cleanup() }
+
+// conns ranges over the connections the loop holds (for c := range
+// l.conns); the body may close the one it is given.
+func (l *Loop) conns(yield func(*conn) bool) {
+	for c := l.held.head; c != nil; {
+		next := c.next
+		if !yield(c) {
+			return
+		}
+		c = next
+	}
+}
