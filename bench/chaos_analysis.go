@@ -101,12 +101,15 @@ type faultRow struct {
 // killStats: how the streams a kill cut ended, by what the dead backend's
 // kernel sent (FIN when the socket's receive queue was empty, else RST).
 type killStats struct {
-	Kills        int `json:"kills"`
-	Cut          int `json:"streams_cut"`
-	BehindFIN    int `json:"truncated_behind_its_fin"`
-	BehindRST    int `json:"reset_behind_its_rst"`
-	NoHello      int `json:"before_first_byte"`
-	OtherOutcome int `json:"other"`
+	Kills     int `json:"kills"`
+	Cut       int `json:"streams_cut"`
+	BehindFIN int `json:"truncated_behind_its_fin"`
+	BehindRST int `json:"reset_behind_its_rst"`
+	// The dead backend sent a FIN, but the client was still sending: l4lb's
+	// write met the dead socket's reset, and l4lb reset the client.
+	ResetAfterFIN int `json:"reset_after_its_fin"`
+	NoHello       int `json:"before_first_byte"`
+	OtherOutcome  int `json:"other"`
 }
 
 type breakerRow struct {
@@ -298,6 +301,24 @@ func lastOf(fs []*chaosFault) *chaosFault {
 	return l
 }
 
+// breaking are the faults that end streams (the others delay them).
+var breaking = map[string]bool{faultKill: true, faultRejectAll: true, faultResetMid: true, faultAcceptClose: true}
+
+// likeliest is, for a connection whose backend is not known, the last of
+// the faults that could have ended it, else the last of all.
+func likeliest(fs []*chaosFault) *chaosFault {
+	var b []*chaosFault
+	for _, f := range fs {
+		if breaking[f.Kind] {
+			b = append(b, f)
+		}
+	}
+	if len(b) > 0 {
+		return lastOf(b)
+	}
+	return lastOf(fs)
+}
+
 const maxProblemsListed = 1000
 
 // analyse classifies every connection against the fault timeline, the
@@ -383,8 +404,12 @@ func (r *chaosRun) analyse(conns []*chaosConn, pkts []ctlPacket) {
 			c.BackendEnd, _ = pidx.firstEnd(bport, c.PeerPort, from, c.End)
 		}
 		row := rows["none"]
-		if lf := lastOf(on); lf != nil {
-			row = rows[lf.Kind]
+		main := lastOf(on)
+		if backend == 0 {
+			main = likeliest(on)
+		}
+		if main != nil {
+			row = rows[main.Kind]
 		}
 		if backend == 0 && !c.failed() {
 			// Reset by the client before its backend's first byte: which
@@ -477,13 +502,15 @@ func (r *chaosRun) analyse(conns []*chaosConn, pkts []ctlPacket) {
 			}
 		}
 		// Kills: how the streams they cut ended.
-		if lf := lastOf(on); lf != nil && lf.Kind == faultKill && c.failed() {
+		if main != nil && main.Kind == faultKill && c.failed() {
 			rep.Kills.Cut++
 			switch {
 			case c.Outcome == outTruncated && c.BackendEnd == "fin":
 				rep.Kills.BehindFIN++
 			case c.Outcome == outReset && c.BackendEnd == "rst":
 				rep.Kills.BehindRST++
+			case c.Outcome == outReset && c.BackendEnd == "fin":
+				rep.Kills.ResetAfterFIN++
 			case c.Outcome == outNoHello:
 				rep.Kills.NoHello++
 			default:

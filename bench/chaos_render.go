@@ -46,8 +46,9 @@ func renderChaos(rep *chaosReport) string {
 
 	p("### By the fault each connection coincided with\n\n")
 	p("The last fault on the connection's own backend that overlapped its life (for a connection that failed before " +
-		"its backend's first byte, the last on any backend; \"none\": no fault on its backend while it lived; \"unknown\": " +
-		"reset by the client before its backend's first byte, so the backend is not known).\n\n")
+		"its backend's first byte, the last on any backend, preferring those that end streams: kill, reject-all, " +
+		"reset-mid, accept-close; \"none\": no fault on its backend while it lived; \"unknown\": reset by the client " +
+		"before its backend's first byte, so the backend is not known).\n\n")
 	p("| fault | applied | connections | exact | client reset | truncated | reset | stalled | before 1st byte | corrupted | broke a rule |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.ByFault {
@@ -60,7 +61,9 @@ func renderChaos(rep *chaosReport) string {
 	}
 	k := rep.Kills
 	p("\nKills: %d; %d streams cut: %d truncated behind the dead backend's FIN (nothing unread in its socket), "+
-		"%d reset behind its RST, %d before its first byte, %d otherwise.\n\n", k.Kills, k.Cut, k.BehindFIN, k.BehindRST, k.NoHello, k.OtherOutcome)
+		"%d reset after its RST (bytes unread), %d reset after its FIN (the client was still sending: l4lb's write met "+
+		"the dead socket's reset), %d before its first byte, %d otherwise.\n\n",
+		k.Kills, k.Cut, k.BehindFIN, k.BehindRST, k.ResetAfterFIN, k.NoHello, k.OtherOutcome)
 
 	p("### Per backend\n\n")
 	p("| backend | faulted | faults | connections | exact | client reset | truncated | failed | corrupted | data | processes |\n")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -323,5 +324,66 @@ func TestMode(t *testing.T) {
 		if got := mode(c.v); got != c.want {
 			t.Errorf("mode(%v) = %d, want %d", c.v, got, c.want)
 		}
+	}
+}
+
+// The rules, on a hand-made timeline, packets and connections.
+func TestChaosVerdicts(t *testing.T) {
+	const l4lbToB2, l4lbToB1 = 40002, 40001
+	b2 := uint16(chaosPortBase + 2)
+	b1 := uint16(chaosPortBase + 1)
+	kill := chaosFault{N: 1, Backend: 2, Kind: faultKill, Start: 1000, End: 2000}
+	acceptClose := chaosFault{N: 2, Backend: 3, Kind: faultAcceptClose, Start: 5000, End: 6000}
+	pk := func(t int64, s, d uint16, f uint8) ctlPacket { return ctlPacket{T: t, Sport: s, Dport: d, Flags: f} }
+	for _, c := range []struct {
+		name   string
+		conn   chaosConn
+		pkts   []ctlPacket
+		bad    bool
+		output string // the outcome after the analysis
+	}{
+		{name: "exact", conn: chaosConn{Backend: 1, Outcome: outExact}, output: outExact},
+		{name: "corrupted", conn: chaosConn{Backend: 1, Outcome: outCorrupted}, bad: true, output: outCorrupted},
+		{name: "truncated behind the killed backend's FIN",
+			conn:   chaosConn{Backend: 2, ClientPort: 50000, PeerPort: l4lbToB2, Start: 900, End: 1500, HelloAt: 950, Outcome: outTruncated, Detail: "FIN after 3 of 9"},
+			pkts:   []ctlPacket{pk(910, l4lbToB2, b2, tcpSYN), pk(1100, b2, l4lbToB2, tcpFIN|tcpACK), pk(1101, chaosListenPort, 50000, tcpFIN|tcpACK)},
+			output: outTruncated},
+		{name: "truncated behind a FIN its backend did not send",
+			conn: chaosConn{Backend: 2, ClientPort: 50000, PeerPort: l4lbToB2, Start: 900, End: 1500, HelloAt: 950, Outcome: outTruncated, Detail: "FIN after 3 of 9"},
+			pkts: []ctlPacket{pk(910, l4lbToB2, b2, tcpSYN), pk(1100, b2, l4lbToB2, tcpRST), pk(1101, chaosListenPort, 50000, tcpFIN|tcpACK)},
+			bad:  true, output: outTruncated},
+		{name: "EOF read after a reset is a reset",
+			conn:   chaosConn{Backend: 2, ClientPort: 50000, PeerPort: l4lbToB2, Start: 900, End: 1500, HelloAt: 950, Outcome: outTruncated, Detail: "FIN after 3 of 9"},
+			pkts:   []ctlPacket{pk(910, l4lbToB2, b2, tcpSYN), pk(1100, b2, l4lbToB2, tcpRST), pk(1101, chaosListenPort, 50000, tcpRST)},
+			output: outReset},
+		{name: "truncated behind its backend's FIN while healthy",
+			conn: chaosConn{Backend: 1, ClientPort: 50001, PeerPort: l4lbToB1, Start: 3000, End: 3500, HelloAt: 3050, Outcome: outTruncated, Detail: "FIN after 3 of 9"},
+			pkts: []ctlPacket{pk(3010, l4lbToB1, b1, tcpSYN), pk(3100, b1, l4lbToB1, tcpFIN|tcpACK), pk(3101, chaosListenPort, 50001, tcpFIN|tcpACK)},
+			bad:  true, output: outTruncated},
+		{name: "request truncated behind a FIN", conn: chaosConn{Backend: 2, Start: 900, End: 1500, Outcome: outTruncated, Detail: "backend got a FIN after 1 of 5 request bytes"},
+			bad: true, output: outTruncated},
+		{name: "reset on a faulted backend", conn: chaosConn{Backend: 2, Start: 1900, End: 2500, Outcome: outReset}, output: outReset},
+		{name: "reset on a healthy backend", conn: chaosConn{Backend: 2, Start: 2001, End: 2500, Outcome: outReset}, bad: true, output: outReset},
+		{name: "stalled on the never-faulted backend", conn: chaosConn{Backend: 1, Start: 1000, End: 2000, Outcome: outStalled}, bad: true, output: outStalled},
+		{name: "before the first byte, a backend faulted", conn: chaosConn{Start: 5500, End: 5600, Outcome: outNoHello}, output: outNoHello},
+		{name: "before the first byte, nothing faulted", conn: chaosConn{Start: 3000, End: 3100, Outcome: outNoHello}, bad: true, output: outNoHello},
+		{name: "not accepted", conn: chaosConn{Start: 5500, End: 5600, Outcome: outDialFailed}, bad: true, output: outDialFailed},
+		{name: "client reset", conn: chaosConn{Start: 3000, End: 3100, Outcome: outClientReset}, output: outClientReset},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &chaosRun{spec: chaosSpec{Dir: t.TempDir()}, rep: &chaosReport{}, log: io.Discard}
+			for i := 1; i <= chaosBackends; i++ {
+				r.backends = append(r.backends, &chaosBackendProc{id: i})
+			}
+			r.tl.faults = []*chaosFault{&kill, &acceptClose}
+			conn := c.conn
+			r.analyse([]*chaosConn{&conn}, c.pkts)
+			if got := r.rep.ViolationCount > 0; got != c.bad {
+				t.Errorf("violation %v, want %v: %v (verdict %q)", got, c.bad, r.rep.Violations, conn.Verdict)
+			}
+			if conn.Outcome != c.output {
+				t.Errorf("outcome %s, want %s", conn.Outcome, c.output)
+			}
+		})
 	}
 }
