@@ -613,3 +613,20 @@ func exchangeOpen(p *proxied, up, down []byte) error {
 	}
 	return nil
 }
+
+// hold stops l in a task that blocks until release is called (at most
+// once): whatever becomes ready meanwhile waits for the loop's next turn.
+func (h *harness) hold(l *Loop) (release func()) {
+	h.t.Helper()
+	held, done := make(chan struct{}), make(chan struct{})
+	l.Post(func() { close(held); <-done })
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		h.t.Fatalf("loop %d did not run a task within 20s", l.id)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(done) }) }
+	h.t.Cleanup(release)
+	return release
+}

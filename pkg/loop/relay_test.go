@@ -410,18 +410,33 @@ func TestRelayCopiesWhenPipePoolAtCap(t *testing.T) {
 	h := newHarness(t, harnessOpts{pipes: pipes, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
 
 	// A connection whose backend never reads holds the only pipe, full.
+	// Its bytes wait in the loop's socket while the loop is held still, so
+	// every read after the first is large and spliced: the stream blocks
+	// with its bytes in the pipe, not in a copy buffer (as it may when a
+	// writer racing the loop leaves a short read last).
+	const reservoir = 16 << 20
 	hog := h.open("p", k)
-	hogDone := make(chan struct{})
-	go func() {
-		defer close(hogDone)
-		chunk := make([]byte, 1<<20)
-		for {
-			if _, err := hog.client.Write(chunk); err != nil {
-				return
-			}
+	defer hog.close()
+	l := h.loops[0]
+	var hogFD int
+	h.on(l, func() {
+		for c := range l.conns {
+			hogFD = c.cl.fd
+			unix.SetsockoptInt(c.cl.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 2*reservoir)
 		}
-	}()
-	defer func() { hog.close(); <-hogDone }()
+	})
+	release := h.hold(l)
+	hog.client.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	if _, err := hog.client.Write(make([]byte, reservoir)); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	inq := func() int { n, _ := unix.IoctlGetInt(hogFD, unix.SIOCINQ); return n }
+	reached := waitUntil(20*time.Second, func() bool { return inq() == reservoir })
+	release()
+	if !reached {
+		t.Fatalf("only %d of %d bytes reached the loop's socket", inq(), reservoir)
+	}
 	testnet.Eventually(t, "the stuck stream to hold the only pipe", func() bool {
 		if pipes.Stats().Busy() != 1 {
 			return false
