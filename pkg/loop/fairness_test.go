@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -182,6 +183,7 @@ func bulkYieldsWithinATurn(t *testing.T, noPipes bool) {
 	// out to the sink, so the bulk never waits on a socket.
 	var bulkFD int
 	var smallFDs []int
+	var bufErr error
 	h.on(l, func() {
 		for c := range l.conns {
 			if c.f.Name != "bulk" {
@@ -189,10 +191,12 @@ func bulkYieldsWithinATurn(t *testing.T, noPipes bool) {
 				continue
 			}
 			bulkFD = c.cl.fd
-			unix.SetsockoptInt(c.cl.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 2*reservoir)
-			unix.SetsockoptInt(c.be.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*reservoir)
+			bufErr = errors.Join(
+				unix.SetsockoptInt(c.cl.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 2*reservoir),
+				unix.SetsockoptInt(c.be.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*reservoir))
 		}
 	})
+	skipWithoutForcedBuffers(t, bufErr)
 
 	// Hold the loop still.
 	held, release := make(chan struct{}), make(chan struct{})

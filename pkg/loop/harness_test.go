@@ -630,3 +630,16 @@ func (h *harness) hold(l *Loop) (release func()) {
 	h.t.Cleanup(release)
 	return release
 }
+
+// skipWithoutForcedBuffers skips a test that needs socket buffers past
+// net.core.[rw]mem_max (SO_RCVBUFFORCE, SO_SNDBUFFORCE: CAP_NET_ADMIN) to
+// hold a reservoir of bytes, when it cannot have them; other errors fail.
+func skipWithoutForcedBuffers(t *testing.T, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, unix.EPERM):
+		t.Skipf("needs CAP_NET_ADMIN for socket buffers past the sysctl limits: %v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+}
