@@ -3,7 +3,10 @@ package testnet
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -44,4 +47,23 @@ func ExecutableCopy(t testing.TB) (path, dir string) {
 		t.Fatal(err)
 	}
 	return path, dir
+}
+
+// RunChildAs re-runs the test binary as uid (group uid too), running only
+// the test named child with env set to "1" in an otherwise empty
+// environment, logs its output, and fails t unless the child passed. A
+// test that must run unprivileged uses it when it finds itself root; the
+// child test skips unless env is set.
+func RunChildAs(t testing.TB, uid int, env, child string) {
+	t.Helper()
+	bin, dir := ExecutableCopy(t)
+	cmd := exec.Command(bin, "-test.run=^"+child+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{env + "=1", "PATH=/usr/bin:/bin", "HOME=" + dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("child as uid %d:\n%s", uid, out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+child) {
+		t.Fatalf("unprivileged run failed: %v", err)
+	}
 }

@@ -2,9 +2,6 @@ package splice
 
 import (
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,16 +64,7 @@ func TestPipePoolAsUnprivilegedUser(t *testing.T) {
 		spentQuotaScenario(t)
 		return
 	}
-	bin, dir := testnet.ExecutableCopy(t)
-	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{childEnv + "=1", "PATH=/usr/bin:/bin", "HOME=" + dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: childUID, Gid: childUID}}
-	out, err := cmd.CombinedOutput()
-	t.Logf("child as uid %d:\n%s", childUID, out)
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnprivilegedChild") {
-		t.Fatalf("unprivileged run failed: %v", err)
-	}
+	testnet.RunChildAs(t, childUID, childEnv, "TestUnprivilegedChild")
 }
 
 func TestUnprivilegedChild(t *testing.T) {
