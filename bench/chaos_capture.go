@@ -151,32 +151,22 @@ func (c *ctlCapture) close() []ctlPacket {
 // ctlFilter accepts the received copy of IPv4 TCP packets, not fragments,
 // with SYN, FIN or RST set.
 func ctlFilter() []unix.SockFilter {
-	const (
-		ldAbsB  = unix.BPF_LD | unix.BPF_B | unix.BPF_ABS
-		ldAbsH  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
-		ldIndB  = unix.BPF_LD | unix.BPF_B | unix.BPF_IND
-		ldxMsh  = unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH
-		jeq     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jset    = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		ret     = unix.BPF_RET | unix.BPF_K
-		pktType = 0xfffff000 + 4 // SKF_AD_OFF + SKF_AD_PKTTYPE
-		drop    = 10
-	)
-	ins := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+	const drop = 10
+	ins := bpfIns
 	// jt/jf are relative to the next instruction.
 	toDrop := func(i int) uint8 { return uint8(drop - (i + 1)) }
 	return []unix.SockFilter{
-		0:  ins(ldAbsB, pktType),
-		1:  {Code: jeq, K: unix.PACKET_HOST, Jf: toDrop(1)},
-		2:  ins(ldAbsB, 9), // IP protocol
-		3:  {Code: jeq, K: unix.IPPROTO_TCP, Jf: toDrop(3)},
-		4:  ins(ldAbsH, 6), // flags and fragment offset
-		5:  {Code: jset, K: 0x1fff, Jt: toDrop(5)},
-		6:  ins(ldxMsh, 0),  // X = IP header length
-		7:  ins(ldIndB, 13), // TCP flags
-		8:  {Code: jset, K: tcpFIN | tcpSYN | tcpRST, Jf: toDrop(8)},
-		9:  ins(ret, 128),
-		10: ins(ret, 0),
+		0:  ins(bpfLdAbsB, bpfPktType),
+		1:  {Code: bpfJeq, K: unix.PACKET_HOST, Jf: toDrop(1)},
+		2:  ins(bpfLdAbsB, 9), // IP protocol
+		3:  {Code: bpfJeq, K: unix.IPPROTO_TCP, Jf: toDrop(3)},
+		4:  ins(bpfLdAbsH, 6), // flags and fragment offset
+		5:  {Code: bpfJset, K: 0x1fff, Jt: toDrop(5)},
+		6:  ins(bpfLdxMsh, 0),  // X = IP header length
+		7:  ins(bpfLdIndB, 13), // TCP flags
+		8:  {Code: bpfJset, K: tcpFIN | tcpSYN | tcpRST, Jf: toDrop(8)},
+		9:  ins(bpfRet, 128),
+		10: ins(bpfRet, 0),
 	}
 }
 

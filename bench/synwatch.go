@@ -143,20 +143,8 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // and only the received copy of a loopback packet: IPv4, not a fragment,
 // TCP to port, SYN set and ACK clear.
 func synFilter(port uint16) []unix.SockFilter {
-	const (
-		ldAbsB  = unix.BPF_LD | unix.BPF_B | unix.BPF_ABS
-		ldAbsH  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
-		ldIndB  = unix.BPF_LD | unix.BPF_B | unix.BPF_IND
-		ldIndH  = unix.BPF_LD | unix.BPF_H | unix.BPF_IND
-		ldxMsh  = unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH
-		jeq     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jset    = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		and     = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-		ret     = unix.BPF_RET | unix.BPF_K
-		pktType = 0xfffff000 + 4 // SKF_AD_OFF + SKF_AD_PKTTYPE
-		drop    = 13
-	)
-	ins := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+	const drop = 13
+	ins := bpfIns
 	jump := func(i int, code uint16, k uint32, toDropIfTrue bool) unix.SockFilter {
 		f := unix.SockFilter{Code: code, K: k}
 		if toDropIfTrue {
@@ -167,20 +155,20 @@ func synFilter(port uint16) []unix.SockFilter {
 		return f
 	}
 	return []unix.SockFilter{
-		0:  ins(ldAbsB, pktType),
-		1:  jump(1, jeq, unix.PACKET_HOST, false),
-		2:  ins(ldAbsB, 9), // IP protocol
-		3:  jump(3, jeq, unix.IPPROTO_TCP, false),
-		4:  ins(ldAbsH, 6), // flags and fragment offset
-		5:  jump(5, jset, 0x1fff, true),
-		6:  ins(ldxMsh, 0), // X = IP header length
-		7:  ins(ldIndH, 2), // TCP destination port
-		8:  jump(8, jeq, uint32(port), false),
-		9:  ins(ldIndB, 13), // TCP flags
-		10: ins(and, 0x12),  // SYN | ACK
-		11: jump(11, jeq, 0x02, false),
-		12: ins(ret, 256),
-		13: ins(ret, 0),
+		0:  ins(bpfLdAbsB, bpfPktType),
+		1:  jump(1, bpfJeq, unix.PACKET_HOST, false),
+		2:  ins(bpfLdAbsB, 9), // IP protocol
+		3:  jump(3, bpfJeq, unix.IPPROTO_TCP, false),
+		4:  ins(bpfLdAbsH, 6), // flags and fragment offset
+		5:  jump(5, bpfJset, 0x1fff, true),
+		6:  ins(bpfLdxMsh, 0), // X = IP header length
+		7:  ins(bpfLdIndH, 2), // TCP destination port
+		8:  jump(8, bpfJeq, uint32(port), false),
+		9:  ins(bpfLdIndB, 13), // TCP flags
+		10: ins(bpfAnd, 0x12),  // SYN | ACK
+		11: jump(11, bpfJeq, 0x02, false),
+		12: ins(bpfRet, 256),
+		13: ins(bpfRet, 0),
 	}
 }
 
