@@ -42,7 +42,7 @@ type options struct {
 }
 
 // profile fills what the flags left at zero: the full profile (5 rounds,
-// 5 s runs) or -quick (3 rounds, short runs, under three minutes).
+// 5 s runs) or -quick (3 rounds, short runs, about five minutes).
 func (o *options) profile() {
 	full := options{rounds: 5, runTime: 5 * time.Second, pause: time.Second, pingCount: 20000,
 		idleCap: maxIdleConns, idleSettle: 2 * time.Second, failDead: 3 * time.Second, failRecoverMax: 12 * time.Second}
@@ -102,7 +102,7 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	var scen, sys string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (under three minutes on 2 cores)")
+	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (about five minutes on 2 cores with every scenario)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ",")+
 		"; or chaos, alone (needs root)")
