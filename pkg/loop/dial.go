@@ -86,16 +86,32 @@ func (c *conn) tryNext() {
 // error reported is a connect that succeeded: SO_ERROR is read only when
 // epoll reported an error, one syscall fewer per connection.
 func (c *conn) connectDone() {
-	if c.be.hup {
-		err := soError(c.be.fd)
-		if err == nil {
-			err = unix.ECONNRESET // hung up with no error left to read
-		}
-		c.dialFailed(err)
+	if !c.be.hup {
+		c.l.timers.stop(&c.timer)
+		c.connected(true)
 		return
 	}
-	c.l.timers.stop(&c.timer)
-	c.connected()
+	err := soError(c.be.fd)
+	switch err {
+	case unix.ECONNRESET, unix.EPIPE, nil:
+		// The handshake completed (a reset in SYN_SENT reads as
+		// ECONNREFUSED): the backend accepted, then reset or hung up
+		// before the loop looked. The connect worked; what came after is
+		// the relay's to judge (count_early_reset decides whether it is a
+		// failed dial), and the client must see the reset. The pending
+		// error is consumed now, so relay nothing: later reads would
+		// return a clean EOF.
+		if err == nil {
+			err = unix.ECONNRESET
+		}
+		c.l.timers.stop(&c.timer)
+		c.connected(false)
+		if c.phase == phaseRelaying {
+			c.broken(&c.be, err)
+		}
+	default:
+		c.dialFailed(err)
+	}
 }
 
 // dialFailed ends the connect in flight (refused, reset, timed out) and
@@ -132,8 +148,9 @@ func (c *conn) clientLeftMidDial() {
 	c.close(0, false, false) // close ends the dial as local
 }
 
-// connected starts relaying once the backend accepted.
-func (c *conn) connected() {
+// connected starts relaying once the backend accepted; pump moves what is
+// already waiting.
+func (c *conn) connected(pump bool) {
 	d, p := c.dial, c.f.Pool
 	c.dial = nil
 	c.backend = d.cur.Backend
@@ -147,7 +164,9 @@ func (c *conn) connected() {
 	c.f.OK.Add(1)
 	c.lastActive = c.l.clock()
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
-	c.pump()
+	if pump {
+		c.pump()
+	}
 }
 
 // recordOwnDial notes a dial to a local backend by both its ends, right

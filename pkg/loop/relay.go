@@ -50,6 +50,15 @@ func (c *conn) pump() {
 		}
 		switch st {
 		case splice.Ended:
+			if src.hup {
+				// A FIN followed by a reset: every read after the FIN
+				// returns EOF, and the reset is only in the pending
+				// error. It must reach the peer as a reset.
+				if err := soError(src.fd); err != nil {
+					c.broken(src, err)
+					return
+				}
+			}
 			c.ended[d] = true
 			if c.ended[0] && c.ended[1] {
 				// Both sides are done: the close sends the last FIN (a
