@@ -170,9 +170,11 @@ func (c *conn) connected(pump bool) {
 }
 
 // recordOwnDial notes a dial to a local backend by both its ends, right
-// after connect(2) gave it its source port and before its SYN can reach a
-// listener: were the backend one of l4lb's own listeners, the connection
-// it accepts is recognised at once and never dialed onwards.
+// after connect(2) gave it its source port: were the backend one of
+// l4lb's own listeners, the connection it accepts is recognised and never
+// dialed onwards. On loopback the handshake completes inside connect(2),
+// so with several loops another loop may accept that connection before
+// this record exists and let one hop through; the next hop is caught.
 func (c *conn) recordOwnDial(backend netip.AddrPort) {
 	if !c.l.sh.mayLoop(backend) {
 		return
