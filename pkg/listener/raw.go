@@ -89,6 +89,11 @@ func rawListen(ap netip.AddrPort, backlog int) (int, error) {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fail("setsockopt TCP_NODELAY", err)
 	}
+	// And SO_OOBINLINE: a client's TCP urgent byte stays in the stream and
+	// is relayed, instead of being read aside and lost.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
+		return fail("setsockopt SO_OOBINLINE", err)
+	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET6 {
 		// "[::]:80" is IPv6 only, so it can sit beside "0.0.0.0:80".

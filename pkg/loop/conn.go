@@ -35,11 +35,17 @@ type endpoint struct {
 	// read does not end readability: the FIN's edge came with the bytes
 	// before it and will not come again.
 	peerDone bool
+	// urgent: the peer sent TCP urgent data (EPOLLPRI); the stream reading
+	// from this socket copies from then on.
+	urgent bool
 }
 
 func (e *endpoint) event(ev uint32) {
-	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+	if ev&(unix.EPOLLIN|unix.EPOLLPRI|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.readable = true
+	}
+	if ev&unix.EPOLLPRI != 0 {
+		e.urgent = true
 	}
 	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.writable = true

@@ -16,8 +16,9 @@ type poller struct {
 	events []unix.EpollEvent
 }
 
-// Event bits a socket is registered with.
-const socketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+// Event bits a socket is registered with (EPOLLPRI: TCP urgent data, which
+// splice cannot read past; see splice.Stream.Urgent).
+const socketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
 
 // maxEvents is how many events one epoll_wait returns at most: the
 // fairness budget between polling and working (HAProxy's maxpollevents).

@@ -31,6 +31,9 @@ func (c *conn) pump() {
 			src.readable = true // see endpoint.peerDone
 		}
 		s := &c.streams[d]
+		if src.urgent {
+			s.Urgent = true
+		}
 		before := s.Delivered
 		st, err := s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
 		for last := before; st == splice.Idle && src.peerDone && s.Delivered != last; {

@@ -55,7 +55,8 @@ func ntohs(p uint16) uint16 {
 }
 
 // connectTo opens a non-blocking TCP socket with TCP_NODELAY (small
-// messages must not wait for Nagle behind a proxy) and starts connecting
+// messages must not wait for Nagle behind a proxy) and SO_OOBINLINE, and
+// starts connecting
 // it to ap. It returns the fd and the connect's error: nil or EINPROGRESS
 // mean under way.
 func connectTo(ap netip.AddrPort) (int, error) {
@@ -68,6 +69,12 @@ func connectTo(ap netip.AddrPort) (int, error) {
 		return -1, err
 	}
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	// Urgent data stays in the stream (relayed as ordinary bytes) instead
+	// of being read aside and lost.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

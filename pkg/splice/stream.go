@@ -28,6 +28,12 @@ type Stream struct {
 
 	streaming bool
 	eof       bool
+	// Urgent: the source has TCP urgent data (its owner saw EPOLLPRI).
+	// splice(2) cannot read past the urgent mark, and a read stops short
+	// before it, so the stream copies from then on and reads until EAGAIN
+	// rather than taking a short read for a drained socket. The source
+	// must have SO_OOBINLINE, so the urgent byte arrives in the stream.
+	Urgent bool
 	// Delivered counts bytes written to the destination.
 	Delivered int64
 }
@@ -130,19 +136,28 @@ func (s *Stream) Move(src, dst int, readable, writable *bool, budget int, sc *Sc
 // step reads one chunk and delivers what it can of it. It returns Idle to
 // go on, or the status Move must return.
 func (s *Stream) step(src, dst int, readable, writable *bool, sc *Scratch) (int, Status, error) {
-	if s.streaming && s.p == nil && sc.Pipes != nil {
+	if s.streaming && s.p == nil && sc.Pipes != nil && !s.Urgent {
 		s.p = sc.Pipes.get() // nil when none can be had: this chunk copies
 	}
 	var n int
 	var err error
-	if s.p != nil {
+	viaPipe := s.p != nil && !s.Urgent
+	if viaPipe {
 		n, err = spliceFd(src, s.p.w, s.p.size)
 		if n > 0 {
 			s.inPipe = n
 		}
+		if n == 0 && err == nil {
+			// splice(2) also returns 0 at a TCP urgent mark once the FIN
+			// is in: only a read tells the end from the mark (and reads
+			// past it, the urgent byte inline).
+			if n, err = readFd(src, sc.Buf); n > 0 {
+				s.Urgent, viaPipe = true, false
+			}
+		}
 	} else {
 		n, err = readFd(src, sc.Buf)
-		if n > 0 && n < len(sc.Buf) {
+		if n > 0 && n < len(sc.Buf) && !s.Urgent {
 			// A short read drained the socket: with edge-triggered epoll
 			// the next byte to arrive raises a new edge, so no read is
 			// spent learning EAGAIN.
@@ -160,7 +175,7 @@ func (s *Stream) step(src, dst int, readable, writable *bool, sc *Scratch) (int,
 		return 0, Idle, nil
 	}
 	s.streaming = n >= streamThreshold
-	if s.p != nil {
+	if viaPipe {
 		return 0, Idle, nil // the pipe is delivered by Move's next turn
 	}
 	w, werr := writeFd(dst, sc.Buf[:n])
