@@ -96,11 +96,7 @@ func TestEveryCutResetsBothSides(t *testing.T) {
 		// Quiet, after a message each way.
 		quiet := h.open("p", k)
 		defer quiet.close()
-		quiet.client.Write([]byte("ping"))
-		quiet.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.ReadFull(quiet.backend, make([]byte, 4)); err != nil {
-			t.Fatal(err)
-		}
+		quiet.ping(t)
 		// Holding bytes its backend will not take.
 		stuck := h.open("p", k)
 		defer stuck.close()

@@ -1,9 +1,7 @@
 package loop
 
 import (
-	"io"
 	"testing"
-	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
 )
@@ -23,11 +21,7 @@ func TestFINThenResetReachesThePeerAsAReset(t *testing.T) {
 			h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
 			p := h.open("p", k)
 			defer p.close()
-			p.client.Write([]byte("ping"))
-			p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-			if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
-				t.Fatal(err)
-			}
+			p.ping(t)
 			resetter, peer := p.client, p.backend
 			if backendResets {
 				resetter, peer = peer, resetter

@@ -298,6 +298,16 @@ func (h *harness) open(front string, k *testnet.Taker) *proxied {
 	return &proxied{client: c, backend: k.Next(h.t)}
 }
 
+// ping proves the path works: 4 bytes from the client reach the backend.
+func (p *proxied) ping(t *testing.T) {
+	t.Helper()
+	p.client.Write([]byte("ping"))
+	p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (p *proxied) close() {
 	p.client.Close()
 	p.backend.Close()

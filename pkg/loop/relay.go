@@ -27,22 +27,11 @@ func (c *conn) pump() {
 		if d == 1 {
 			src, dst = dst, src
 		}
-		if src.peerDone {
-			src.readable = true // see endpoint.peerDone
-		}
 		s := &c.streams[d]
-		if src.urgent {
-			s.Urgent = true
-		}
+		s.Urgent = s.Urgent || src.urgent
+		s.PeerDone = src.peerDone
 		before := s.Delivered
 		st, err := s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
-		for last := before; st == splice.Idle && src.peerDone && s.Delivered != last; {
-			// A short read cleared readable, but the peer is done: the
-			// EOF is still to be read, and no edge will announce it.
-			last = s.Delivered
-			src.readable = true
-			st, err = s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
-		}
 		if n := s.Delivered - before; n > 0 {
 			progress = true
 			if d == 0 {

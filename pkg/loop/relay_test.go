@@ -147,11 +147,7 @@ func TestRelayPassesResetOn(t *testing.T) {
 			p := h.open("p", k)
 			defer p.close()
 			// Prove the path works, then reset.
-			p.client.Write([]byte("ping"))
-			p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-			if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
-				t.Fatal(err)
-			}
+			p.ping(t)
 			resetter, peer := p.client, p.backend
 			if backendResets {
 				resetter, peer = peer, resetter

@@ -34,6 +34,11 @@ type Stream struct {
 	// rather than taking a short read for a drained socket. The source
 	// must have SO_OOBINLINE, so the urgent byte arrives in the stream.
 	Urgent bool
+	// PeerDone: the source's peer has finished (its FIN, a reset or an
+	// error was reported). Reads no longer block, and the edge that said so
+	// came with the last bytes and will not come again: a short read does
+	// not mean drained, so the stream reads on until the EOF or the error.
+	PeerDone bool
 	// Delivered counts bytes written to the destination.
 	Delivered int64
 }
@@ -157,7 +162,7 @@ func (s *Stream) step(src, dst int, readable, writable *bool, sc *Scratch) (int,
 		}
 	} else {
 		n, err = readFd(src, sc.Buf)
-		if n > 0 && n < len(sc.Buf) && !s.Urgent {
+		if n > 0 && n < len(sc.Buf) && !s.Urgent && !s.PeerDone {
 			// A short read drained the socket: with edge-triggered epoll
 			// the next byte to arrive raises a new edge, so no read is
 			// spent learning EAGAIN.
