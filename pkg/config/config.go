@@ -54,10 +54,18 @@ type Log struct {
 type Listener struct {
 	Name     string
 	Bind     string // host:port as written; the host is an IP literal
-	Protocol string // tcp
+	Protocol string // tcp | udp
 	Pool     string // name of a pool in Config.Pools
-	Backlog  int    // 0: the kernel's somaxconn
+	Backlog  int    // 0: the kernel's somaxconn (tcp only)
 	Line     int    // line of the [[listener]] header, for later error messages
+
+	// UDP listeners only: a session is the datagrams of one client
+	// address and port, relayed through one connected socket to one
+	// backend.
+	SessionTimeout time.Duration // a session idle this long ends
+	MaxSessions    int           // sessions at once; at the cap the longest-idle is evicted
+	Responses      int           // 0: unlimited; else a session ends after this many backend datagrams
+	Requests       int           // 0: unlimited; else a session takes this many client datagrams, the next starts a new one
 }
 
 // Pool is one [pool.NAME] table with its backends, health and breaker.
@@ -74,9 +82,16 @@ type Pool struct {
 	RingVnodes        int
 	MaglevTableSize   int
 	Backends          []Backend // in file order
-	Health            Health
-	Breaker           Breaker
-	Line              int // line of the [pool.NAME] header (or its first key)
+	// Protocol is that of the listeners naming the pool ("tcp" when none
+	// does); a pool serves one protocol.
+	Protocol string
+	// ReplyTimeout (UDP pools): how long a session's first datagram waits
+	// for the backend's reply before the dial is settled (a failure only
+	// with Breaker.CountNoReply).
+	ReplyTimeout time.Duration
+	Health       Health
+	Breaker      Breaker
+	Line         int // line of the [pool.NAME] header (or its first key)
 }
 
 // Backend is one [[pool.NAME.backend]] table.
@@ -97,13 +112,24 @@ func (b Backend) Identity() string {
 	return b.Addr
 }
 
-// Health configures the active TCP-connect checks of a pool.
+// Health configures the active checks of a pool.
 type Health struct {
-	Enabled  bool
-	Interval time.Duration
-	Timeout  time.Duration
-	Rise     int // consecutive successes that bring a backend up
-	Fall     int // consecutive failures that take it down
+	Enabled bool
+	// Type is "connect" (a TCP connect; for UDP pools to Port) or
+	// "send-expect" (send Send, pass when the reply starts with Expect;
+	// over the pool's protocol).
+	Type string
+	// Port (connect checks of UDP pools): the TCP port to connect to; 0:
+	// the backend's own port.
+	Port int
+	// Send and Expect are the decoded bytes of send/send_hex and
+	// expect/expect_hex. An empty Expect passes on any reply (one byte at
+	// least over TCP).
+	Send, Expect []byte
+	Interval     time.Duration
+	Timeout      time.Duration
+	Rise         int // consecutive successes that bring a backend up
+	Fall         int // consecutive failures that take it down
 }
 
 // Breaker configures the connect-failure circuit breaker of a pool.
@@ -119,4 +145,8 @@ type Breaker struct {
 	// EarlyResetWindow bounds "early": a backend silent this long after the
 	// connect has accepted the dial, whatever it does later.
 	EarlyResetWindow time.Duration
+	// CountNoReply (UDP pools): a session's first datagram left without a
+	// reply for ReplyTimeout is a failed dial. Off by default: many UDP
+	// protocols are one-way.
+	CountNoReply bool
 }

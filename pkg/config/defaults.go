@@ -26,6 +26,12 @@ const (
 	ProtocolUDP = "udp"
 )
 
+// Health check types accepted in [pool.NAME.health] type.
+const (
+	HealthConnect    = "connect"
+	HealthSendExpect = "send-expect"
+)
+
 // Algorithms lists every accepted algorithm, in documentation order.
 func Algorithms() []string {
 	return []string{
@@ -80,7 +86,13 @@ func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // DefaultListener returns a [[listener]] with the optional keys at their
 // defaults; name, bind and pool have none.
-func DefaultListener() Listener { return Listener{Protocol: ProtocolTCP} }
+func DefaultListener() Listener {
+	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions}
+}
+
+// DefaultMaxSessions is a UDP listener's max_sessions when the file does
+// not set it. Each session holds one socket (an fd).
+const DefaultMaxSessions = 16384
 
 // DefaultBackend returns a [[pool.NAME.backend]] with the optional keys at
 // their defaults; addr has none.
@@ -90,6 +102,7 @@ func DefaultBackend() Backend { return Backend{Weight: 1} }
 func DefaultHealth() Health {
 	return Health{
 		Enabled:  true,
+		Type:     HealthConnect,
 		Interval: 2 * time.Second,
 		Timeout:  1 * time.Second,
 		Rise:     2,
@@ -132,6 +145,8 @@ func DefaultPool(name string) *Pool {
 		HashBalanceFactor: 0,
 		RingVnodes:        160,
 		MaglevTableSize:   65537,
+		Protocol:          ProtocolTCP,
+		ReplyTimeout:      2 * time.Second,
 		Health:            DefaultHealth(),
 		Breaker:           DefaultBreaker(),
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestReferenceConfigIsValid(t *testing.T) {
 	}
 	// The reference writes defaults, so it must decode exactly as the
 	// defaults do.
-	if cfg.Global != DefaultGlobal() || cfg.Admin != DefaultAdmin() || cfg.Log != DefaultLog() || p.Health != DefaultHealth() || p.Breaker != DefaultBreaker() {
+	if cfg.Global != DefaultGlobal() || cfg.Admin != DefaultAdmin() || cfg.Log != DefaultLog() || !reflect.DeepEqual(p.Health, DefaultHealth()) || p.Breaker != DefaultBreaker() {
 		t.Errorf("config.toml does not hold the defaults: %+v %+v %+v %+v %+v", cfg.Global, cfg.Admin, cfg.Log, p.Health, p.Breaker)
 	}
 	if p.ConnectTimeout != 2*time.Second || p.ConnectBudget != DefaultConnectBudget || p.IdleTimeout != 10*time.Minute || p.Retries != 2 ||

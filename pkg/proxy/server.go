@@ -18,10 +18,16 @@ import (
 
 // Frontend is one listener and the pool it feeds.
 type Frontend struct {
-	Name    string
-	Bind    string
-	Backlog int
-	Pool    *pool.Pool
+	Name     string
+	Bind     string
+	Protocol string // "tcp" (or "") | "udp"
+	Backlog  int    // tcp only
+	Pool     *pool.Pool
+
+	// UDP listeners only; see loop.UDPFront.
+	SessionTimeout      time.Duration
+	MaxSessions         int
+	Responses, Requests int
 }
 
 // Config describes a Server.
@@ -43,12 +49,13 @@ type Config struct {
 
 // Server runs the listeners of one configuration on its event loops.
 type Server struct {
-	sh     *loop.Shared
-	loops  []*loop.Loop
-	fronts []*front
-	log    *slog.Logger
-	served bool
-	closed bool
+	sh        *loop.Shared
+	loops     []*loop.Loop
+	fronts    []*front
+	udpFronts []*loop.UDPFront
+	log       *slog.Logger
+	served    bool
+	closed    bool
 	// stopLogs flush the rate-limited refusal logs at the end.
 	stopLogs []func()
 }
@@ -244,3 +251,7 @@ func (s *Server) release() {
 	}
 	s.stopLogs = nil
 }
+
+// UDPFronts lists the UDP listeners with their live counters, in
+// configuration order (for metrics).
+func (s *Server) UDPFronts() []*loop.UDPFront { return s.udpFronts }

@@ -1,0 +1,101 @@
+package loop
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// UDPFront is one UDP listener as the loops see it: its settings, the pool
+// it feeds and its counters, shared by every loop.
+type UDPFront struct {
+	Name string
+	Pool *pool.Pool
+
+	// SessionTimeout ends a session idle this long (no datagram either way).
+	SessionTimeout time.Duration
+	// MaxSessions caps the listener's sessions over all loops; at the cap a
+	// new client evicts its loop's longest-idle session.
+	MaxSessions int64
+	// Responses > 0 ends a session after that many backend datagrams.
+	Responses int
+	// Requests > 0 retires a session after that many client datagrams: the
+	// next datagram of that client starts a new session (re-picked), while
+	// the retired one still relays replies until it ends.
+	Requests int
+
+	// Sessions counts the sessions open now.
+	Sessions atomic.Int64
+	// Started counts sessions begun; Ended counts ended ones by reason.
+	Started atomic.Int64
+	Ended   [NumSessionEnds]atomic.Int64
+	// Drops counts datagrams dropped, by reason.
+	Drops [NumDropReasons]atomic.Int64
+	// Datagrams and bytes relayed, by direction (client to backend, backend
+	// to client).
+	DatagramsToBackend, DatagramsToClient atomic.Int64
+	BytesToBackend, BytesToClient         atomic.Int64
+
+	// OnNoBackend is called for each datagram dropped because no backend
+	// could take it; it must be cheap (a rate-limited log). nil: nothing.
+	OnNoBackend func()
+}
+
+// SessionEnd is why a UDP session ended.
+type SessionEnd uint8
+
+const (
+	// EndTimeout: idle for session_timeout.
+	EndTimeout SessionEnd = iota
+	// EndResponses: the backend sent the listener's `responses` datagrams.
+	EndResponses
+	// EndEvicted: the longest-idle session, evicted at max_sessions.
+	EndEvicted
+	// EndRefused: the backend refused (ICMP port unreachable) and no other
+	// candidate was left for the session's first datagram.
+	EndRefused
+	// EndMoved: the backend became unusable (health down, breaker open,
+	// disabled); the client's next datagram was re-picked.
+	EndMoved
+	// EndError: the backend socket failed otherwise (host unreachable...).
+	EndError
+	// EndShutdown: l4lb stopped or the listener was closed.
+	EndShutdown
+	// NumSessionEnds is the number of SessionEnd values.
+	NumSessionEnds
+)
+
+var sessionEndNames = [NumSessionEnds]string{"timeout", "responses", "evicted", "refused", "moved", "error", "shutdown"}
+
+// String is the metric label value.
+func (e SessionEnd) String() string { return sessionEndNames[e] }
+
+// DropReason is why a datagram was dropped.
+type DropReason uint8
+
+const (
+	// DropNoBackend: no backend was usable, or every candidate failed.
+	DropNoBackend DropReason = iota
+	// DropSessionCap: max_sessions reached and this loop had no session to
+	// evict.
+	DropSessionCap
+	// DropLocal: local trouble opening the backend socket (out of fds,
+	// ports or memory).
+	DropLocal
+	// DropBackendSend: the send to the backend failed (its socket buffer
+	// full, or an error); UDP gives no retransmission, so it is gone.
+	DropBackendSend
+	// DropClientSend: the reply could not be sent to the client.
+	DropClientSend
+	// DropRefused: the backend refused the datagram (ICMP) after the
+	// session's first reply, so it was not sent elsewhere.
+	DropRefused
+	// NumDropReasons is the number of DropReason values.
+	NumDropReasons
+)
+
+var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused"}
+
+// String is the metric label value.
+func (r DropReason) String() string { return dropReasonNames[r] }
