@@ -107,6 +107,12 @@ func (p *Pool) Pending(d Dial) *Settlement {
 	return &Settlement{d: d}
 }
 
+// Await is Pending for a dial whose result always comes later: a UDP
+// session's first datagram, judged by the backend's reply (success), an
+// ICMP refusal (failure) or no reply within reply_timeout (a failure only
+// with count_no_reply, else no evidence either way).
+func (p *Pool) Await(d Dial) *Settlement { return &Settlement{d: d} }
+
 // Settlement is a connected dial whose result is still open
 // (count_early_reset): the relay settles it once the backend sends a byte
 // (success), resets first (failure), or stays silent for
@@ -137,3 +143,8 @@ func (p *Pool) ConnectTimeout() time.Duration   { return p.cfg.ConnectTimeout }
 func (p *Pool) ConnectBudget() time.Duration    { return p.cfg.ConnectBudget }
 func (p *Pool) IdleTimeout() time.Duration      { return p.cfg.IdleTimeout }
 func (p *Pool) EarlyResetWindow() time.Duration { return p.cfg.Breaker.EarlyResetWindow }
+
+// ReplyTimeout and CountNoReply are the UDP pool's keys for judging a
+// session's first datagram.
+func (p *Pool) ReplyTimeout() time.Duration { return p.cfg.ReplyTimeout }
+func (p *Pool) CountNoReply() bool          { return p.cfg.Breaker.CountNoReply }
