@@ -40,7 +40,7 @@ func run(c Check, timeout time.Duration) (r Result, early bool) {
 }
 
 const (
-	generous = 30 * time.Second      // never needed by a check that gets an answer
+	generous = 30 * time.Second       // never needed by a check that gets an answer
 	short    = 200 * time.Millisecond // for checks that must wait it out
 )
 
