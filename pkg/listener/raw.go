@@ -65,9 +65,9 @@ func (s *Sockets) Close() {
 }
 
 func rawListen(ap netip.AddrPort, backlog int) (int, error) {
-	family := unix.AF_INET
-	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
-		family = unix.AF_INET6
+	family, sa, err := sockaddrOf(ap)
+	if err != nil {
+		return -1, err
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
@@ -94,23 +94,11 @@ func rawListen(ap netip.AddrPort, backlog int) (int, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
 		return fail("setsockopt SO_OOBINLINE", err)
 	}
-	var sa unix.Sockaddr
 	if family == unix.AF_INET6 {
 		// "[::]:80" is IPv6 only, so it can sit beside "0.0.0.0:80".
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
 			return fail("setsockopt IPV6_V6ONLY", err)
 		}
-		sa6 := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
-		if z := ap.Addr().Zone(); z != "" {
-			ifi, err := net.InterfaceByName(z)
-			if err != nil {
-				return fail("zone "+z, err)
-			}
-			sa6.ZoneId = uint32(ifi.Index)
-		}
-		sa = sa6
-	} else {
-		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)

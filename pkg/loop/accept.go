@@ -42,11 +42,16 @@ func (l *Loop) AddListener(fd int, f *Front) error {
 	return nil
 }
 
-// CloseListeners stops accepting (a drain); connections go on.
+// CloseListeners stops accepting (a drain); connections go on. UDP
+// listeners close with their sessions: a datagram client has no
+// connection to finish, and its retries find the next l4lb.
 func (l *Loop) CloseListeners() {
 	l.Post(func() {
 		for _, s := range l.lsocks {
 			s.close()
+		}
+		for _, u := range l.udps {
+			u.close()
 		}
 	})
 }

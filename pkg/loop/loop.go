@@ -46,6 +46,12 @@ type Loop struct {
 	lsocks []*lsock
 	held   connList // every connection the loop holds
 
+	// UDP: the loop's socket of each UDP listener, and the batches its
+	// datagrams move in (allocated with the first UDP listener).
+	udps   []*udpSock
+	udpIn  *mmsgBatch
+	udpOut *udpOut
+
 	nconns atomic.Int64
 
 	stopping bool
@@ -107,14 +113,17 @@ func (l *Loop) Post(f func()) {
 // clock is the loop's time in ns since its epoch (monotonic).
 func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) }
 
-// register adds fd to the epoll set for o.
-func (l *Loop) register(fd int, o owner) error {
+// register adds a TCP socket to the epoll set for o.
+func (l *Loop) register(fd int, o owner) error { return l.registerEvents(fd, o, socketEvents) }
+
+// registerEvents adds fd to the epoll set for o with the given events.
+func (l *Loop) registerEvents(fd int, o owner, events uint32) error {
 	for fd >= len(l.slots) {
 		l.slots = append(l.slots, make([]slot, max(len(l.slots), 64))...)
 	}
 	l.seq++
 	l.slots[fd] = slot{o: o, seq: l.seq}
-	ev := unix.EpollEvent{Events: socketEvents, Fd: int32(fd), Pad: int32(l.seq)}
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(l.seq)}
 	if err := unix.EpollCtl(l.poll.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		l.slots[fd] = slot{}
 		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
@@ -165,6 +174,7 @@ func (l *Loop) run() {
 		}
 		l.runReady()
 		l.timers.fireDue(l.clock())
+		l.flushUDP()
 		l.flushCounters()
 		if l.stopping {
 			return
@@ -208,12 +218,18 @@ func (l *Loop) flushCounters() {
 		l.sh.Copied.Add(sc.Copied)
 		sc.Copied = 0
 	}
+	for _, u := range l.udps {
+		u.flushCounters()
+	}
 }
 
 // cleanup closes what the loop still owns when it stops.
 func (l *Loop) cleanup() {
 	for _, s := range l.lsocks {
 		s.close()
+	}
+	for _, u := range l.udps {
+		u.close()
 	}
 	l.held.each(func(c *conn) { c.cut(splice.Aborted) })
 	l.flushCounters()

@@ -20,6 +20,11 @@ type poller struct {
 // splice cannot read past; see splice.Stream.Urgent).
 const socketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
 
+// datagramEvents: a UDP socket is watched for reading only (errors are
+// always reported). Asking for EPOLLOUT too would wake the loop after
+// every datagram sent, as each one frees send-buffer space.
+const datagramEvents = unix.EPOLLIN | unix.EPOLLET
+
 // maxEvents is how many events one epoll_wait returns at most: the
 // fairness budget between polling and working (HAProxy's maxpollevents).
 const maxEvents = 256

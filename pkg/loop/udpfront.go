@@ -91,11 +91,14 @@ const (
 	// DropRefused: the backend refused the datagram (ICMP) after the
 	// session's first reply, so it was not sent elsewhere.
 	DropRefused
+	// DropLoop: the datagram came from one of this l4lb's own sessions: a
+	// backend of the pool leads back to the listener.
+	DropLoop
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused"}
+var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop"}
 
 // String is the metric label value.
 func (r DropReason) String() string { return dropReasonNames[r] }

@@ -53,6 +53,7 @@ type Server struct {
 	loops     []*loop.Loop
 	fronts    []*front
 	udpFronts []*loop.UDPFront
+	udpAddrs  []*net.UDPAddr
 	log       *slog.Logger
 	served    bool
 	closed    bool
@@ -100,6 +101,13 @@ func New(cfg Config) (*Server, error) {
 		s.loops = append(s.loops, l)
 	}
 	for _, fc := range cfg.Frontends {
+		if fc.Protocol == "udp" {
+			if err := s.bindUDP(fc); err != nil {
+				s.release()
+				return nil, err
+			}
+			continue
+		}
 		f, err := s.bind(fc, n)
 		if err != nil {
 			s.release()
@@ -147,7 +155,10 @@ func (s *Server) Serve() {
 		l.Start()
 	}
 	for _, f := range s.fronts {
-		s.log.Info("listener started", "listener", f.Name, "addr", f.addr.String(), "loops", len(s.loops))
+		s.log.Info("listener started", "listener", f.Name, "protocol", "tcp", "addr", f.addr.String(), "loops", len(s.loops))
+	}
+	for i, f := range s.udpFronts {
+		s.log.Info("listener started", "listener", f.Name, "protocol", "udp", "addr", s.udpAddrs[i].String(), "loops", len(s.loops))
 	}
 }
 

@@ -1,0 +1,137 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDPSockets are the sockets of one UDP listener, one per event loop, as
+// raw non-blocking fds. The kernel keeps one client address and port on
+// one socket of the reuseport group (it hashes the 4-tuple), so each loop
+// sees every datagram of the clients it holds sessions for.
+type UDPSockets struct {
+	Name string
+	Addr *net.UDPAddr // bound address (the chosen port when 0 was asked)
+	// Wildcard: bound to 0.0.0.0 or [::], with IP_PKTINFO or
+	// IPV6_RECVPKTINFO on, so each datagram says which local address the
+	// client sent to, and the reply can come from that address.
+	Wildcard bool
+	FDs      []int
+}
+
+// BindUDP opens n SO_REUSEPORT UDP sockets on addr (host:port, an IP
+// literal). As with Bind, an address something else already holds fails
+// here rather than being joined.
+func BindUDP(name, addr string, n int) (*UDPSockets, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
+	}
+	if ap.Port() != 0 {
+		if err := checkUnusedUDP(ap); err != nil {
+			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, err)
+		}
+	}
+	s := &UDPSockets{Name: name, Wildcard: ap.Addr().IsUnspecified()}
+	for i := 0; i < max(n, 1); i++ {
+		fd, err := rawUDP(ap, s.Wildcard)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, err)
+		}
+		s.FDs = append(s.FDs, fd)
+		if i == 0 {
+			sa, err := unix.Getsockname(fd)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("listener %q: getsockname: %w", name, err)
+			}
+			t := sockaddrToTCP(sa)
+			s.Addr = &net.UDPAddr{IP: t.IP, Port: t.Port, Zone: t.Zone}
+			ap = s.Addr.AddrPort()
+		}
+	}
+	return s, nil
+}
+
+// Close closes every fd not yet handed over (set to -1 by its taker).
+func (s *UDPSockets) Close() {
+	for i, fd := range s.FDs {
+		if fd >= 0 {
+			unix.Close(fd)
+			s.FDs[i] = -1
+		}
+	}
+}
+
+func checkUnusedUDP(addr netip.AddrPort) error {
+	network := "udp4"
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		network = "udp6"
+	}
+	c, err := net.ListenPacket(network, addr.String())
+	if err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			return fmt.Errorf("address already in use by another socket (another l4lb?): %w", err)
+		}
+		return err
+	}
+	return c.Close()
+}
+
+func rawUDP(ap netip.AddrPort, wildcard bool) (int, error) {
+	family, sa, err := sockaddrOf(ap)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("setsockopt SO_REUSEPORT", err)
+	}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("setsockopt IPV6_V6ONLY", err)
+		}
+	}
+	if wildcard {
+		if family == unix.AF_INET6 {
+			err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		} else {
+			err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		}
+		if err != nil {
+			return fail("setsockopt PKTINFO", err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	return fd, nil
+}
+
+// sockaddrOf is ap as a socket address, with its family.
+func sockaddrOf(ap netip.AddrPort) (int, unix.Sockaddr, error) {
+	if !ap.Addr().Is6() || ap.Addr().Is4In6() {
+		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}, nil
+	}
+	sa6 := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	if z := ap.Addr().Zone(); z != "" {
+		ifi, err := net.InterfaceByName(z)
+		if err != nil {
+			return 0, nil, fmt.Errorf("zone %s: %w", z, err)
+		}
+		sa6.ZoneId = uint32(ifi.Index)
+	}
+	return unix.AF_INET6, sa6, nil
+}

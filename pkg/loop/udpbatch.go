@@ -1,0 +1,181 @@
+package loop
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpBatch is how many datagrams one recvmmsg or sendmmsg moves at most.
+const udpBatch = 32
+
+// udpSlot is the room for one datagram: the largest UDP payload fits
+// (65,507 bytes over IPv4, 65,527 over IPv6), so nothing is ever
+// truncated. Only the pages a datagram touches become resident, so a
+// batch of small datagrams costs a page each, not 64 KiB.
+const udpSlot = 1 << 16
+
+// ctlSpace holds one IP_PKTINFO or IPV6_PKTINFO control message.
+const ctlSpace = 64
+
+// sockName is room for an IPv4 or IPv6 socket address.
+type sockName = unix.RawSockaddrInet6
+
+// mmsgBatch is the memory of one batched receive or send: the headers the
+// kernel reads and fills, and the datagrams, names and control messages
+// they point to. Allocated once per loop; the pointers into it stay valid
+// because Go's heap does not move.
+type mmsgBatch struct {
+	hdrs  [udpBatch]unix.Mmsghdr
+	iovs  [udpBatch]unix.Iovec
+	names [udpBatch]sockName
+	ctls  [udpBatch][ctlSpace]byte
+	data  []byte
+}
+
+func newMmsgBatch() *mmsgBatch {
+	b := &mmsgBatch{data: make([]byte, udpBatch*udpSlot)}
+	for i := range b.hdrs {
+		b.iovs[i].Base = &b.data[i*udpSlot]
+		b.hdrs[i].Hdr.Iov = &b.iovs[i]
+		b.hdrs[i].Hdr.Iovlen = 1
+	}
+	return b
+}
+
+// slot is datagram i's room.
+func (b *mmsgBatch) slot(i int) []byte { return b.data[i*udpSlot : (i+1)*udpSlot] }
+
+// prepareRecv readies entries [from, from+n) for recvmmsg; withName and
+// withCtl ask for the sender's address and the control messages.
+func (b *mmsgBatch) prepareRecv(from, n int, withName, withCtl bool) {
+	for i := from; i < from+n; i++ {
+		h := &b.hdrs[i].Hdr
+		b.iovs[i].SetLen(udpSlot)
+		if withName {
+			h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+			h.Namelen = unix.SizeofSockaddrInet6
+		} else {
+			h.Name, h.Namelen = nil, 0
+		}
+		if withCtl {
+			h.Control = &b.ctls[i][0]
+			h.SetControllen(ctlSpace)
+		} else {
+			h.Control = nil
+			h.SetControllen(0)
+		}
+		h.Flags = 0
+		b.hdrs[i].Len = 0
+	}
+}
+
+// recvmmsg receives up to n datagrams into entries [from, from+n).
+func recvmmsg(fd int, b *mmsgBatch, from, n int) (int, error) {
+	for {
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[from])),
+			uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}
+
+// sendmmsg sends entries [from, from+n) on fd; it returns how many went.
+func sendmmsg(fd int, b *mmsgBatch, from, n int) (int, error) {
+	for {
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[from])),
+			uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}
+
+// sendDatagram sends p on a connected UDP socket.
+func sendDatagram(fd int, p []byte) error {
+	var ptr unsafe.Pointer
+	if len(p) > 0 {
+		ptr = unsafe.Pointer(&p[0])
+	}
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(ptr), uintptr(len(p)), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+}
+
+// nameAddrPort decodes a socket address the kernel wrote.
+func nameAddrPort(n *sockName) netip.AddrPort {
+	switch n.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(n))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(n.Addr).Unmap(), ntohs(n.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// nameLen is the length of the socket address in n.
+func nameLen(n *sockName) uint32 {
+	if n.Family == unix.AF_INET {
+		return unix.SizeofSockaddrInet4
+	}
+	return unix.SizeofSockaddrInet6
+}
+
+// replyCtl builds, from the control messages of a datagram a client sent
+// to a wildcard socket, the control message that makes the reply leave
+// from the address the client sent to (and, for IPv6, the interface it
+// came in on, which link-local addresses need). dst is that address; ok
+// is false when the datagram carried no packet info.
+func replyCtl(ctl []byte, out *[ctlSpace]byte) (n int, dst netip.Addr, ok bool) {
+	for len(ctl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+			return 0, netip.Addr{}, false
+		}
+		data := ctl[unix.CmsgLen(0):h.Len]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			in := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			n = buildCtl(out, unix.IPPROTO_IP, unix.IP_PKTINFO, unix.SizeofInet4Pktinfo)
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&out[unix.CmsgLen(0)]))
+			pi.Spec_dst = in.Addr // the header's destination: where the client sent to
+			return n, netip.AddrFrom4(in.Addr), true
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			in := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			n = buildCtl(out, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unix.SizeofInet6Pktinfo)
+			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&out[unix.CmsgLen(0)]))
+			pi.Addr, pi.Ifindex = in.Addr, in.Ifindex
+			return n, netip.AddrFrom16(in.Addr), true
+		}
+		ctl = ctl[min(unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)), len(ctl)):]
+	}
+	return 0, netip.Addr{}, false
+}
+
+// buildCtl writes an empty control message of the given kind into out and
+// returns its space.
+func buildCtl(out *[ctlSpace]byte, level, typ int32, size int) int {
+	*out = [ctlSpace]byte{}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&out[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(size))
+	return unix.CmsgSpace(size)
+}

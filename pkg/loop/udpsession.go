@@ -1,0 +1,331 @@
+package loop
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// session is one UDP client (address and port) of one listener, relayed
+// through one connected socket to one backend. It lives in its loop's
+// memory: no goroutine, no timer of its own once its backend has answered.
+type session struct {
+	u      *udpSock
+	fd     int // connected to the backend; registered in the loop
+	client netip.AddrPort
+	// name is the client's socket address as the kernel wrote it, sent
+	// back as the replies' destination; ctl makes a wildcard listener's
+	// replies leave from the address the client sent to.
+	name    sockName
+	nameLen uint32
+	ctl     [ctlSpace]byte
+	ctlLen  uint8
+
+	backend *pool.Backend
+	dial    *udpDial // until the backend's first reply (or reply_timeout)
+
+	requests, responses int
+	retired             bool // took its `requests`: no longer in the client map
+	ended               bool
+	queued              bool // on the loop's ready list
+	lastActive          int64
+	prev, next          *session // the listener socket's idle list
+
+	// Loop detection, as for TCP: the socket's ends while the backend is
+	// a local address on a port l4lb listens on.
+	own   conn4
+	owned bool
+}
+
+// udpDial is a session's first datagram as breaker evidence (a "dial"):
+// the backend's reply settles it as a success, its refusal as a failure
+// (and the datagram goes to the next candidate), reply_timeout without
+// either as no evidence (a failure with count_no_reply).
+type udpDial struct {
+	cands   [pool.MaxCandidates]int
+	n, next int
+	force   bool
+	cur     pool.Dial
+	settle  *pool.Settlement
+	// first is a copy of the first datagram, to send it to the next
+	// candidate when this one refuses; nil when larger than keepFirst.
+	first []byte
+	timer timer
+}
+
+// keepFirst bounds the first datagram a session keeps for a retry: a
+// request (a DNS query, a handshake) fits; a flood of new clients with
+// large datagrams cannot pin much memory.
+const keepFirst = 2048
+
+// dialResult says how starting a session's dial went.
+type dialResult uint8
+
+const (
+	dialStarted dialResult = iota
+	dialNoBackend
+	dialLocal
+)
+
+func dropFor(r dialResult) DropReason {
+	if r == dialLocal {
+		return DropLocal
+	}
+	return DropNoBackend
+}
+
+// startDial plans the candidates for the session's client and connects a
+// socket to the first that takes it. first is the datagram about to be
+// sent.
+func (s *session) startDial(first []byte) dialResult {
+	d := &udpDial{timer: timer{index: -1}}
+	d.timer.fire = s.replyTimedOut
+	cands, force := s.u.f.Pool.Plan(s.client, d.cands[:0])
+	d.n, d.force = len(cands), force
+	if len(first) <= keepFirst {
+		d.first = append([]byte(nil), first...)
+	}
+	s.dial = d
+	return s.dialNext()
+}
+
+// dialNext connects to the next candidate that may still be tried.
+func (s *session) dialNext() dialResult {
+	d, p, l := s.dial, s.u.f.Pool, s.u.l
+	for d.next < d.n {
+		b := p.At(d.cands[d.next])
+		d.next++
+		if d.next > 1 && !b.Usable() {
+			continue // tripped or went down since the plan
+		}
+		d.cur = p.BeginDial(b, d.force) // the generation, before the first send
+		fd, err := connectUDP(b.AddrPort)
+		if err != nil {
+			o := dialer.Classify(&dialer.DialError{Backend: b.Addr, Err: err})
+			p.EndDial(d.cur, o)
+			if o == dialer.Local {
+				s.dial = nil
+				return dialLocal
+			}
+			continue
+		}
+		if err := l.registerEvents(fd, s, datagramEvents); err != nil {
+			unix.Close(fd)
+			p.EndDial(d.cur, dialer.Local)
+			s.dial = nil
+			return dialLocal
+		}
+		s.fd, s.backend = fd, b
+		d.settle = p.Await(d.cur)
+		l.timers.arm(&d.timer, l.now+int64(p.ReplyTimeout()))
+		s.recordOwnDial(b.AddrPort)
+		return dialStarted
+	}
+	s.dial = nil
+	return dialNoBackend
+}
+
+// connectUDP opens a non-blocking UDP socket connected to ap: the kernel
+// picks the source port, filters what comes back to ap's datagrams, and
+// reports ICMP errors about ap on this socket.
+func connectUDP(ap netip.AddrPort) (int, error) {
+	family := unix.AF_INET
+	if ap.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, err
+	}
+	if family == unix.AF_INET {
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+	} else {
+		err = unix.Connect(fd, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// sent accounts a client datagram the backend socket took.
+func (s *session) sent(n int) {
+	u := s.u
+	u.dgToBackend++
+	u.bytesToBackend += int64(n)
+	s.backend.Meter.ToBackend.Add(int64(n))
+	u.touch(s)
+	s.requests++
+	if r := u.f.Requests; r > 0 && s.requests >= r && !s.retired {
+		// Retired: the client's next datagram starts a new session, while
+		// this one still relays replies until it ends.
+		s.retired = true
+		u.forgetClient(s)
+	}
+}
+
+// failed handles an error from the backend socket (an ICMP error the
+// kernel reports on the next send or receive). It returns true when the
+// error was the backend's refusal or unreachability: the datagram being
+// sent was not taken, and the session has ended or moved on.
+func (s *session) failed(err error) bool {
+	if err != unix.ECONNREFUSED && err != unix.EHOSTUNREACH && err != unix.ENETUNREACH && err != unix.EHOSTDOWN {
+		return false
+	}
+	if d := s.dial; d != nil {
+		// The first datagram is refused: a failed dial. Its copy goes to
+		// the next candidate, as a TCP connect would be retried.
+		d.settle.Settle(dialer.Failure)
+		s.u.l.timers.stop(&d.timer)
+		s.closeBackend()
+		if d.first != nil && s.dialNext() == dialStarted {
+			if sendDatagram(s.fd, d.first) == nil {
+				s.sent(len(d.first))
+			}
+			return true
+		}
+		s.dial = nil
+	}
+	s.u.drop(DropRefused) // at least the datagram the error is about is lost
+	if err == unix.ECONNREFUSED {
+		s.end(EndRefused)
+	} else {
+		s.end(EndError)
+	}
+	return true
+}
+
+func (s *session) event(ev uint32) {
+	if s.ended {
+		return
+	}
+	s.readReplies()
+}
+
+func (s *session) resume() {
+	s.queued = false
+	if !s.ended {
+		s.readReplies()
+	}
+}
+
+// readReplies moves the backend's datagrams into the loop's reply batch,
+// addressed to the client; the batch goes out with sendmmsg when full and
+// at the end of the turn.
+func (s *session) readReplies() {
+	u, out := s.u, s.u.l.udpOut
+	for taken := 0; taken < udpReadBudget; {
+		if out.full() {
+			u.l.flushUDP()
+		}
+		from := out.n
+		room := udpBatch - from
+		out.b.prepareRecv(from, room, false, false)
+		n, err := recvmmsg(s.fd, out.b, from, room)
+		if err != nil {
+			if err != unix.EAGAIN && !s.failed(err) {
+				s.end(EndError)
+			}
+			return
+		}
+		keep := n
+		if r := u.f.Responses; r > 0 {
+			keep = min(n, r-s.responses) // replies past the limit are not relayed
+		}
+		for i := from; i < from+keep; i++ {
+			out.add(i, s)
+		}
+		s.responses += keep
+		u.touch(s)
+		if d := s.dial; d != nil {
+			d.settle.Settle(dialer.Success)
+			u.l.timers.stop(&d.timer)
+			s.dial = nil
+		}
+		if r := u.f.Responses; r > 0 && s.responses >= r {
+			s.end(EndResponses)
+			return
+		}
+		if n < room {
+			return
+		}
+		taken += n
+	}
+	if !s.queued {
+		s.queued = true
+		u.l.markReady(s)
+	}
+}
+
+// replyTimedOut settles a first datagram the backend did not answer:
+// silence is a failure only where the pool counts it (count_no_reply);
+// many UDP protocols never reply.
+func (s *session) replyTimedOut(int64) {
+	d := s.dial
+	if d == nil || s.ended {
+		return
+	}
+	o := dialer.Local
+	if s.u.f.Pool.CountNoReply() {
+		o = dialer.Failure
+	}
+	d.settle.Settle(o)
+	s.dial = nil
+}
+
+// closeBackend closes the backend socket and gives back the backend's
+// count.
+func (s *session) closeBackend() {
+	if s.fd < 0 {
+		return
+	}
+	s.forgetOwnDial()
+	s.u.l.forget(s.fd)
+	unix.Close(s.fd)
+	s.fd = -1
+	s.u.f.Pool.EndRelay(s.backend)
+}
+
+// end closes the session. A first datagram still unanswered is no
+// evidence either way.
+func (s *session) end(why SessionEnd) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	u := s.u
+	if d := s.dial; d != nil {
+		u.l.timers.stop(&d.timer)
+		d.settle.Settle(dialer.Local)
+		s.dial = nil
+	}
+	s.closeBackend()
+	if !s.retired {
+		u.forgetClient(s)
+	}
+	u.idle.remove(s)
+	u.f.Sessions.Add(-1)
+	u.f.Ended[why].Add(1)
+}
+
+// recordOwnDial and forgetOwnDial: see conn.recordOwnDial.
+func (s *session) recordOwnDial(backend netip.AddrPort) {
+	if !s.u.l.sh.mayLoop(backend) {
+		return
+	}
+	if local, err := getsockname(s.fd); err == nil {
+		s.own, s.owned = conn4{local: local, remote: backend}, true
+		s.u.l.sh.own.add(s.own)
+	}
+}
+
+func (s *session) forgetOwnDial() {
+	if s.owned {
+		s.u.l.sh.own.remove(s.own)
+		s.owned = false
+	}
+}

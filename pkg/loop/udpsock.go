@@ -1,0 +1,238 @@
+package loop
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpSock is a loop's own socket of one UDP listener and the sessions of
+// the clients the kernel steers to it (SO_REUSEPORT hashes a client's
+// address and port to one socket of the group, so a client's datagrams
+// all reach one loop).
+type udpSock struct {
+	l        *Loop
+	fd       int
+	f        *UDPFront
+	local    netip.AddrPort // the bound address (its IP is unspecified when wildcard)
+	wildcard bool
+	closed   bool
+	queued   bool // on the loop's ready list
+
+	sessions map[netip.AddrPort]*session // by client; retired sessions are not here
+	peak     int                         // most entries the map has held since it was made
+	idle     sessionList                 // every session, longest idle first
+	expiry   timer                       // the longest-idle session's session_timeout
+
+	// This turn's counts, flushed to f's with the loop's counters.
+	dgToBackend, dgToClient       int64
+	bytesToBackend, bytesToClient int64
+}
+
+// udpReadBudget bounds the datagrams one socket takes per turn, so a flood
+// on one listener or from one backend does not starve the loop's other
+// sockets and connections.
+const udpReadBudget = 4 * udpBatch
+
+// AddUDPListener hands the loop its socket of UDP listener f (local is the
+// bound address; wildcard says it carries packet info). It must be called
+// before Start.
+func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcard bool) error {
+	if l.udpIn == nil {
+		l.udpIn, l.udpOut = newMmsgBatch(), newUDPOut()
+	}
+	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
+		sessions: make(map[netip.AddrPort]*session), expiry: timer{index: -1}}
+	u.expiry.fire = u.expire
+	if err := l.registerEvents(fd, u, datagramEvents); err != nil {
+		return err
+	}
+	l.udps = append(l.udps, u)
+	return nil
+}
+
+func (u *udpSock) event(uint32) { u.readAll() }
+
+func (u *udpSock) resume() {
+	u.queued = false
+	u.readAll()
+}
+
+// readAll takes the client datagrams waiting on the socket, up to the
+// budget; what is left waits for the next turn.
+func (u *udpSock) readAll() {
+	in := u.l.udpIn
+	for taken := 0; taken < udpReadBudget; {
+		if u.closed {
+			return
+		}
+		in.prepareRecv(0, udpBatch, true, u.wildcard)
+		n, err := recvmmsg(u.fd, in, 0, udpBatch)
+		if err != nil {
+			return // EAGAIN: drained (an error on a listening UDP socket is a stray ICMP: nothing to do)
+		}
+		for i := range n {
+			h := &in.hdrs[i]
+			var ctl []byte
+			if u.wildcard {
+				ctl = in.ctls[i][:h.Hdr.Controllen]
+			}
+			u.datagram(in.slot(i)[:h.Len], &in.names[i], ctl)
+		}
+		if n < udpBatch {
+			return // the queue ran dry; its next datagram brings a new edge
+		}
+		taken += n
+	}
+	if !u.queued && !u.closed {
+		u.queued = true
+		u.l.markReady(u)
+	}
+}
+
+// datagram relays one client datagram: to its session, or to a new one.
+func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
+	src := nameAddrPort(name)
+	// A send can find the backend's refusal of an earlier datagram: that
+	// session is over, and the datagram gets one more try on a new one.
+	for range 2 {
+		s := u.sessions[src]
+		if s != nil && !s.backend.Usable() {
+			s.end(EndMoved) // no flow stays pinned to a backend out of rotation
+			s = nil
+		}
+		if s == nil {
+			if s = u.open(src, name, ctl, p); s == nil {
+				return // dropped and counted
+			}
+		}
+		err := sendDatagram(s.fd, p)
+		if err == nil {
+			s.sent(len(p))
+			return
+		}
+		if !s.failed(err) {
+			u.drop(DropBackendSend)
+			return
+		}
+	}
+	u.drop(DropRefused) // refused twice over: give up on this one
+}
+
+// open starts a session for a new client: at max_sessions it first evicts
+// the loop's longest-idle session of this listener.
+func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
+	if u.f.Sessions.Load() >= u.f.MaxSessions {
+		oldest := u.idle.head
+		if oldest == nil {
+			u.drop(DropSessionCap) // the cap is held by the other loops' sessions
+			return nil
+		}
+		oldest.end(EndEvicted)
+	}
+	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name)}
+	s.name = *name
+	dst := u.local.Addr()
+	if u.wildcard {
+		n, to, ok := replyCtl(ctl, &s.ctl)
+		if ok {
+			s.ctlLen, dst = uint8(n), to
+		}
+	}
+	if u.l.sh.own.has(conn4{local: src, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
+		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
+		return nil
+	}
+	if r := s.startDial(first); r != dialStarted {
+		u.drop(dropFor(r))
+		return nil
+	}
+	s.lastActive = u.l.now
+	u.sessions[src] = s
+	u.peak = max(u.peak, len(u.sessions))
+	u.track(s)
+	u.f.Sessions.Add(1)
+	u.f.Started.Add(1)
+	return s
+}
+
+// track puts a new session at the back of the idle list and makes sure
+// the expiry timer runs.
+func (u *udpSock) track(s *session) {
+	u.idle.pushBack(s)
+	if u.expiry.index < 0 {
+		u.l.timers.arm(&u.expiry, s.lastActive+int64(u.f.SessionTimeout))
+	}
+}
+
+// touch records activity on s: it becomes the most recently active.
+func (u *udpSock) touch(s *session) {
+	s.lastActive = u.l.now
+	u.idle.moveToBack(s)
+}
+
+// expire ends the sessions idle for session_timeout and re-arms for the
+// next one. Activity moves a session to the back without moving the
+// timer, so the timer may fire early; it then only re-arms.
+func (u *udpSock) expire(now int64) {
+	timeout := int64(u.f.SessionTimeout)
+	for s := u.idle.head; s != nil && s.lastActive+timeout <= now; s = u.idle.head {
+		s.end(EndTimeout)
+	}
+	if s := u.idle.head; s != nil {
+		u.l.timers.arm(&u.expiry, s.lastActive+timeout)
+	}
+}
+
+// forgetClient removes s from the client map. A map keeps the buckets it
+// grew, so once a crowd (a flood of source ports) has gone, a fresh one
+// gives the memory back.
+func (u *udpSock) forgetClient(s *session) {
+	delete(u.sessions, s.client)
+	if len(u.sessions) == 0 && u.peak > shrinkSessionsAt {
+		u.sessions, u.peak = make(map[netip.AddrPort]*session), 0
+	}
+}
+
+// shrinkSessionsAt is the map size past which an emptied map is replaced.
+const shrinkSessionsAt = 1024
+
+func (u *udpSock) drop(r DropReason) { u.dropN(r, 1) }
+
+func (u *udpSock) dropN(r DropReason, n int) {
+	u.f.Drops[r].Add(int64(n))
+	if r == DropNoBackend && u.f.OnNoBackend != nil {
+		u.f.OnNoBackend()
+	}
+}
+
+// close ends every session and closes the socket (a drain or shutdown:
+// a UDP client has no connection to finish, only datagrams to retry).
+func (u *udpSock) close() {
+	if u.closed {
+		return
+	}
+	u.l.flushUDP() // replies already read go out first
+	for s := u.idle.head; s != nil; s = u.idle.head {
+		s.end(EndShutdown)
+	}
+	u.closed = true
+	u.l.timers.stop(&u.expiry)
+	u.l.forget(u.fd)
+	unix.Close(u.fd)
+	u.flushCounters()
+}
+
+func (u *udpSock) flushCounters() {
+	f := u.f
+	if u.dgToBackend != 0 {
+		f.DatagramsToBackend.Add(u.dgToBackend)
+		f.BytesToBackend.Add(u.bytesToBackend)
+		u.dgToBackend, u.bytesToBackend = 0, 0
+	}
+	if u.dgToClient != 0 {
+		f.DatagramsToClient.Add(u.dgToClient)
+		f.BytesToClient.Add(u.bytesToClient)
+		u.dgToClient, u.bytesToClient = 0, 0
+	}
+}

@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// udpLB is an in-process l4lb with one UDP listener.
+type udpLB struct {
+	server *Server
+	pool   *pool.Pool
+	front  *loop.UDPFront
+	addr   string
+}
+
+type udpOpts struct {
+	bind           string // "" : 127.0.0.1:0
+	algorithm      string
+	retries        int
+	sessionTimeout time.Duration
+	maxSessions    int
+	responses      int
+	requests       int
+	failures       int // breaker failures that trip; 0: never trips
+	cooldown       time.Duration
+	countNoReply   bool
+	replyTimeout   time.Duration
+	loops          int
+}
+
+func startUDPLB(t *testing.T, backends []string, o udpOpts) *udpLB {
+	t.Helper()
+	testnet.CheckLeaks(t)
+	pc := config.DefaultPool("u")
+	pc.Protocol = config.ProtocolUDP
+	pc.Algorithm = config.AlgorithmRoundRobin
+	if o.algorithm != "" {
+		pc.Algorithm = o.algorithm
+	}
+	pc.Retries = o.retries
+	pc.Health.Enabled = false
+	pc.Breaker.Failures = 1_000_000
+	if o.failures > 0 {
+		pc.Breaker.Failures = o.failures
+	}
+	if o.cooldown > 0 {
+		pc.Breaker.Cooldown = o.cooldown
+	}
+	pc.Breaker.CountNoReply = o.countNoReply
+	if o.replyTimeout > 0 {
+		pc.ReplyTimeout = o.replyTimeout
+	}
+	for _, a := range backends {
+		b := config.DefaultBackend()
+		b.Addr = a
+		pc.Backends = append(pc.Backends, b)
+	}
+	p, err := pool.New(pc, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe := Frontend{Name: "u", Bind: o.bind, Protocol: "udp", Pool: p,
+		SessionTimeout: o.sessionTimeout, MaxSessions: o.maxSessions, Responses: o.responses, Requests: o.requests}
+	if fe.Bind == "" {
+		fe.Bind = "127.0.0.1:0"
+	}
+	if fe.SessionTimeout == 0 {
+		fe.SessionTimeout = time.Minute
+	}
+	if fe.MaxSessions == 0 {
+		fe.MaxSessions = 1000
+	}
+	loops := o.loops
+	if loops == 0 {
+		loops = 2
+	}
+	s, err := New(Config{Frontends: []Frontend{fe}, Loops: loops, MaxConnections: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { p.Run(ctx) })
+	s.Serve()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		s.Shutdown(sctx)
+		cancel()
+		wg.Wait()
+	})
+	ua, err := s.UDPAddr("u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &udpLB{server: s, pool: p, front: s.UDPFronts()[0], addr: ua.String()}
+}
+
+// udpClient is one client socket (one source port) talking to addr.
+func udpClient(t *testing.T, addr string) *net.UDPConn {
+	t.Helper()
+	ra, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ask sends p and returns the reply, resending up to a few times (UDP may
+// drop on a loaded machine; the tests count on the proxy, not the kernel,
+// for what they check).
+func ask(c *net.UDPConn, p []byte) ([]byte, error) {
+	buf := make([]byte, 1<<16)
+	var err error
+	for range 5 {
+		if _, err = c.Write(p); err != nil {
+			return nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		var n int
+		n, err = c.Read(buf)
+		if err == nil {
+			return buf[:n], nil
+		}
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("no reply after 5 tries: %w", err)
+}
+
+// askOnce sends p once and waits for one reply.
+func askOnce(c *net.UDPConn, p []byte, wait time.Duration) ([]byte, error) {
+	if _, err := c.Write(p); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1<<16)
+	c.SetReadDeadline(time.Now().Add(wait))
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+func mustEcho(t *testing.T, c *net.UDPConn, p []byte) {
+	t.Helper()
+	got, err := ask(c, p)
+	if err != nil {
+		t.Fatalf("%d-byte datagram: %v", len(p), err)
+	}
+	if !bytes.Equal(got, p) {
+		t.Fatalf("%d-byte datagram came back as %d bytes, different", len(p), len(got))
+	}
+}
+
+func who(t *testing.T, c *net.UDPConn) string {
+	t.Helper()
+	got, err := ask(c, []byte("who"))
+	if err != nil {
+		t.Fatalf("who: %v", err)
+	}
+	return string(got)
+}
+
+// parallelDo runs f(0..n-1) on n goroutines and returns the first error.
+func parallelDo(n int, f func(i int) error) error {
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs <- f(i) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
