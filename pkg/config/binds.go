@@ -43,7 +43,9 @@ func collisionReason(a, b netip.AddrPort) string {
 
 // checkBinds reports listeners whose binds collide with an earlier
 // listener's, and an admin endpoint whose address collides with a
-// listener's: run could not open them all.
+// listener's: run could not open them all. Only sockets of one protocol
+// collide: a TCP and a UDP listener may share an address and port, and the
+// admin endpoint (TCP) collides with TCP listeners only.
 func checkBinds(c *collector, cfg *Config) {
 	binds := make([]netip.AddrPort, len(cfg.Listeners))
 	valid := make([]bool, len(cfg.Listeners))
@@ -54,7 +56,7 @@ func checkBinds(c *collector, cfg *Config) {
 		}
 		binds[i], valid[i] = ap, true
 		for j := range i {
-			if !valid[j] || !bindsCollide(ap, binds[j]) {
+			if !valid[j] || cfg.Listeners[j].Protocol != l.Protocol || !bindsCollide(ap, binds[j]) {
 				continue
 			}
 			key := joinKey(indexKey("listener", i), "bind")
@@ -74,7 +76,7 @@ func checkBinds(c *collector, cfg *Config) {
 		return
 	}
 	for j, l := range cfg.Listeners {
-		if !valid[j] || !bindsCollide(ap, binds[j]) {
+		if !valid[j] || l.Protocol != ProtocolTCP || !bindsCollide(ap, binds[j]) {
 			continue
 		}
 		if !c.written("admin.listen") {

@@ -44,6 +44,12 @@ func Algorithms() []string {
 // HashKeys lists every accepted hash_key.
 func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort} }
 
+// Protocols lists the accepted [[listener]] protocol values.
+func Protocols() []string { return []string{ProtocolTCP, ProtocolUDP} }
+
+// HealthTypes lists the accepted [pool.NAME.health] type values.
+func HealthTypes() []string { return []string{HealthConnect, HealthSendExpect} }
+
 // LogLevels lists the accepted [log] level values.
 func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
 
@@ -66,6 +72,7 @@ const (
 	MaxRiseFall        = 1000
 	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
 	MaxAdminConns      = 65536
+	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
 )
 
 // DefaultGlobal returns [global] with every key at its default.

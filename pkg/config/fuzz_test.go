@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 		"[pool.web.breaker]\ncooldown = \"10m\"\n[pool.web.health]\ninterval = \"1ms\"\n",
 		listeners([]string{`"0.0.0.0:80"`, `"[::]:80"`, `"127.0.0.1:80"`}, `"127.0.0.1:80"`, `"[::1]:81"`),
 		"[[listener]]\nname = \"a\"\nbind = \"[::]:1\"\npool = \"p\"\n[pool.p]\nalgorithm = \"consistent-hash\"\nring_vnodes = 9000\nbackend = [{addr = \"300.1.2.3:1\", weight = 0}, {addr = \"[::1]:1\", weight = 256}]\n",
+		validUDP + listenerOn("t", `"0.0.0.0:5353"`, "tcp", "web") + poolOf("web", `"127.0.0.1:5353"`) + "[pool.dns.health]\ntype = \"send-expect\"\nsend_hex = \"00\"\n",
+		listenerOn("u", `"0.0.0.0:80"`, "udp", "p") + listenerOn("t", `"127.0.0.1:80"`, "tcp", "p") + "[pool.p]\nreply_timeout = \"1s\"\nidle_timeout = \"1s\"\nbackend = [{addr = \"127.0.0.1:80\"}]\n[pool.p.health]\nsend = \"a\"\nsend_hex = \"zz\"\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -60,18 +62,24 @@ func FuzzParse(f *testing.F) {
 		if len(cfg.PoolNames) != len(cfg.Pools) {
 			t.Fatalf("PoolNames %v does not match Pools", cfg.PoolNames)
 		}
-		var binds []netip.AddrPort
+		binds := map[string][]netip.AddrPort{} // by protocol
 		for _, l := range cfg.Listeners {
 			ap, err := parseAddr(l.Bind, roleListen)
 			if err != nil {
 				t.Fatalf("listener %q: bad bind accepted: %v", l.Name, err)
 			}
-			for _, other := range binds {
+			if l.Protocol != ProtocolTCP && l.Protocol != ProtocolUDP {
+				t.Fatalf("listener %q: protocol %q accepted", l.Name, l.Protocol)
+			}
+			if p := cfg.Pools[l.Pool]; p.Protocol != l.Protocol {
+				t.Fatalf("%s listener %q serves %s pool %q", l.Protocol, l.Name, p.Protocol, p.Name)
+			}
+			for _, other := range binds[l.Protocol] {
 				if bindsCollide(ap, other) {
-					t.Fatalf("colliding binds %s and %s accepted", ap, other)
+					t.Fatalf("colliding %s binds %s and %s accepted", l.Protocol, ap, other)
 				}
 			}
-			binds = append(binds, ap)
+			binds[l.Protocol] = append(binds[l.Protocol], ap)
 		}
 		for _, p := range cfg.Pools {
 			if len(p.Backends) == 0 || !isPrime(p.MaglevTableSize) || p.MaglevTableSize < len(p.Backends) {
@@ -84,11 +92,14 @@ func FuzzParse(f *testing.F) {
 				if err != nil {
 					t.Fatalf("pool %s: bad backend accepted: %v", p.Name, err)
 				}
-				for _, bind := range binds {
+				for _, bind := range binds[p.Protocol] {
 					if dialReaches(bind, ap, isLoopback) {
 						t.Fatalf("pool %s: backend %s is l4lb's own %s", p.Name, ap, bind)
 					}
 				}
+			}
+			if p.Health.Type != HealthSendExpect && (p.Health.Send != nil || p.Health.Expect != nil) {
+				t.Fatalf("pool %s: bytes to send or expect accepted for a %s check", p.Name, p.Health.Type)
 			}
 			if weight == 0 {
 				t.Fatalf("pool %s accepted with every weight 0", p.Name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/BurntSushi/toml"
 )
@@ -80,7 +81,7 @@ func decode(c *collector, raw map[string]any) *Config {
 		c.add("listener", "no [[listener]]: nothing to serve")
 	}
 	if t := root.sub("pool"); t != nil {
-		decodePools(t, cfg)
+		decodePools(t, cfg, poolUses(cfg.Listeners))
 	}
 	root.done()
 	return cfg
@@ -138,51 +139,88 @@ func decodeListener(t *table) Listener {
 			t.c.add(t.keyOf("bind"), "%v", err)
 		}
 	}
+	// The keys of one protocol are refused on a listener of the other only
+	// when the protocol is known: a bad protocol is reported once, alone.
+	_, protoWritten := t.m["protocol"]
+	protoKnown := !protoWritten
 	if t.str("protocol", &l.Protocol) {
-		switch l.Protocol {
-		case ProtocolTCP:
-		case ProtocolUDP:
-			t.c.add(t.keyOf("protocol"), "UDP is not built yet: only \"tcp\" listeners are supported")
-		default:
-			t.c.add(t.keyOf("protocol"), "unknown protocol %q; use \"tcp\" (\"udp\" is planned)", l.Protocol)
+		if slices.Contains(Protocols(), l.Protocol) {
+			protoKnown = true
+		} else {
+			t.c.add(t.keyOf("protocol"), "unknown protocol %q; use \"tcp\" or \"udp\"", l.Protocol)
 		}
 	}
 	if t.str("pool", &l.Pool) && l.Pool == "" {
 		t.c.add(t.keyOf("pool"), "must not be empty: name the [pool.NAME] to send connections to")
 	}
-	t.integer("backlog", &l.Backlog, 0, MaxBacklog)
+	tcp := !protoKnown || l.Protocol == ProtocolTCP
+	udp := !protoKnown || l.Protocol == ProtocolUDP
+	if !t.misplaced("backlog", tcp, "only for protocol = \"tcp\" listeners: a UDP socket has no listen backlog") {
+		t.integer("backlog", &l.Backlog, 0, MaxBacklog)
+	}
+	notUDP := "only for protocol = \"udp\" listeners, and this listener is tcp"
+	if !protoWritten {
+		notUDP += " (protocol left out means \"tcp\")"
+	}
+	if !t.misplaced("session_timeout", udp, "%s", notUDP) {
+		t.duration("session_timeout", &l.SessionTimeout, true)
+	}
+	if !t.misplaced("max_sessions", udp, "%s", notUDP) {
+		t.integer("max_sessions", &l.MaxSessions, 1, MaxUDPSessions)
+	}
+	if !t.misplaced("responses", udp, "%s", notUDP) {
+		t.integer("responses", &l.Responses, 0, math.MaxInt)
+	}
+	if !t.misplaced("requests", udp, "%s", notUDP) {
+		t.integer("requests", &l.Requests, 0, math.MaxInt)
+	}
 	t.done()
 	return l
 }
 
 // decodePools reads every [pool.NAME] in name order, so the messages come
-// out in the same order on every run.
-func decodePools(t *table, cfg *Config) {
+// out in the same order on every run. uses says which protocol each pool
+// serves, from the listeners naming it.
+func decodePools(t *table, cfg *Config, uses map[string]poolUse) {
 	for _, name := range sortedKeys(t.m) {
 		pt := t.sub(name)
 		if pt == nil {
 			continue
 		}
 		checkName(t.c, pt.key, name)
-		cfg.Pools[name] = decodePool(pt, name)
+		cfg.Pools[name] = decodePool(pt, name, useOf(uses, name))
 		cfg.PoolNames = append(cfg.PoolNames, name)
 	}
 	t.done()
 }
 
-func decodePool(t *table, name string) *Pool {
+func decodePool(t *table, name string, use poolUse) *Pool {
 	p := DefaultPool(name)
 	p.Line = t.c.pos.line(t.key)
+	if use.protocol != "" {
+		p.Protocol = use.protocol
+	}
 	t.oneOf("algorithm", &p.Algorithm, "load-balancing algorithm", Algorithms())
 	t.oneOf("hash_key", &p.HashKey, "hash key", HashKeys())
-	timeoutOK := t.duration("connect_timeout", &p.ConnectTimeout, true)
-	if _, set := t.get("connect_budget"); !set && timeoutOK {
-		p.ConnectBudget = max(p.ConnectBudget, p.ConnectTimeout)
+	tcp, udp := use.protocol != ProtocolUDP, use.protocol != ProtocolTCP
+	timeoutOK := true
+	if !t.misplaced("connect_timeout", tcp, "%s", use.notFor("connect_timeout", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
+		timeoutOK = t.duration("connect_timeout", &p.ConnectTimeout, true)
 	}
-	if t.duration("connect_budget", &p.ConnectBudget, true) && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
-		t.c.add(t.keyOf("connect_budget"), "connect_budget %v is shorter than connect_timeout %v: not even the first dial could take its full time; raise connect_budget or lower connect_timeout", p.ConnectBudget, p.ConnectTimeout)
+	if !t.misplaced("connect_budget", tcp, "%s", use.notFor("connect_budget", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
+		if _, set := t.get("connect_budget"); !set && timeoutOK {
+			p.ConnectBudget = max(p.ConnectBudget, p.ConnectTimeout)
+		}
+		if t.duration("connect_budget", &p.ConnectBudget, true) && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
+			t.c.add(t.keyOf("connect_budget"), "connect_budget %v is shorter than connect_timeout %v: not even the first dial could take its full time; raise connect_budget or lower connect_timeout", p.ConnectBudget, p.ConnectTimeout)
+		}
 	}
-	t.duration("idle_timeout", &p.IdleTimeout, true)
+	if !t.misplaced("idle_timeout", tcp, "%s", use.notFor("idle_timeout", "UDP sessions end after the listener's session_timeout")) {
+		t.duration("idle_timeout", &p.IdleTimeout, true)
+	}
+	if !t.misplaced("reply_timeout", udp, "%s", use.notFor("reply_timeout", "a TCP dial is judged at its connect (connect_timeout)")) {
+		t.duration("reply_timeout", &p.ReplyTimeout, true)
+	}
 	t.integer("retries", &p.Retries, 0, MaxRetries)
 	t.duration("slow_start", &p.SlowStart, false)
 	if t.number("hash_balance_factor", &p.HashBalanceFactor) {
@@ -209,10 +247,10 @@ func decodePool(t *table, name string) *Pool {
 		checkMaglevSize(t.c, t.keyOf("maglev_table_size"), p.MaglevTableSize, len(p.Backends))
 	}
 	if ht := t.sub("health"); ht != nil {
-		decodeHealth(ht, &p.Health)
+		decodeHealth(ht, &p.Health, use.protocol)
 	}
 	if bt := t.sub("breaker"); bt != nil {
-		decodeBreaker(bt, &p.Breaker)
+		decodeBreaker(bt, &p.Breaker, use)
 	}
 	t.done()
 	return p
@@ -233,8 +271,23 @@ func decodeBackend(t *table) Backend {
 	return b
 }
 
-func decodeHealth(t *table, h *Health) {
+// decodeHealth reads [pool.NAME.health]; protocol is the pool's ("" when
+// its listeners disagree, which is reported elsewhere).
+func decodeHealth(t *table, h *Health, protocol string) {
 	t.boolean("enabled", &h.Enabled)
+	typeKnown := t.oneOf("type", &h.Type, "health check type", HealthTypes())
+	connect := !typeKnown || h.Type == HealthConnect
+	sendExpect := !typeKnown || h.Type == HealthSendExpect
+	if !t.misplaced("port", connect, "only for type = \"connect\" checks: a send-expect check talks to the backend's own address") {
+		t.integer("port", &h.Port, 0, 65535)
+	}
+	notSendExpect := "only for type = \"send-expect\" checks: a connect check sends and reads nothing (set type = \"send-expect\")"
+	send, sendOK := t.bytes("send", "send_hex", sendExpect, notSendExpect)
+	h.Send = send
+	h.Expect, _ = t.bytes("expect", "expect_hex", sendExpect, notSendExpect)
+	if typeKnown && h.Type == HealthSendExpect && protocol == ProtocolUDP && sendOK && len(h.Send) == 0 {
+		t.c.add(t.keyOf(t.writtenOr("send", t.writtenOr("send_hex", "type"))), "a send-expect check of a UDP pool needs bytes to send (send or send_hex): a UDP backend only answers what it receives")
+	}
 	intervalOK := t.duration("interval", &h.Interval, true)
 	timeoutOK := t.duration("timeout", &h.Timeout, true)
 	if intervalOK && timeoutOK && h.Timeout > h.Interval {
@@ -245,7 +298,7 @@ func decodeHealth(t *table, h *Health) {
 	t.done()
 }
 
-func decodeBreaker(t *table, b *Breaker) {
+func decodeBreaker(t *table, b *Breaker, use poolUse) {
 	t.integer("failures", &b.Failures, 1, MaxBreakerCount)
 	t.duration("window", &b.Window, true)
 	if t.number("min_ratio", &b.MinRatio) && (b.MinRatio < 0 || b.MinRatio > 1) {
@@ -258,7 +311,16 @@ func decodeBreaker(t *table, b *Breaker) {
 		t.c.add(t.keyOf(t.writtenOr("max_cooldown", "cooldown")), "max_cooldown %v is shorter than cooldown %v: the cooldown only ever doubles up to max_cooldown", b.MaxCooldown, b.Cooldown)
 	}
 	t.integer("successes", &b.Successes, 1, MaxBreakerCount)
-	t.boolean("count_early_reset", &b.CountEarlyReset)
-	t.duration("early_reset_window", &b.EarlyResetWindow, true)
+	tcp, udp := use.protocol != ProtocolUDP, use.protocol != ProtocolTCP
+	noResets := "UDP has no connection to reset: count_no_reply judges a session's first datagram instead"
+	if !t.misplaced("count_early_reset", tcp, "%s", use.notFor("count_early_reset", noResets)) {
+		t.boolean("count_early_reset", &b.CountEarlyReset)
+	}
+	if !t.misplaced("early_reset_window", tcp, "%s", use.notFor("early_reset_window", noResets)) {
+		t.duration("early_reset_window", &b.EarlyResetWindow, true)
+	}
+	if !t.misplaced("count_no_reply", udp, "%s", use.notFor("count_no_reply", "a TCP dial fails at its connect, or with count_early_reset at an early reset")) {
+		t.boolean("count_no_reply", &b.CountNoReply)
+	}
 	t.done()
 }

@@ -20,7 +20,8 @@ func TestParseFillsDefaults(t *testing.T) {
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text"},
 		Listeners: []Listener{
-			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1},
+			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
+				SessionTimeout: 60 * time.Second, MaxSessions: 16384, Responses: 0, Requests: 0},
 		},
 		Pools: map[string]*Pool{"web": {
 			Name:              "web",
@@ -35,11 +36,14 @@ func TestParseFillsDefaults(t *testing.T) {
 			RingVnodes:        160,
 			MaglevTableSize:   65537,
 			Backends:          []Backend{{Addr: "127.0.0.1:9001", Weight: 1, ID: "", Line: 6}},
-			Health:            Health{Enabled: true, Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3},
+			Protocol:          "tcp",
+			ReplyTimeout:      2 * time.Second,
+			Health: Health{Enabled: true, Type: "connect", Port: 0, Send: nil, Expect: nil,
+				Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3},
 			Breaker: Breaker{
 				Failures: 3, Window: 120 * time.Second, MinRatio: 0, MinVolume: 0,
 				Cooldown: 30 * time.Second, MaxCooldown: 5 * time.Minute, Successes: 1, CountEarlyReset: false,
-				EarlyResetWindow: 5 * time.Second,
+				EarlyResetWindow: 5 * time.Second, CountNoReply: false,
 			},
 			Line: 5,
 		}},
@@ -104,6 +108,8 @@ weight = 256
 
 [pool.pg.health]
 enabled = false
+type = "connect"
+port = 15432
 interval = "10s"
 timeout = "10s"
 rise = 1
@@ -123,18 +129,50 @@ early_reset_window = "30s"
 [pool.spare]
 [[pool.spare.backend]]
 addr = "10.0.0.9:1"
+
+[[listener]]
+name = "dns"
+bind = "0.0.0.0:5432"
+protocol = "udp"
+pool = "dns"
+session_timeout = "5s"
+max_sessions = 1000000
+responses = 1
+requests = 3
+
+[pool.dns]
+reply_timeout = "500ms"
+[[pool.dns.backend]]
+addr = "10.0.0.53:53"
+[pool.dns.health]
+type = "send-expect"
+send_hex = "00ff"
+expect = "ok"
+[pool.dns.breaker]
+count_no_reply = true
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
-	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 68}}
-	spare.Line = 67
+	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 70}}
+	spare.Line = 69
+	dns := DefaultPool("dns")
+	dns.Protocol = "udp"
+	dns.ReplyTimeout = 500 * time.Millisecond
+	dns.Backends = []Backend{{Addr: "10.0.0.53:53", Weight: 1, Line: 85}}
+	dns.Health.Type = "send-expect"
+	dns.Health.Send = []byte{0x00, 0xff}
+	dns.Health.Expect = []byte("ok")
+	dns.Breaker.CountNoReply = true
+	dns.Line = 83
 	want := &Config{
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json"},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23},
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 16384},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 16384},
+			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 73,
+				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3},
 		},
 		Pools: map[string]*Pool{
 			"pg": {
@@ -153,7 +191,9 @@ addr = "10.0.0.9:1"
 					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 40},
 					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 45},
 				},
-				Health: Health{Enabled: false, Interval: 10 * time.Second, Timeout: 10 * time.Second, Rise: 1, Fall: 1},
+				Protocol:     "tcp",
+				ReplyTimeout: 2 * time.Second,
+				Health:       Health{Enabled: false, Type: "connect", Port: 15432, Interval: 10 * time.Second, Timeout: 10 * time.Second, Rise: 1, Fall: 1},
 				Breaker: Breaker{
 					Failures: 10, Window: time.Minute, MinRatio: 0.5, MinVolume: 20,
 					Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Second, Successes: 3, CountEarlyReset: true,
@@ -162,8 +202,9 @@ addr = "10.0.0.9:1"
 				Line: 28,
 			},
 			"spare": spare,
+			"dns":   dns,
 		},
-		PoolNames: []string{"pg", "spare"},
+		PoolNames: []string{"dns", "pg", "spare"},
 	}
 	want.file, want.pos = cfg.file, cfg.pos // where it came from: not the point here
 	if !reflect.DeepEqual(cfg, want) {

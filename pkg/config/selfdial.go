@@ -32,12 +32,14 @@ func dialReaches(bind, backend netip.AddrPort, isLocal func(netip.Addr) bool) bo
 func isLoopback(a netip.Addr) bool { return a.IsLoopback() }
 
 // checkSelfDials reports every backend, of any pool, that would reach one
-// of l4lb's own listeners (of any pool) or its admin endpoint.
+// of l4lb's own listeners (of any pool) or its admin endpoint. A pool
+// reaches only sockets of its own protocol: a UDP backend on the port of a
+// TCP listener is another socket, and the admin endpoint is TCP.
 func checkSelfDials(c *collector, cfg *Config, isLocal func(netip.Addr) bool) {
 	var binds []boundSocket
 	for i, l := range cfg.Listeners {
 		if ap, err := parseAddr(l.Bind, roleListen); err == nil {
-			binds = append(binds, boundSocket{ap, fmt.Sprintf("listener[%d] %q (bind %q, line %d)", i, l.Name, l.Bind, l.Line)})
+			binds = append(binds, boundSocket{ap, l.Protocol, fmt.Sprintf("listener[%d] %q (bind %q, line %d)", i, l.Name, l.Bind, l.Line)})
 		}
 	}
 	var admin netip.AddrPort
@@ -45,6 +47,11 @@ func checkSelfDials(c *collector, cfg *Config, isLocal func(netip.Addr) bool) {
 		admin, _ = parseAddr(cfg.Admin.Listen, roleListen)
 	}
 	for _, name := range cfg.PoolNames {
+		protocol := cfg.Pools[name].Protocol
+		loop := "l4lb would connect to itself, in a loop, for every client"
+		if protocol == ProtocolUDP {
+			loop = "l4lb would send to itself, in a loop, for every datagram"
+		}
 		backendsKey := joinKey(joinKey("pool", name), "backend")
 		for i, b := range cfg.Pools[name].Backends {
 			ap, err := parseAddr(b.Addr, roleDial)
@@ -52,11 +59,11 @@ func checkSelfDials(c *collector, cfg *Config, isLocal func(netip.Addr) bool) {
 				continue // reported where the backend was decoded
 			}
 			key := joinKey(indexKey(backendsKey, i), "addr")
-			if msg := selfDial(ap, binds, isLocal); msg != "" {
-				c.add(key, "backend %q %s: l4lb would connect to itself, in a loop, for every client", b.Addr, msg)
+			if msg := selfDial(ap, protocol, binds, isLocal); msg != "" {
+				c.add(key, "backend %q %s: %s", b.Addr, msg, loop)
 				continue
 			}
-			if admin.IsValid() && dialReaches(admin, ap, isLocal) {
+			if admin.IsValid() && protocol == ProtocolTCP && dialReaches(admin, ap, isLocal) {
 				c.add(key, "backend %q is l4lb's own admin endpoint (admin.listen %q, line %d): clients would reach the admin API through the pool", b.Addr, cfg.Admin.Listen, c.pos.line("admin.listen"))
 			}
 		}
@@ -65,14 +72,15 @@ func checkSelfDials(c *collector, cfg *Config, isLocal func(netip.Addr) bool) {
 
 // boundSocket is a listener's address, with how messages name it.
 type boundSocket struct {
-	ap   netip.AddrPort
-	what string
+	ap       netip.AddrPort
+	protocol string
+	what     string
 }
 
-// selfDial says which of binds a dial to backend reaches, or "".
-func selfDial(backend netip.AddrPort, binds []boundSocket, isLocal func(netip.Addr) bool) string {
+// selfDial says which of binds of protocol a dial to backend reaches, or "".
+func selfDial(backend netip.AddrPort, protocol string, binds []boundSocket, isLocal func(netip.Addr) bool) string {
 	for _, b := range binds {
-		if !dialReaches(b.ap, backend, isLocal) {
+		if b.protocol != protocol || !dialReaches(b.ap, backend, isLocal) {
 			continue
 		}
 		if b.ap == backend {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -29,7 +30,9 @@ func (t *table) keyOf(name string) string { return joinKey(t.key, name) }
 
 // get returns the raw value of name, marking it known.
 func (t *table) get(name string) (any, bool) {
-	t.known = append(t.known, name)
+	if !slices.Contains(t.known, name) {
+		t.known = append(t.known, name)
+	}
 	v, ok := t.m[name]
 	return v, ok
 }
@@ -67,17 +70,72 @@ func (t *table) str(name string, dst *string) bool {
 	return true
 }
 
-// oneOf reads a string that must be one of allowed.
-func (t *table) oneOf(name string, dst *string, what string, allowed []string) {
+// oneOf reads a string that must be one of allowed. Like integer, it
+// reports false only for a present but unusable value.
+func (t *table) oneOf(name string, dst *string, what string, allowed []string) bool {
 	var s string
 	if !t.str(name, &s) {
-		return
+		_, set := t.m[name]
+		return !set
 	}
 	if !slices.Contains(allowed, s) {
 		t.c.add(t.keyOf(name), "%q is not a %s; use one of: %s", s, what, strings.Join(allowed, ", "))
-		return
+		return false
 	}
 	*dst = s
+	return true
+}
+
+// misplaced reports name, when the file sets it although it does not apply
+// here (applies is false: a key of the other protocol, say), with the
+// message format, and marks it known. It returns true when it reported, so
+// the caller skips reading a value that would mean nothing.
+func (t *table) misplaced(name string, applies bool, format string, args ...any) bool {
+	if _, set := t.m[name]; applies || !set {
+		return false
+	}
+	t.get(name)
+	t.c.add(t.keyOf(name), format, args...)
+	return true
+}
+
+// bytes reads a byte string written either as text (name) or as hex digits
+// (hexName), at most one of them; nil when neither is set or the value is
+// empty. Set where it does not apply (applies false), each is reported with
+// the message notHere. ok is false when a value is present but unusable.
+func (t *table) bytes(name, hexName string, applies bool, notHere string) (b []byte, ok bool) {
+	textMisplaced := t.misplaced(name, applies, "%s", notHere)
+	hexMisplaced := t.misplaced(hexName, applies, "%s", notHere)
+	if textMisplaced || hexMisplaced {
+		return nil, false
+	}
+	_, hasText := t.get(name)
+	_, hasHex := t.get(hexName)
+	var s string
+	switch {
+	case hasText && hasHex:
+		t.c.add(t.keyOf(hexName), "set beside %s: %s and %s are two ways to write the same bytes; keep one", name, name, hexName)
+		return nil, false
+	case hasText:
+		if !t.str(name, &s) {
+			return nil, false
+		}
+		b = []byte(s)
+	case hasHex:
+		if !t.str(hexName, &s) {
+			return nil, false
+		}
+		d, err := hex.DecodeString(s)
+		if err != nil {
+			t.c.add(t.keyOf(hexName), "%q is not hex bytes (%s): write two hex digits per byte, e.g. \"70696e67\" for \"ping\"", s, strings.TrimPrefix(err.Error(), "encoding/hex: "))
+			return nil, false
+		}
+		b = d
+	}
+	if len(b) == 0 {
+		b = nil
+	}
+	return b, true
 }
 
 // integer reads a whole number in lo..hi. It reports false only when the

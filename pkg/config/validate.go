@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -109,12 +110,71 @@ func primeHint(n int) string {
 	return ""
 }
 
+// poolUse is what the listeners naming a pool make of it: the protocol it
+// serves, and the first of them, for messages.
+type poolUse struct {
+	// protocol is "tcp" or "udp"; "" when the listeners naming the pool
+	// disagree or one names an unknown protocol (both reported on the
+	// listener), and then no key of the pool is judged by protocol.
+	protocol string
+	listener int    // index of the first listener naming the pool; -1: none
+	what     string // how messages name that listener
+}
+
+// poolUses works out, from the listeners, the protocol of every pool they
+// name. A pool no listener names is absent: see useOf.
+func poolUses(listeners []Listener) map[string]poolUse {
+	uses := map[string]poolUse{}
+	for i, l := range listeners {
+		if l.Pool == "" {
+			continue
+		}
+		protocol := l.Protocol
+		if !slices.Contains(Protocols(), protocol) {
+			protocol = ""
+		}
+		u, seen := uses[l.Pool]
+		switch {
+		case !seen:
+			uses[l.Pool] = poolUse{protocol: protocol, listener: i, what: fmt.Sprintf("%s listener[%d] %q (line %d)", l.Protocol, i, l.Name, l.Line)}
+		case u.protocol != protocol:
+			u.protocol = ""
+			uses[l.Pool] = u
+		}
+	}
+	return uses
+}
+
+// useOf is the use of pool name: TCP when no listener names it.
+func useOf(uses map[string]poolUse, name string) poolUse {
+	if u, ok := uses[name]; ok {
+		return u
+	}
+	return poolUse{protocol: ProtocolTCP, listener: -1}
+}
+
+// notFor says why key, a key of the other protocol's pools, is refused in
+// this pool, and what this pool uses instead.
+func (u poolUse) notFor(key, instead string) string {
+	other := "UDP"
+	if u.protocol == ProtocolUDP {
+		other = "TCP"
+	}
+	serves := "no listener names this pool, so it is a TCP pool"
+	if u.listener >= 0 {
+		serves = "this pool serves " + u.what
+	}
+	return fmt.Sprintf("%s is for %s pools, and %s: %s", key, other, serves, instead)
+}
+
 // crossCheck runs the checks that compare tables with each other: unique
-// listener names, listeners naming existing pools, binds that can all be
-// opened together (admin endpoint included), and no backend that is l4lb
-// itself by an address every host has (CheckHost adds the host's own).
+// listener names, listeners naming existing pools, one protocol per pool,
+// binds that can all be opened together (admin endpoint included), and no
+// backend that is l4lb itself by an address every host has (CheckHost adds
+// the host's own).
 func crossCheck(c *collector, cfg *Config) {
 	names := map[string]int{}
+	served := map[string]int{} // pool name -> the first listener naming it
 	for i, l := range cfg.Listeners {
 		key := indexKey("listener", i)
 		if l.Name != "" {
@@ -124,10 +184,21 @@ func crossCheck(c *collector, cfg *Config) {
 				names[l.Name] = i
 			}
 		}
-		if l.Pool != "" {
-			if _, ok := cfg.Pools[l.Pool]; !ok {
-				c.add(joinKey(key, "pool"), "pool %q is not defined; %s", l.Pool, definedPools(cfg))
-			}
+		if l.Pool == "" {
+			continue
+		}
+		if _, ok := cfg.Pools[l.Pool]; !ok {
+			c.add(joinKey(key, "pool"), "pool %q is not defined; %s", l.Pool, definedPools(cfg))
+			continue
+		}
+		j, ok := served[l.Pool]
+		if !ok {
+			served[l.Pool] = i
+			continue
+		}
+		first := cfg.Listeners[j]
+		if first.Protocol != l.Protocol && slices.Contains(Protocols(), first.Protocol) && slices.Contains(Protocols(), l.Protocol) {
+			c.add(joinKey(key, "pool"), "pool %q is also served by %s listener[%d] %q (line %d), and this listener is %s: a pool serves one protocol: define a second pool with the same backends", l.Pool, first.Protocol, j, first.Name, first.Line, l.Protocol)
 		}
 	}
 	checkBinds(c, cfg)
