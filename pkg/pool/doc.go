@@ -15,6 +15,10 @@
 // EndDial records the outcome in the dial counters and with the breaker;
 // Pending leaves a connected dial's result open for the relay to Settle
 // when count_early_reset judges a dial by the backend's first move; EndRelay
-// gives the connection's count back. The pool's own dials, the breaker's
-// recovery probe and the health checks, run on their goroutines.
+// gives the connection's count back; Await is Pending for a UDP session's
+// first datagram, always settled later. The pool's own dials, the
+// breaker's recovery probe and the health checks, run on their goroutines:
+// the check follows the pool's protocol and health type (TCP connect, TCP
+// or UDP send-expect), and a UDP pool's probe is its send-expect request or
+// else one empty datagram that fails only when refused (probe.go).
 package pool

@@ -45,6 +45,9 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 	if deps.Store == nil {
 		return nil, fmt.Errorf("pool %s: no breaker store", cfg.Name)
 	}
+	if err := checkKinds(cfg); err != nil {
+		return nil, err
+	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -115,10 +118,14 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 	}
 	b.breaker = brk
 	if p.cfg.Health.Enabled {
-		tcp := health.TCPCheck(p.countingDial(b, DialHealth), bc.Addr, dialer.IsLocal)
+		hc := p.healthCheck(b)
 		check := func(ctx context.Context) health.Result {
-			gen := b.breaker.State().Generation // captured before the connect
-			r := tcp(ctx)
+			gen := b.breaker.State().Generation // captured before the check's first packet
+			r := hc(ctx)
+			// One check is one health dial, counted by its result: for a
+			// connect check that is the connect's outcome; a send-expect
+			// check that connected and got no (or the wrong) reply fails.
+			b.countDial(DialHealth, outcome(r))
 			b.readmit.record(gen, r)
 			return r
 		}

@@ -2,18 +2,105 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/health"
 )
 
 // The pool's own dials, made on goroutines of the breaker and the health
 // prober rather than on the event loops: the breaker's recovery probe and
 // the active health checks.
+//
+// Which check, by the pool's protocol and [health] type:
+//
+//	protocol  type         health check                        breaker probe
+//	tcp       connect      TCP connect to addr (or host:port)  TCP connect to addr
+//	tcp       send-expect  TCP send-expect to addr             TCP connect to addr
+//	udp       connect      TCP connect to host:port (port 0:   UDP refusal probe to addr
+//	                       the backend's own port)
+//	udp       send-expect  UDP send-expect to addr             UDP send-expect to addr
 
-// probeFunc is the breaker's own recovery dial for b.
+// checkKinds rejects a protocol or health type the pool cannot check; ""
+// is the default (tcp, connect), for pools built without the parser.
+func checkKinds(cfg *config.Pool) error {
+	switch cfg.Protocol {
+	case "", config.ProtocolTCP, config.ProtocolUDP:
+	default:
+		return fmt.Errorf("pool %s: unknown protocol %q", cfg.Name, cfg.Protocol)
+	}
+	switch cfg.Health.Type {
+	case "", config.HealthConnect, config.HealthSendExpect:
+	default:
+		return fmt.Errorf("pool %s: unknown health check type %q", cfg.Name, cfg.Health.Type)
+	}
+	if cfg.Health.Port < 0 || cfg.Health.Port > 65535 {
+		return fmt.Errorf("pool %s: health port %d out of range", cfg.Name, cfg.Health.Port)
+	}
+	return nil
+}
+
+func (p *Pool) udp() bool        { return p.cfg.Protocol == config.ProtocolUDP }
+func (p *Pool) sendExpect() bool { return p.cfg.Health.Type == config.HealthSendExpect }
+
+// healthCheck is b's active check, before the pool's counting and
+// readmission recording (newBackend wraps it).
+func (p *Pool) healthCheck(b *Backend) health.Check {
+	h := p.cfg.Health
+	switch {
+	case p.sendExpect() && p.udp():
+		return health.UDPSendExpectCheck(nil, b.Addr, h.Send, h.Expect, dialer.IsLocal)
+	case p.sendExpect():
+		return health.TCPSendExpectCheck(p.dialer.DialContext, b.Addr, h.Send, h.Expect, dialer.IsLocal)
+	default:
+		return health.TCPCheck(p.dialer.DialContext, p.connectAddr(b), dialer.IsLocal)
+	}
+}
+
+// connectAddr is where b's connect check goes: b's address, or its host at
+// the health port when one is set (for UDP pools, the port of a TCP
+// service beside the UDP one).
+func (p *Pool) connectAddr(b *Backend) string {
+	if p.cfg.Health.Port == 0 {
+		return b.Addr
+	}
+	host, _, err := net.SplitHostPort(b.Addr)
+	if err != nil { // not after netip.ParseAddrPort accepted it; keep the address
+		return b.Addr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p.cfg.Health.Port))
+}
+
+// probeFunc is the breaker's own recovery dial for b: a TCP connect for a
+// TCP pool. A UDP pool has no connect to make: it sends the health
+// send-expect request when that is the check configured (within the health
+// timeout), else one empty datagram that fails only when refused (within
+// reply_timeout, the window in which the data path, too, takes an ICMP
+// refusal of a session's first datagram as a failure). Silence passes the
+// refusal probe: no evidence of refusal. Each probe is counted as kind
+// probe, local trouble not at all.
 func (p *Pool) probeFunc(b *Backend) func(ctx context.Context) breaker.Result {
+	if p.udp() {
+		check, bound := health.UDPRefusalCheck(nil, b.Addr, dialer.IsLocal), p.cfg.ReplyTimeout
+		if p.sendExpect() {
+			h := p.cfg.Health
+			check, bound = health.UDPSendExpectCheck(nil, b.Addr, h.Send, h.Expect, dialer.IsLocal), h.Timeout
+		}
+		return func(ctx context.Context) breaker.Result {
+			if bound > 0 { // else the breaker's probe deadline bounds it
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, bound)
+				defer cancel()
+			}
+			o := outcome(check(ctx))
+			b.countDial(DialProbe, o)
+			return breakerResult(o)
+		}
+	}
 	return func(ctx context.Context) breaker.Result {
 		c, err := p.dialer.Dial(ctx, b.Addr)
 		o := dialer.Classify(err)
@@ -25,12 +112,15 @@ func (p *Pool) probeFunc(b *Backend) func(ctx context.Context) breaker.Result {
 	}
 }
 
-// countingDial is the health checks' dial: the pool's dialer, counted as
-// kind k. Health results never reach the breaker.
-func (p *Pool) countingDial(b *Backend, k DialKind) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := p.dialer.DialContext(ctx, network, addr)
-		b.countDial(k, dialer.Classify(err))
-		return c, err
+// outcome is a check's result as a dial's: pass is success, fail failure,
+// inconclusive local trouble.
+func outcome(r health.Result) dialer.Outcome {
+	switch r {
+	case health.Pass:
+		return dialer.Success
+	case health.Fail:
+		return dialer.Failure
+	default:
+		return dialer.Local
 	}
 }
