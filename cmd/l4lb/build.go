@@ -7,6 +7,7 @@ import (
 
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
 )
 
 // buildPools is everything run makes of a configuration before it opens a
@@ -34,6 +35,25 @@ func buildPools(cfg *config.Config, deps pool.Deps) ([]*pool.Pool, error) {
 		pools = append(pools, p)
 	}
 	return pools, nil
+}
+
+// frontends turns cfg's listeners into the server's frontends, in file
+// order, each with its built pool (pools by name, from buildPools): TCP ones
+// with their backlog, UDP ones with their session keys.
+func frontends(cfg *config.Config, pools map[string]*pool.Pool) []proxy.Frontend {
+	fronts := make([]proxy.Frontend, 0, len(cfg.Listeners))
+	for _, l := range cfg.Listeners {
+		f := proxy.Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool]}
+		switch l.Protocol {
+		case config.ProtocolUDP:
+			f.SessionTimeout, f.MaxSessions = l.SessionTimeout, l.MaxSessions
+			f.Responses, f.Requests = l.Responses, l.Requests
+		default:
+			f.Backlog = l.Backlog
+		}
+		fronts = append(fronts, f)
+	}
+	return fronts
 }
 
 // thisHost lists the addresses of this host's interfaces, which a wildcard

@@ -32,12 +32,33 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	backends := 0
+	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, summary(cfg))
+	return 0
+}
+
+// summary is what check says of a good file: how many listeners, pools and
+// backends; with UDP listeners, also how many of each protocol and the
+// sessions they may hold (an fd each, out of the TCP clients' budget).
+func summary(cfg *config.Config) string {
+	backends, udpPools := 0, 0
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)
+		if p.Protocol == config.ProtocolUDP {
+			udpPools++
+		}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d listeners, %d pools, %d backends)\n", *path, len(cfg.Listeners), len(cfg.Pools), backends)
-	return 0
+	udpListeners := 0
+	for _, l := range cfg.Listeners {
+		if l.Protocol == config.ProtocolUDP {
+			udpListeners++
+		}
+	}
+	if udpListeners == 0 {
+		return fmt.Sprintf("%d listeners, %d pools, %d backends", len(cfg.Listeners), len(cfg.Pools), backends)
+	}
+	return fmt.Sprintf("%d listeners: %d tcp, %d udp; %d pools: %d tcp, %d udp; %d backends; udp sessions up to %d",
+		len(cfg.Listeners), len(cfg.Listeners)-udpListeners, udpListeners,
+		len(cfg.Pools), len(cfg.Pools)-udpPools, udpPools, backends, udpSessions(cfg))
 }
 
 // checkBuild builds cfg's pools as run would and drops them: they never

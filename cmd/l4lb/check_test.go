@@ -114,3 +114,64 @@ func TestCheckReadsTheAdminToken(t *testing.T) {
 		t.Fatalf("check: exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestCheckReportsUDP: a good file with UDP listeners is summed up by
+// protocol, with the sessions its UDP listeners may hold; a file with UDP
+// mistakes gets them named by key and line like any other.
+func TestCheckReportsUDP(t *testing.T) {
+	udp := "[admin]\nlisten = \"\"\n" +
+		"[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n" +
+		"[[listener]]\nname = \"dns\"\nbind = \"127.0.0.1:8080\"\nprotocol = \"udp\"\npool = \"dns\"\nmax_sessions = 1000\n" +
+		"[pool.web]\n[[pool.web.backend]]\naddr = \"127.0.0.1:9001\"\n" +
+		"[pool.dns]\nreply_timeout = \"1s\"\n[[pool.dns.backend]]\naddr = \"127.0.0.1:9053\"\n[[pool.dns.backend]]\naddr = \"127.0.0.1:9054\"\n" +
+		"[pool.dns.health]\ntype = \"send-expect\"\nsend_hex = \"0001\"\n"
+	tests := []struct {
+		name, src string
+		code      int
+		want      []string // in stdout (code 0) or stderr, in order
+	}{
+		{"tcp only: the summary of old", onePool([]string{"127.0.0.1:8080"}, "", "addr = \"127.0.0.1:9001\"\n"), 0,
+			[]string{"l4lb.toml: ok (1 listeners, 1 pools, 1 backends)\n"}},
+		{"tcp and udp on one address", udp, 0,
+			[]string{"l4lb.toml: ok (2 listeners: 1 tcp, 1 udp; 2 pools: 1 tcp, 1 udp; 3 backends; udp sessions up to 1000)\n"}},
+		{"udp mistakes", strings.Replace(strings.Replace(udp, "max_sessions = 1000", "backlog = 10", 1), "reply_timeout = \"1s\"", "idle_timeout = \"1m\"", 1), 1,
+			[]string{"l4lb.toml:12: listener[1].backlog: only for protocol = \"tcp\" listeners",
+				"l4lb.toml:17: pool.dns.idle_timeout: idle_timeout is for TCP pools, and this pool serves udp listener[1] \"dns\" (line 7): UDP sessions end after the listener's session_timeout",
+				"2 error(s)"}},
+		{"a pool of both protocols", strings.Replace(udp, "pool = \"dns\"", "pool = \"web\"", 1), 1,
+			[]string{"l4lb.toml:11: listener[1].pool: pool \"web\" is also served by tcp listener[0] \"web\" (line 3), and this listener is udp: a pool serves one protocol: define a second pool with the same backends",
+				// Pool dns is named by no listener now: a TCP pool.
+				"l4lb.toml:17: pool.dns.reply_timeout: reply_timeout is for UDP pools, and no listener names this pool, so it is a TCP pool",
+				"2 error(s)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := checkFile(t, tt.src)
+			out := stderr
+			if tt.code == 0 {
+				out = strings.ReplaceAll(stdout, checkPath(t, stdout), "l4lb.toml")
+			}
+			if code != tt.code {
+				t.Fatalf("check: exit %d, want %d; stdout %q, stderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			rest := out
+			for _, want := range tt.want {
+				i := strings.Index(rest, want)
+				if i < 0 {
+					t.Fatalf("check output lacks %q (in order):\n%s", want, out)
+				}
+				rest = rest[i+len(want):]
+			}
+		})
+	}
+}
+
+// checkPath is the file name check printed on its ok line.
+func checkPath(t *testing.T, stdout string) string {
+	t.Helper()
+	path, _, ok := strings.Cut(stdout, ": ok (")
+	if !ok {
+		t.Fatalf("no ok line in %q", stdout)
+	}
+	return path
+}

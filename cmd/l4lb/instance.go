@@ -44,10 +44,10 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)
 	}
-	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, adminConns(cfg.Admin))
-	if need := in.budget.Reserved + 2*in.budget.MaxConnections; need > in.budget.Limit {
-		log.Warn("max_connections needs more file descriptors than the limit allows; raise LimitNOFILE",
-			"max_connections", in.budget.MaxConnections, "fds_needed", need, "fd_limit", in.budget.Limit)
+	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, adminConns(cfg.Admin), udpSessions(cfg))
+	if msg := in.budget.overLimit(); msg != "" {
+		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,
+			"fds_needed", in.budget.needed(), "fd_limit", in.budget.Limit)
 	}
 	in.pipes = splice.NewPipePool(splice.PipePoolConfig{
 		Size:    cfg.Global.PipeSize,
@@ -65,12 +65,8 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 		byName[p.Name] = p
 	}
 
-	var fronts []proxy.Frontend
-	for _, l := range cfg.Listeners {
-		fronts = append(fronts, proxy.Frontend{Name: l.Name, Bind: l.Bind, Backlog: l.Backlog, Pool: byName[l.Pool]})
-	}
 	in.server, err = proxy.New(proxy.Config{
-		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
+		Frontends: frontends(cfg, byName), Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
 		IsLocal: hostAddrs(), Logger: log,
 	})
 	if err != nil {
@@ -94,7 +90,7 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	in.poolsDone.Go(func() { trim.run(ctx) })
 	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
-		"max_connections", in.budget.MaxConnections, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
+		"max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
 	return in, nil
 }
 

@@ -11,6 +11,7 @@ import (
 type fdBudget struct {
 	Limit          int // RLIMIT_NOFILE (soft; Go raises it to the hard limit)
 	MaxPipes       int // splice pipes in existence at most (2 fds each)
+	Sessions       int // UDP sessions at most, over all UDP listeners (1 fd each); part of Reserved
 	Reserved       int // fds kept for everything but relayed connections
 	MaxConnections int // client connections (2 fds each: client + backend)
 }
@@ -26,19 +27,49 @@ const baseReserve = 64
 const maxPipes = 256
 
 // deriveBudget computes max_connections from the fd limit when the
-// configuration leaves it at 0. sockets is the number of listening sockets,
-// backends the number of backends (a health check and a breaker probe each
-// may hold an fd), adminConns the admin endpoint's connection cap (see
-// adminConns): scrapes and API calls then never take fds relayed clients
-// were promised.
-func deriveBudget(limit, configured, sockets, backends, adminConns int) fdBudget {
-	b := fdBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8))}
-	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes + adminConns
+// configuration leaves it at 0. sockets is the number of listening sockets
+// (TCP and UDP), backends the number of backends (a health check and a
+// breaker probe each may hold an fd), adminConns the admin endpoint's
+// connection cap (see adminConns): scrapes and API calls then never take
+// fds relayed clients were promised. sessions is the sum of the UDP
+// listeners' max_sessions (see udpSessions): each session holds its
+// connected socket to the backend, so they are kept apart too.
+func deriveBudget(limit, configured, sockets, backends, adminConns, sessions int) fdBudget {
+	b := fdBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8)), Sessions: sessions}
+	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes + adminConns + sessions
 	b.MaxConnections = configured
 	if configured == 0 {
 		b.MaxConnections = max((limit-b.Reserved)/2, 1)
 	}
 	return b
+}
+
+// needed is how many fds the budget may hold at once.
+func (b fdBudget) needed() int { return b.Reserved + 2*b.MaxConnections }
+
+// overLimit says, when the budget needs more fds than the limit allows, what
+// to log at start (a warning: l4lb still runs, and what does not fit is
+// refused when it comes), else "".
+func (b fdBudget) overLimit() string {
+	if b.needed() <= b.Limit {
+		return ""
+	}
+	if b.Sessions > 0 {
+		return "max_connections and the UDP listeners' max_sessions need more file descriptors than the limit allows; raise LimitNOFILE or lower them"
+	}
+	return "max_connections needs more file descriptors than the limit allows; raise LimitNOFILE"
+}
+
+// udpSessions is how many UDP sessions cfg allows at once: the sum of its
+// UDP listeners' max_sessions, one socket each.
+func udpSessions(cfg *config.Config) int {
+	n := 0
+	for _, l := range cfg.Listeners {
+		if l.Protocol == config.ProtocolUDP {
+			n += l.MaxSessions
+		}
+	}
+	return n
 }
 
 // adminConns is how many fds the admin endpoint may hold at once: its
