@@ -119,16 +119,11 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 	u.drop(DropRefused) // refused twice over: give up on this one
 }
 
-// open starts a session for a new client: at max_sessions it first evicts
-// the loop's longest-idle session of this listener.
+// open starts a session for a new client.
 func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
-	if u.f.Sessions.Load() >= u.f.MaxSessions {
-		oldest := u.idle.head
-		if oldest == nil {
-			u.drop(DropSessionCap) // the cap is held by the other loops' sessions
-			return nil
-		}
-		oldest.end(EndEvicted)
+	if !u.reserve() {
+		u.drop(DropSessionCap) // the cap is held by the other loops' sessions
+		return nil
 	}
 	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name)}
 	s.name = *name
@@ -140,10 +135,12 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		}
 	}
 	if u.l.sh.own.has(conn4{local: src, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
+		u.f.Sessions.Add(-1)
 		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
 		return nil
 	}
 	if r := s.startDial(first); r != dialStarted {
+		u.f.Sessions.Add(-1)
 		u.drop(dropFor(r))
 		return nil
 	}
@@ -151,9 +148,29 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 	u.sessions[src] = s
 	u.peak = max(u.peak, len(u.sessions))
 	u.track(s)
-	u.f.Sessions.Add(1)
 	u.f.Started.Add(1)
 	return s
+}
+
+// reserve counts a new session against max_sessions, evicting this
+// loop's longest-idle sessions while the listener is at its cap. The
+// count never passes the cap, even with every loop opening sessions at
+// once; false: the cap is held by other loops' sessions.
+func (u *udpSock) reserve() bool {
+	for {
+		n := u.f.Sessions.Load()
+		if n < u.f.MaxSessions {
+			if u.f.Sessions.CompareAndSwap(n, n+1) {
+				return true
+			}
+			continue
+		}
+		oldest := u.idle.head
+		if oldest == nil {
+			return false
+		}
+		oldest.end(EndEvicted)
+	}
 }
 
 // track puts a new session at the back of the idle list and makes sure
