@@ -30,6 +30,9 @@ type UDPFront struct {
 	// Started counts sessions begun; Ended counts ended ones by reason.
 	Started atomic.Int64
 	Ended   [NumSessionEnds]atomic.Int64
+	// Unanswered counts sessions whose first datagram had no reply within
+	// the pool's reply_timeout (breaker evidence only with count_no_reply).
+	Unanswered atomic.Int64
 	// Drops counts datagrams dropped, by reason.
 	Drops [NumDropReasons]atomic.Int64
 	// Datagrams and bytes relayed, by direction (client to backend, backend

@@ -269,6 +269,7 @@ func (s *session) replyTimedOut(int64) {
 	if d == nil || s.ended {
 		return
 	}
+	s.u.f.Unanswered.Add(1)
 	o := dialer.Local
 	if s.u.f.Pool.CountNoReply() {
 		o = dialer.Failure

@@ -57,6 +57,7 @@ func startUDPLB(t *testing.T, backends []string, o udpOpts) *udpLB {
 	}
 	if o.cooldown > 0 {
 		pc.Breaker.Cooldown = o.cooldown
+		pc.Breaker.MaxCooldown = max(pc.Breaker.MaxCooldown, o.cooldown)
 	}
 	pc.Breaker.CountNoReply = o.countNoReply
 	if o.replyTimeout > 0 {
