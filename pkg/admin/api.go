@@ -18,6 +18,7 @@ type poolsJSON struct {
 type poolJSON struct {
 	Name      string        `json:"name"`
 	Algorithm string        `json:"algorithm"`
+	Protocol  string        `json:"protocol"`
 	Backends  []backendJSON `json:"backends"`
 }
 
@@ -55,7 +56,7 @@ func backendView(b *pool.Backend) backendJSON {
 }
 
 func poolView(p *pool.Pool) poolJSON {
-	v := poolJSON{Name: p.Name, Algorithm: p.Algorithm, Backends: []backendJSON{}}
+	v := poolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Backends: []backendJSON{}}
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}

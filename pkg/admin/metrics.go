@@ -3,6 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/splice"
@@ -43,6 +44,12 @@ var (
 	descClientsMax    = desc("l4lb_client_connections_max", "The global connection cap (max_connections).")
 	descAdminOpen     = desc("l4lb_admin_connections_open", "Connections to this admin endpoint open now.")
 	descAdminMax      = desc("l4lb_admin_connections_max", "The admin endpoint's connection cap ([admin] max_connections).")
+	descUDPActive     = desc("l4lb_udp_sessions_active", "UDP sessions open now (a client address and port relayed to one backend).", "listener")
+	descUDPSessions   = desc("l4lb_udp_sessions_total", "UDP sessions ended, by result: timeout, responses, evicted (max_sessions), refused (ICMP), moved (backend left rotation), error, shutdown.", "listener", "result")
+	descUDPDatagrams  = desc("l4lb_udp_datagrams_total", "UDP datagrams relayed, by direction (to_backend, to_client).", "listener", "direction")
+	descUDPBytes      = desc("l4lb_udp_bytes_total", "UDP payload bytes relayed, by direction (to_backend, to_client).", "listener", "direction")
+	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop.", "listener", "reason")
+	descUDPUnanswered = desc("l4lb_udp_unanswered_total", "UDP sessions whose first datagram had no reply within the pool's reply_timeout.", "listener")
 	descAdminRejected = desc("l4lb_admin_connections_rejected_total", "Admin connections closed at once because max_connections were open.")
 )
 
@@ -56,7 +63,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descHealthUp, descDisabled,
 		descDials, descTrips, descProbeFailures, descStale, descActive, descBytes, descClientConns,
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
-		descAdminOpen, descAdminMax, descAdminRejected} {
+		descAdminOpen, descAdminMax, descAdminRejected,
+		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered} {
 		ch <- d
 	}
 }
@@ -100,6 +108,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRelayBytes, spliced, "splice")
 		counter(descRelayBytes, copied, "copy")
 		gauge(descClientsOpen, float64(s.Active()))
+		for _, f := range s.UDPFronts() {
+			collectUDP(f, gauge, counter)
+		}
 	}
 	if c.src.Pipes != nil {
 		ps := c.src.Pipes.Stats()
@@ -112,6 +123,22 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descAdminMax, float64(l.max))
 		counter(descAdminRejected, l.rejected.Load())
 	}
+}
+
+// collectUDP exports one UDP listener's counters.
+func collectUDP(f *loop.UDPFront, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, int64, ...string)) {
+	gauge(descUDPActive, float64(f.Sessions.Load()), f.Name)
+	for e := range loop.NumSessionEnds {
+		counter(descUDPSessions, f.Ended[e].Load(), f.Name, e.String())
+	}
+	counter(descUDPDatagrams, f.DatagramsToBackend.Load(), f.Name, "to_backend")
+	counter(descUDPDatagrams, f.DatagramsToClient.Load(), f.Name, "to_client")
+	counter(descUDPBytes, f.BytesToBackend.Load(), f.Name, "to_backend")
+	counter(descUDPBytes, f.BytesToClient.Load(), f.Name, "to_client")
+	for r := range loop.NumDropReasons {
+		counter(descUDPDrops, f.Drops[r].Load(), f.Name, r.String())
+	}
+	counter(descUDPUnanswered, f.Unanswered.Load(), f.Name)
 }
 
 func b01(v bool) float64 {

@@ -148,3 +148,7 @@ func (p *Pool) EarlyResetWindow() time.Duration { return p.cfg.Breaker.EarlyRese
 // session's first datagram.
 func (p *Pool) ReplyTimeout() time.Duration { return p.cfg.ReplyTimeout }
 func (p *Pool) CountNoReply() bool          { return p.cfg.Breaker.CountNoReply }
+
+// Protocol is the pool's protocol: "tcp" or "udp" (of the listeners that
+// name it).
+func (p *Pool) Protocol() string { return p.cfg.Protocol }
