@@ -80,7 +80,7 @@ func TestListPoolsShape(t *testing.T) {
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
 		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":3},` +
 		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":1}` +
-		`],"name":"web"}]}`
+		`],"name":"web","protocol":"tcp"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
 	}
