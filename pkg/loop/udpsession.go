@@ -26,6 +26,7 @@ type session struct {
 
 	backend *pool.Backend
 	dial    *udpDial // until the backend's first reply (or reply_timeout)
+	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
 	requests, responses int
 	retired             bool // took its `requests`: no longer in the client map
@@ -118,7 +119,7 @@ func (s *session) dialNext() dialResult {
 			s.dial = nil
 			return dialLocal
 		}
-		s.fd, s.backend = fd, b
+		s.fd, s.backend, s.forced = fd, b, d.force
 		d.settle = p.Await(d.cur)
 		l.timers.arm(&d.timer, l.now+int64(p.ReplyTimeout()))
 		s.recordOwnDial(b.AddrPort)
@@ -150,6 +151,19 @@ func connectUDP(ap netip.AddrPort) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// mayMove reports whether a session whose backend is out of rotation
+// should be re-picked. A force-try session (every backend was out) stays
+// while every backend still is: a new session would be another force-try,
+// a new socket for each datagram.
+func (s *session) mayMove() bool {
+	if !s.forced {
+		return true
+	}
+	var buf [pool.MaxCandidates]int
+	_, force := s.u.f.Pool.Plan(s.client, buf[:0])
+	return !force
 }
 
 // sent accounts a client datagram the backend socket took.

@@ -97,7 +97,7 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 	// session is over, and the datagram gets one more try on a new one.
 	for range 2 {
 		s := u.sessions[src]
-		if s != nil && !s.backend.Usable() {
+		if s != nil && !s.backend.Usable() && s.mayMove() {
 			s.end(EndMoved) // no flow stays pinned to a backend out of rotation
 			s = nil
 		}
