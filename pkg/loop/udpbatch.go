@@ -16,8 +16,12 @@ const udpBatch = 32
 // batch of small datagrams costs a page each, not 64 KiB.
 const udpSlot = 1 << 16
 
-// ctlSpace holds one IP_PKTINFO or IPV6_PKTINFO control message.
+// ctlSpace is room for the control messages of one received datagram.
 const ctlSpace = 64
+
+// replyCtlSpace holds the one IP_PKTINFO or IPV6_PKTINFO control message
+// a reply carries (CmsgSpace of the larger, IPv6 one).
+const replyCtlSpace = 40
 
 // sockName is room for an IPv4 or IPv6 socket address.
 type sockName = unix.RawSockaddrInet6
@@ -144,7 +148,7 @@ func nameLen(n *sockName) uint32 {
 // from the address the client sent to (and, for IPv6, the interface it
 // came in on, which link-local addresses need). dst is that address; ok
 // is false when the datagram carried no packet info.
-func replyCtl(ctl []byte, out *[ctlSpace]byte) (n int, dst netip.Addr, ok bool) {
+func replyCtl(ctl []byte, out *[replyCtlSpace]byte) (n int, dst netip.Addr, ok bool) {
 	for len(ctl) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
 		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
@@ -172,8 +176,8 @@ func replyCtl(ctl []byte, out *[ctlSpace]byte) (n int, dst netip.Addr, ok bool) 
 
 // buildCtl writes an empty control message of the given kind into out and
 // returns its space.
-func buildCtl(out *[ctlSpace]byte, level, typ int32, size int) int {
-	*out = [ctlSpace]byte{}
+func buildCtl(out *[replyCtlSpace]byte, level, typ int32, size int) int {
+	*out = [replyCtlSpace]byte{}
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&out[0]))
 	h.Level, h.Type = level, typ
 	h.SetLen(unix.CmsgLen(size))

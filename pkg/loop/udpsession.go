@@ -21,7 +21,7 @@ type session struct {
 	// replies leave from the address the client sent to.
 	name    sockName
 	nameLen uint32
-	ctl     [ctlSpace]byte
+	ctl     [replyCtlSpace]byte
 	ctlLen  uint8
 
 	backend *pool.Backend
@@ -36,9 +36,8 @@ type session struct {
 	prev, next          *session // the listener socket's idle list
 
 	// Loop detection, as for TCP: the socket's ends while the backend is
-	// a local address on a port l4lb listens on.
-	own   conn4
-	owned bool
+	// a local address on a port l4lb listens on (rare: a pointer).
+	own *conn4
 }
 
 // udpDial is a session's first datagram as breaker evidence (a "dial"):
@@ -333,14 +332,14 @@ func (s *session) recordOwnDial(backend netip.AddrPort) {
 		return
 	}
 	if local, err := getsockname(s.fd); err == nil {
-		s.own, s.owned = conn4{local: local, remote: backend}, true
-		s.u.l.sh.own.add(s.own)
+		s.own = &conn4{local: local, remote: backend}
+		s.u.l.sh.own.add(*s.own)
 	}
 }
 
 func (s *session) forgetOwnDial() {
-	if s.owned {
-		s.u.l.sh.own.remove(s.own)
-		s.owned = false
+	if s.own != nil {
+		s.u.l.sh.own.remove(*s.own)
+		s.own = nil
 	}
 }

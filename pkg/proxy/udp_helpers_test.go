@@ -40,7 +40,7 @@ type udpOpts struct {
 	loops          int
 }
 
-func startUDPLB(t *testing.T, backends []string, o udpOpts) *udpLB {
+func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
 	t.Helper()
 	testnet.CheckLeaks(t)
 	pc := config.DefaultPool("u")
