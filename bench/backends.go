@@ -16,16 +16,27 @@ import (
 // count as 8 bytes big-endian, so the sender knows what arrived.
 // Echo: writes back what it reads; with -tag, the first byte of every write
 // is the tag, so the failover client can tell which backend answered.
+// UDP echo and sink: see udp_backend.go; the sink's count goes to the
+// -udp-count file the harness maps.
 func runBackendRole(args []string) error {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	sink := fs.String("sink", "", "sink listen address")
 	echo := fs.String("echo", "", "echo listen address")
 	tag := fs.Int("tag", 0, "stamp this byte (1..255) on every echo write")
+	udpEcho := fs.String("udp-echo", "", "UDP echo address")
+	udpSink := fs.String("udp-sink", "", "UDP sink address (needs -udp-count)")
+	udpCount := fs.String("udp-count", "", "file whose first 8 bytes count the UDP sink's datagrams")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *sink == "" && *echo == "" {
-		return errors.New("backend: need -sink or -echo")
+	if *sink == "" && *echo == "" && *udpEcho == "" && *udpSink == "" {
+		return errors.New("backend: need -sink, -echo, -udp-echo or -udp-sink")
+	}
+	if (*udpSink == "") != (*udpCount == "") {
+		return errors.New("backend: -udp-sink and -udp-count go together")
+	}
+	if err := startUDPBackends(*udpEcho, *udpSink, *udpCount); err != nil {
+		return err
 	}
 	if *sink != "" {
 		l, err := listenLoopback(*sink)
@@ -44,6 +55,39 @@ func runBackendRole(args []string) error {
 	}
 	fmt.Fprintln(os.Stdout, readyLine)
 	select {}
+}
+
+// startUDPBackends binds the UDP echo and sink (either may be "") and
+// serves them until the process is killed; a server that fails ends the
+// process, so the harness sees a dead backend rather than silent loss.
+func startUDPBackends(echo, sink, countPath string) error {
+	run := func(what string, f func() error) {
+		go func() {
+			if err := f(); err != nil {
+				fmt.Fprintf(os.Stderr, "backend: %s: %v\n", what, err)
+				os.Exit(1)
+			}
+		}()
+	}
+	if echo != "" {
+		fd, err := udpListen(echo)
+		if err != nil {
+			return fmt.Errorf("udp echo: %w", err)
+		}
+		run("udp echo", func() error { return serveUDPEcho(fd, nil) })
+	}
+	if sink != "" {
+		c, err := openUDPCounter(countPath)
+		if err != nil {
+			return fmt.Errorf("udp sink: %w", err)
+		}
+		fd, err := udpListen(sink)
+		if err != nil {
+			return fmt.Errorf("udp sink: %w", err)
+		}
+		run("udp sink", func() error { return serveUDPSink(fd, c.n, nil) })
+	}
+	return nil
 }
 
 func serve(l *net.TCPListener, handle func(*net.TCPConn)) {

@@ -8,7 +8,7 @@ import (
 )
 
 func testRoutes() []route {
-	return placeSystem(directSystem(), 2, 30000).routes
+	return placeSystem(directSystem(), 2, 30000, false).routes
 }
 
 func mustContain(t *testing.T, what, text string, needles ...string) {

@@ -85,11 +85,14 @@ func goproxyConn(client *net.TCPConn, target string) {
 
 func goproxySystem() systemSpec {
 	return systemSpec{
-		name: "goproxy", kind: KindPeer, fdsPerConn: 6,
+		name: "goproxy", kind: KindPeer, fdsPerConn: 6, noUDP: "the naive Go proxy relays TCP only",
 		about: "naive Go io.Copy proxy (splice, 2 pipes held per connection), round robin, no health checks or retries",
 		start: func(h *harness, s *system) (*child, error) {
 			args := []string{"-role", "goproxy"}
 			for _, r := range s.routes {
+				if r.udp != udpNone {
+					continue // noUDP: placeSystem gives it none
+				}
 				args = append(args, "-map", r.listen+"="+strings.Join(r.backends, "|"))
 			}
 			return h.sup.start(spawnSpec{

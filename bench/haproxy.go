@@ -9,6 +9,9 @@ import (
 
 const installHint = "apt-get install haproxy nginx libnginx-mod-stream"
 
+// haproxyNoUDP is why HAProxy has no row in the udp scenario.
+const haproxyNoUDP = "HAProxy's community edition has no UDP proxying (UDP load balancing is in HAProxy Enterprise only)"
+
 // haproxyMaxpipes bounds HAProxy's pipe pool (bench-method.md §3).
 const haproxyMaxpipes = 250
 
@@ -24,6 +27,9 @@ func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 	for _, r := range routes {
 		if err := checkLoopback(r.listen); err != nil {
 			panic(err)
+		}
+		if r.udp != udpNone {
+			continue // haproxyNoUDP: placeSystem gives it none
 		}
 		fmt.Fprintf(&b, "\nlisten %s\n    bind %s\n", r.name, r.listen)
 		if r.name == routeFailover {
@@ -42,7 +48,7 @@ func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 
 func haproxySystem() systemSpec {
 	return systemSpec{
-		name: "haproxy", kind: KindPeer, fdsPerConn: 2,
+		name: "haproxy", kind: KindPeer, fdsPerConn: 2, noUDP: haproxyNoUDP,
 		about: "HAProxy mode tcp, nbthread = proxy threads, option splice-request + splice-response",
 		prepare: func(h *harness, s *system) error {
 			if _, err := exec.LookPath("haproxy"); err != nil {

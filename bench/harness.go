@@ -30,15 +30,22 @@ type harness struct {
 	log     io.Writer
 	l4lb    l4lbBuild
 
-	backends *child // the shared sink + echo process
+	backends *child // the shared sink + echo process (and the UDP ones)
 	redis    *child // redis-server, when the redis scenario runs
 	redisErr error  // why redis is nil
+	// udp: the udp scenario runs, so the backends serve UDP too and the
+	// systems get UDP routes; udpCount is the UDP sink's datagram count
+	// (mapped until the process exits: a load generator may still read it
+	// while a signal tears the run down).
+	udp      bool
+	udpCount *udpCounter
 	systems  []*system
 	skipped  []string
 }
 
 func newHarness(opts options, log io.Writer) (*harness, error) {
-	h := &harness{opts: opts, sup: newSupervisor(), log: log, ncpu: runtime.NumCPU(), limit: nofileLimit()}
+	h := &harness{opts: opts, sup: newSupervisor(), log: log, ncpu: runtime.NumCPU(), limit: nofileLimit(),
+		udp: slices.Contains(opts.scenarios, "udp")}
 	h.layout = planLayout(h.ncpu, opts.pin)
 	h.threads = opts.threads
 	if h.threads <= 0 {
@@ -132,9 +139,18 @@ func (h *harness) setUp(specs []systemSpec) error {
 	if err := pinSelf(h.layout.loadgen); err != nil {
 		h.logf("warning: %v", err)
 	}
+	args := []string{"-sink", loopAddr(sinkPort(h.opts.portBase)), "-echo", loopAddr(echoPort(h.opts.portBase))}
+	if h.udp {
+		path := filepath.Join(h.dir, "udp-sink.count")
+		var err error
+		if h.udpCount, err = createUDPCounter(path); err != nil {
+			return err
+		}
+		args = append(args, "-udp-echo", loopAddr(udpEchoPort(h.opts.portBase)),
+			"-udp-sink", loopAddr(udpSinkPort(h.opts.portBase)), "-udp-count", path)
+	}
 	var err error
-	h.backends, err = h.startBackend("backends",
-		"-sink", loopAddr(sinkPort(h.opts.portBase)), "-echo", loopAddr(echoPort(h.opts.portBase)))
+	h.backends, err = h.startBackend("backends", args...)
 	if err != nil {
 		return err
 	}
@@ -142,7 +158,7 @@ func (h *harness) setUp(specs []systemSpec) error {
 		h.startRedis()
 	}
 	for i, spec := range specs {
-		s := placeSystem(spec, i, h.opts.portBase)
+		s := placeSystem(spec, i, h.opts.portBase, h.udp)
 		s.dir = filepath.Join(h.dir, spec.name)
 		if err := os.Mkdir(s.dir, 0o755); err != nil {
 			return err
@@ -209,8 +225,9 @@ func (h *harness) stopSystem(s *system) {
 	h.sup.stop(s.proc)
 }
 
-// startAndWait starts an external proxy and waits until every listener of
-// s accepts, or the process dies.
+// startAndWait starts an external proxy and waits until every TCP
+// listener of s accepts and its UDP request/response route echoes a
+// datagram, or the process dies.
 func (h *harness) startAndWait(s *system, spec spawnSpec) (*child, error) {
 	c, err := h.sup.start(spec)
 	if err != nil {
@@ -218,24 +235,66 @@ func (h *harness) startAndWait(s *system, spec spawnSpec) (*child, error) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, r := range s.routes {
+		// A one-way route has nothing to answer; the proxy binds it with
+		// the others.
+		if r.udp == udpOneWayMode || r.udp == udpNoReplyMode {
+			continue
+		}
 		for {
 			if !c.alive() {
 				h.sup.stop(c)
 				return nil, fmt.Errorf("exited: %v (see %s)", c.err, spec.logPath)
 			}
-			conn, err := net.DialTimeout("tcp4", r.listen, time.Second)
+			if r.udp == udpRRMode {
+				err = udpEchoOnce(r.listen, 200*time.Millisecond)
+			} else {
+				var conn net.Conn
+				if conn, err = net.DialTimeout("tcp4", r.listen, time.Second); err == nil {
+					conn.Close()
+				}
+			}
 			if err == nil {
-				conn.Close()
 				break
 			}
 			if time.Now().After(deadline) {
 				h.sup.stop(c)
-				return nil, fmt.Errorf("%s not listening after 10s (see %s)", r.listen, spec.logPath)
+				what := "not listening"
+				if r.udp != udpNone {
+					what = "relayed no UDP datagram"
+				}
+				return nil, fmt.Errorf("%s %s after 10s (see %s)", r.listen, what, spec.logPath)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return c, nil
+}
+
+// udpEchoOnce sends one datagram to addr and waits up to timeout for it
+// to come back.
+func udpEchoOnce(addr string, timeout time.Duration) error {
+	if err := checkLoopback(addr); err != nil {
+		return err
+	}
+	c, err := net.Dial("udp4", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	msg := []byte("l4lb-bench-probe")
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != string(msg) {
+		return fmt.Errorf("udp probe: got %q back", buf[:n])
+	}
+	return nil
 }
 
 // tearDown stops every child and removes the temp dir unless -keep.

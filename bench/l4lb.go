@@ -19,6 +19,10 @@ const (
 // l4lbConfig renders the TOML of DESIGN.md: one listener and one pool per
 // route; health checks off where they would add connections the scenarios
 // count, and the breaker as l4lb's own detection on the failover pool.
+// UDP routes (udp scenario) get protocol = "udp", nginx's proxy_timeout as
+// session_timeout, and on request/response responses = 1 (the session ends
+// at the reply, as nginx's proxy_responses 1 does); one-way sessions live
+// until session_timeout.
 func l4lbConfig(routes []route, acceptLoops int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
@@ -27,7 +31,17 @@ func l4lbConfig(routes []route, acceptLoops int) string {
 		if err := checkLoopback(r.listen); err != nil {
 			panic(err)
 		}
-		fmt.Fprintf(&b, "\n[[listener]]\nname = %q\nbind = %q\nprotocol = \"tcp\"\npool = %q\n", r.name, r.listen, r.name)
+		proto := "tcp"
+		if r.udp != udpNone {
+			proto = "udp"
+		}
+		fmt.Fprintf(&b, "\n[[listener]]\nname = %q\nbind = %q\nprotocol = %q\npool = %q\n", r.name, r.listen, proto, r.name)
+		if r.udp != udpNone {
+			fmt.Fprintf(&b, "session_timeout = %q\nmax_sessions = %d\n", udpSessionTimeout, udpMaxSessions)
+		}
+		if r.udp == udpRRMode {
+			b.WriteString("responses = 1\n")
+		}
 	}
 	for _, r := range routes {
 		fmt.Fprintf(&b, "\n[pool.%s]\nalgorithm = \"round-robin\"\n", r.name)
@@ -60,16 +74,42 @@ func l4lbSystem(name string, env []string) systemSpec {
 			if err != nil {
 				return nil, err
 			}
-			cfg := s.file("l4lb.toml")
-			if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads)), 0o644); err != nil {
-				return nil, err
+			if s.hasUDP() {
+				c, err := startL4lb(h, s, bin, env)
+				if err == nil {
+					return c, nil
+				}
+				// This tree may not serve UDP yet: run the TCP routes, and
+				// the udp scenario says why l4lb has no row. The refused
+				// config and its log stay beside the next (with -keep).
+				_ = os.Rename(s.file("l4lb.toml"), s.file("l4lb-udp-refused.toml"))
+				_ = os.Rename(s.file("l4lb.log"), s.file("l4lb-udp-refused.log"))
+				moved := strings.NewReplacer("l4lb.toml", "l4lb-udp-refused.toml", "l4lb.log", "l4lb-udp-refused.log")
+				s.dropUDP("this l4lb does not serve UDP: " + moved.Replace(err.Error()))
+				h.logf("%s: %s; starting it without its UDP routes", name, s.udpDropped)
 			}
-			return h.startAndWait(s, spawnSpec{
-				name: name, path: bin, args: []string{"-config", cfg}, env: h.goEnv(env),
-				cred: h.cred, logPath: s.file("l4lb.log"),
-			})
+			return startL4lb(h, s, bin, env)
 		},
 	}
+}
+
+// startL4lb writes s's config, has l4lb check it when it has UDP routes,
+// and starts l4lb on it.
+func startL4lb(h *harness, s *system, bin string, env []string) (*child, error) {
+	cfg := s.file("l4lb.toml")
+	if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads)), 0o644); err != nil {
+		return nil, err
+	}
+	if s.hasUDP() {
+		// A refusal names the key; a failed start would only say "exited".
+		if out, err := exec.Command(bin, "check", "-config", cfg).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("l4lb check: %v: %s", err, firstLine(string(out)))
+		}
+	}
+	return h.startAndWait(s, spawnSpec{
+		name: s.spec.name, path: bin, args: []string{"-config", cfg}, env: h.goEnv(env),
+		cred: h.cred, logPath: s.file("l4lb.log"),
+	})
 }
 
 // l4lbBuild builds cmd/l4lb once per run, shared by all l4lb variants.

@@ -15,6 +15,8 @@ const nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
 // whole burst of streams (bench-method.md §7.3). The failover upstream uses
 // nginx's passive detection, max_fails=3 fail_timeout=5s. proxy_half_close
 // passes the client's FIN on (nginx >= 1.21.4), as the bulk sink needs.
+// UDP routes listen with "udp reuseport", and proxy_timeout bounds a
+// session whose reply was lost or that went idle; see nginxResponses.
 func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath string) string {
 	var b strings.Builder
 	if modulePath != "" {
@@ -35,15 +37,37 @@ func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath stri
 			}
 			b.WriteString(";\n")
 		}
-		fmt.Fprintf(&b, "    }\n    server { listen %s reuseport; proxy_pass %s; proxy_half_close on; }\n", r.listen, r.name)
+		b.WriteString("    }\n")
+		if r.udp == udpNone {
+			fmt.Fprintf(&b, "    server { listen %s reuseport; proxy_pass %s; proxy_half_close on; }\n", r.listen, r.name)
+			continue
+		}
+		fmt.Fprintf(&b, "    server { listen %s udp reuseport; proxy_pass %s;%s proxy_timeout %s; }\n",
+			r.listen, r.name, nginxResponses(r.udp), udpSessionTimeout)
 	}
 	b.WriteString("}\n")
 	return b.String()
 }
 
+// nginxResponses is the proxy_responses directive of a UDP route:
+// request/response 1 (the session ends at the reply, as l4lb's
+// responses = 1 does); one-way none (unlimited: a session per client until
+// proxy_timeout, as l4lb's one-way sessions); the no-reply route 0 ("no
+// response expected": nginx ends the session once the client's queued
+// datagrams are sent, so a stream takes a new upstream socket per burst).
+func nginxResponses(m udpMode) string {
+	switch m {
+	case udpRRMode:
+		return " proxy_responses 1;"
+	case udpNoReplyMode:
+		return " proxy_responses 0;"
+	}
+	return ""
+}
+
 func nginxSystem() systemSpec {
 	return systemSpec{
-		name: "nginx", kind: KindPeer, fdsPerConn: 2,
+		name: "nginx", kind: KindPeer, fdsPerConn: 2, udpNoReply: true,
 		about: "nginx stream, worker_processes = proxy threads, listen ... reuseport",
 		prepare: func(h *harness, s *system) error {
 			if _, err := exec.LookPath("nginx"); err != nil {

@@ -29,6 +29,10 @@ func writeScenarioMD(b *strings.Builder, sr *ScenarioResult) {
 	b.WriteString("\n")
 	for _, r := range sr.Rows {
 		fmt.Fprintf(b, "| %s |", r.System)
+		if r.NA != "" {
+			b.WriteString(strings.Repeat(" n/a |", len(sr.Metrics)) + " - | - |\n")
+			continue
+		}
 		rounds := 0
 		for _, m := range sr.Metrics {
 			s := summarize(r.Samples[m.Name])
@@ -43,6 +47,9 @@ func writeScenarioMD(b *strings.Builder, sr *ScenarioResult) {
 	}
 	writeRatiosMD(b, sr)
 	for _, r := range sr.Rows {
+		if r.NA != "" {
+			fmt.Fprintf(b, "\n- %s: n/a: %s", r.System, r.NA)
+		}
 		for _, e := range uniq(r.Errors) {
 			fmt.Fprintf(b, "\n- %s: %s", r.System, e)
 		}
@@ -70,6 +77,10 @@ func writeRatiosMD(b *strings.Builder, sr *ScenarioResult) {
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(ms)) + "\n")
 	for _, r := range sr.Rows {
 		fmt.Fprintf(b, "| %s |", r.System)
+		if r.NA != "" {
+			b.WriteString(strings.Repeat(" n/a |", len(ms)) + "\n")
+			continue
+		}
 		for _, m := range ms {
 			fmt.Fprintf(b, " %s / %s |", formatRatio(sr.ratioToDirect(r.System, m.Name)), formatRatio(sr.ratioToBestPeer(r.System, m.Name)))
 		}

@@ -30,6 +30,9 @@ type SystemRow struct {
 	// showed steal ticks.
 	Runs, StealRuns int
 	Errors          []string
+	// NA, when set, says why the system cannot run the scenario at all
+	// (e.g. no UDP): the report shows n/a rather than leaving it out.
+	NA string
 }
 
 // row returns the row of system, adding it in first-seen order.
@@ -42,6 +45,11 @@ func (sr *ScenarioResult) row(system string, kind Kind) *SystemRow {
 	r := &SystemRow{System: system, Kind: kind, Samples: map[string][]float64{}}
 	sr.Rows = append(sr.Rows, r)
 	return r
+}
+
+// markNA records that system cannot run this scenario, and why.
+func (sr *ScenarioResult) markNA(system string, kind Kind, why string) {
+	sr.row(system, kind).NA = why
 }
 
 // add records one round of one system.

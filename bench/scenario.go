@@ -24,8 +24,12 @@ type scenario interface {
 // processes, failover last because it kills and restarts backends.
 func scenarioCatalog() []scenario {
 	return []scenario{idleScenario{}, bulkScenario{}, connScenario{}, pingScenario{},
-		redisScenario{}, newSyscallsScenario(), failoverScenario{}}
+		redisScenario{}, udpScenario{}, newSyscallsScenario(), failoverScenario{}}
 }
+
+// notApplicable is a scenario that some systems cannot run by nature (no
+// UDP): such a system gets a row marked n/a with the reason, not a hole.
+type notApplicable interface{ notApplicable(s *system) string }
 
 // needsTools is a scenario that runs external tools (redis, syscalls):
 // unavailable says why it cannot run here, and it is skipped.
@@ -38,6 +42,17 @@ func runScenario(h *harness, sc scenario) *ScenarioResult {
 			h.logf("bench: scenario %s skipped: %v", sc.name(), err)
 			sr.Notes = append(sr.Notes, fmt.Sprintf("skipped: %v", err))
 			return sr
+		}
+	}
+	// Rows in system order, n/a ones included.
+	for _, s := range h.systems {
+		if sc.applies(s) {
+			sr.row(s.spec.name, s.spec.kind)
+		} else if na, ok := sc.(notApplicable); ok {
+			if why := na.notApplicable(s); why != "" {
+				sr.markNA(s.spec.name, s.spec.kind, why)
+				h.logf("  %-8s %-8s n/a: %s", sc.name(), s.spec.name, why)
+			}
 		}
 	}
 	n := sc.rounds(h.opts)

@@ -1,10 +1,10 @@
-// Command l4lb is an L4 (TCP) load balancer: raw listeners, a picker per
+// Command l4lb is an L4 (TCP and UDP) load balancer: raw listeners, a picker per
 // pool, connect-failure breakers and active health checks, and a zero-copy
 // splice relay.
 //
 //	l4lb -config FILE          run (same as: l4lb run -config FILE)
 //	l4lb check -config FILE    validate the file as run would, print every error
-//	l4lb demo [-config FILE]   three local echo backends behind the balancer
+//	l4lb demo [-config FILE]   local TCP and UDP echo backends behind the balancer
 //	l4lb version               (also -version, --version)
 //	l4lb help                  (also -h, -help, --help)
 package main
@@ -61,7 +61,7 @@ usage:
                              (SIGHUP is logged and ignored until reload exists)
   l4lb check -config FILE    validate FILE as run would, without serving:
                              print every error with its line; exit 1 on any
-  l4lb demo [-config FILE]   start three local echo backends and the balancer
+  l4lb demo [-config FILE]   start local echo backends (TCP and UDP) and the balancer
                              on FILE (default: config.toml); Ctrl-C stops it
   l4lb version               print the version (also: -version, --version)
   l4lb help                  print this text (also: -h, -help, --help)

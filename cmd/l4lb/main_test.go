@@ -343,6 +343,13 @@ func TestDemoOnTheShippedConfig(t *testing.T) {
 			ln.Close()
 		}
 	}
+	for _, a := range []string{"127.0.0.1:8081", "127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"} {
+		if pc, err := net.ListenPacket("udp", a); err != nil {
+			t.Skipf("the demo's UDP port %s is busy here: %v", a, err)
+		} else {
+			pc.Close()
+		}
+	}
 	p := startL4LB(t, "", nil, "demo", "-config", "../../config.toml")
 	testnet.Eventually(t, "the demo to show its requests", func() bool {
 		return strings.Contains(p.stdout.String(), "Ctrl-C stops the demo")
@@ -353,6 +360,40 @@ func TestDemoOnTheShippedConfig(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	// Each datagram comes from a client port of its own: a session each,
+	// round robin over the UDP pool.
+	for i, backend := range []string{"9101", "9102", "9103"} {
+		want := fmt.Sprintf("datagram %d -> hello %d [backend 127.0.0.1:%s]", i+1, i+1, backend)
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "echo hi | nc -u -w1 127.0.0.1 8081"; !strings.Contains(out, want) {
+		t.Fatalf("demo output lacks %q:\n%s", want, out)
+	}
+	// A datagram of the test's own goes through 8081 and back, answered by
+	// one of the UDP echo backends, and the UDP pool's send-expect checks
+	// ("ping" out, "ping..." back) pass on the demo's backends.
+	c, err := net.Dial("udp", "127.0.0.1:8081")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1500)
+	n, err := c.Read(buf)
+	if reply := string(buf[:n]); err != nil || !regexp.MustCompile(`^hi \[backend 127\.0\.0\.1:910[123]\]\n$`).MatchString(reply) {
+		t.Fatalf("datagram through 127.0.0.1:8081: %q, %v; want it echoed by a UDP backend", reply, err)
+	}
+	testnet.Eventually(t, "the UDP pool's send-expect checks to pass", func() bool {
+		return metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="success"}`) >= 1
+	})
+	if f := metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="failure"}`); f != 0 {
+		t.Fatalf("%v failed health checks of a demo UDP backend", f)
 	}
 	p.signal(t, syscall.SIGINT)
 	if code := p.wait(t); code != 0 {

@@ -85,9 +85,9 @@ func checkAccepts(src string) (*config.Config, error) {
 	return cfg, checkBuild(cfg)
 }
 
-// mustStart builds cfg's pools and binds its sockets as run does (listeners
-// through pkg/listener, the same path proxy.New takes, then the admin
-// endpoint on exactly its address), failing when any of it fails.
+// mustStart builds cfg's pools and binds its sockets as run does (TCP and
+// UDP listeners through pkg/listener, the same path proxy.New takes, then
+// the admin endpoint on exactly its address), failing when any of it fails.
 func mustStart(t testing.TB, cfg *config.Config, src string) {
 	t.Helper()
 	if _, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}); err != nil {
@@ -100,6 +100,14 @@ func mustStart(t testing.TB, cfg *config.Config, src string) {
 		}
 	}()
 	for _, l := range cfg.Listeners {
+		if l.Protocol == config.ProtocolUDP {
+			socks, err := listener.BindUDP(l.Name, l.Bind, 2)
+			if err != nil {
+				t.Fatalf("check accepted a file run cannot serve: %v\n%s", err, src)
+			}
+			open = append(open, closerFunc(socks.Close))
+			continue
+		}
 		socks, err := listener.Bind(l.Name, l.Bind, l.Backlog, 2)
 		if err != nil {
 			t.Fatalf("check accepted a file run cannot serve: %v\n%s", err, src)
@@ -125,8 +133,15 @@ func TestCheckedConfigsStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reference := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:{P0}", "127.0.0.1:9090", "127.0.0.1:{P1}").Replace(string(ref))
+	reference := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:{P0}", "127.0.0.1:9090", "127.0.0.1:{P1}", "127.0.0.1:8081", "127.0.0.1:{P2}").Replace(string(ref))
 	backend := "addr = \"127.0.0.1:9\"\n"
+	// A TCP and a UDP listener on one address and port, a UDP wildcard
+	// beside a specific address (refused), and UDP beside the admin
+	// endpoint.
+	both := onePool([]string{"127.0.0.1:{P0}"}, "", backend) +
+		"[[listener]]\nname = \"u\"\nbind = \"%s\"\nprotocol = \"udp\"\npool = \"q\"\n[pool.q]\n[[pool.q.backend]]\naddr = \"127.0.0.1:9\"\n"
+	udpPair := "[admin]\nlisten = \"\"\n[[listener]]\nname = \"a\"\nbind = \"%s\"\nprotocol = \"udp\"\npool = \"q\"\n" +
+		"[[listener]]\nname = \"b\"\nbind = \"%s\"\nprotocol = \"udp\"\npool = \"q\"\n[pool.q]\n[[pool.q.backend]]\naddr = \"127.0.0.1:9\"\n"
 	tests := []struct {
 		name string
 		src  string
@@ -143,6 +158,12 @@ func TestCheckedConfigsStart(t *testing.T) {
 		{"wildcard beside a specific address", onePool([]string{"0.0.0.0:{P0}", "127.0.0.1:{P0}"}, "", backend), false, false},
 		{"IPv6 wildcard beside IPv6 loopback", onePool([]string{"[::1]:{P0}", "[::]:{P0}"}, "", backend), false, true},
 		{"admin under a listener's wildcard", strings.Replace(onePool([]string{"0.0.0.0:{P1}"}, "", backend), `listen = ""`, `listen = "127.0.0.1:{P1}"`, 1), false, false},
+		{"tcp and udp on one address", fmt.Sprintf(both, "127.0.0.1:{P0}"), true, false},
+		{"udp wildcard beside tcp on its port", fmt.Sprintf(both, "0.0.0.0:{P0}"), true, false},
+		{"udp on the admin endpoint's address", strings.Replace(fmt.Sprintf(both, "127.0.0.1:{P1}"), `listen = ""`, `listen = "127.0.0.1:{P1}"`, 1), true, false},
+		{"both udp wildcards", fmt.Sprintf(udpPair, "0.0.0.0:{P0}", "[::]:{P0}"), true, true},
+		{"udp wildcard beside a specific udp address", fmt.Sprintf(udpPair, "0.0.0.0:{P0}", "127.0.0.1:{P0}"), false, false},
+		{"two udp listeners on one address", fmt.Sprintf(udpPair, "127.0.0.1:{P0}", "127.0.0.1:{P0}"), false, false},
 		{"ring too large", onePool([]string{"127.0.0.1:{P0}"}, "algorithm = \"consistent-hash\"\nring_vnodes = 10000\n", "addr = \"127.0.0.1:1\"\nweight = 256\n", "addr = \"127.0.0.1:2\"\nweight = 256\n"), false, false},
 	}
 	for _, tt := range tests {
@@ -150,7 +171,7 @@ func TestCheckedConfigsStart(t *testing.T) {
 			if tt.ipv6 && !hasIPv6() {
 				t.Skip("no IPv6 here")
 			}
-			src := withPorts(tt.src, freePorts(t, 2))
+			src := withPorts(tt.src, freePorts(t, 3))
 			cfg, err := checkAccepts(src)
 			if (err == nil) != tt.ok {
 				t.Fatalf("check: %v, want ok=%v\n%s", err, tt.ok, src)
@@ -192,6 +213,11 @@ func FuzzCheckThenStart(f *testing.F) {
 		// Refused: colliding binds; the admin endpoint as a backend.
 		{1, 2, 0, 0, 4, 1, 0, 1, 6, 2, 2, 1, 0, 1, 1, 2},
 		{2, 3, 2, 1, 1, 0, 0, 2, 7, 0, 2, 0, 2, 0, 2},
+		// Accepted: a TCP and a UDP listener on one address and port, each
+		// with its pool.
+		{0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+		// Refused: one pool for a TCP and a UDP listener.
+		{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
 	} {
 		f.Add(seed)
 	}
@@ -229,8 +255,8 @@ func (c *choices) of(n int) int {
 
 func (c *choices) pick(options []string) string { return options[c.of(len(options))] }
 
-// generateConfig writes a file of 1 to 3 listeners over pools a and b from
-// c's decisions, on ports, with IPv6 addresses when ipv6, and host (a
+// generateConfig writes a file of 1 to 3 listeners (TCP or UDP) over pools
+// a and b from c's decisions, on ports, with IPv6 addresses when ipv6, and host (a
 // non-loopback address of this machine, or "") among the addresses.
 func generateConfig(c *choices, ports []string, ipv6 bool, host string) string {
 	listenHosts := []string{"127.0.0.1", "0.0.0.0", "127.0.0.2", "[::ffff:127.0.0.1]"}
@@ -247,17 +273,25 @@ func generateConfig(c *choices, ports []string, ipv6 bool, host string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[admin]\nlisten = %q\n", c.pick(admins))
+	var listeners []string
 	for i := range 1 + c.of(3) {
-		fmt.Fprintf(&b, "[[listener]]\nname = \"l%d\"\nbind = \"%s:%s\"\npool = %q\n", i, c.pick(listenHosts), c.pick(ports), c.pick([]string{"a", "b"}))
+		listeners = append(listeners, fmt.Sprintf("[[listener]]\nname = \"l%d\"\nbind = \"%s:%s\"\npool = %q\n", i, c.pick(listenHosts), c.pick(ports), c.pick([]string{"a", "b"})))
 	}
+	var pools strings.Builder
 	for _, name := range []string{"a", "b"} {
-		fmt.Fprintf(&b, "[pool.%s]\nalgorithm = %q\nring_vnodes = %s\nmaglev_table_size = %s\n", name,
+		fmt.Fprintf(&pools, "[pool.%s]\nalgorithm = %q\nring_vnodes = %s\nmaglev_table_size = %s\n", name,
 			c.pick(config.Algorithms()), c.pick([]string{"160", "1", "10000"}), c.pick([]string{"65537", "2", "251"}))
 		for range 1 + c.of(3) {
-			fmt.Fprintf(&b, "[[pool.%s.backend]]\naddr = \"%s:%s\"\nweight = %s\n", name,
+			fmt.Fprintf(&pools, "[[pool.%s.backend]]\naddr = \"%s:%s\"\nweight = %s\n", name,
 				c.pick(backendHosts), c.pick(append([]string{"9"}, ports...)), c.pick([]string{"1", "0", "256"}))
 		}
 	}
+	// Protocols are chosen last, so inputs written before UDP existed
+	// (all past their end: tcp) still make the files they made.
+	for _, l := range listeners {
+		b.WriteString(l + "protocol = " + c.pick([]string{`"tcp"`, `"udp"`}) + "\n")
+	}
+	b.WriteString(pools.String())
 	return b.String()
 }
 

@@ -1,19 +1,24 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 const referencePath = "../../config.toml"
 
 // designKeys is every key of "Configuration shape" in DESIGN.md and of the
 // issues since (connect_budget, early_reset_window, token_file and the
-// admin max_connections come from issue 8), with its default. The pool is
-// called NAME and the backend is the first one.
+// admin max_connections come from issue 8; the UDP keys from issue 11), with
+// its default ("" where the reference writes another value, or none). A key
+// that applies to one protocol only is written where it applies: listener[0]
+// and pool NAME are TCP, listener[1] and pool UDPNAME are UDP. The backend
+// is the first one.
 var designKeys = []struct{ key, value string }{
 	{"global.shutdown_timeout", `"30s"`},
 	{"global.max_connections", "0"},
@@ -29,11 +34,17 @@ var designKeys = []struct{ key, value string }{
 	{"listener[0].protocol", `"tcp"`},
 	{"listener[0].pool", ""},
 	{"listener[0].backlog", "0"},
+	{"listener[1].protocol", ""},
+	{"listener[1].session_timeout", `"60s"`},
+	{"listener[1].max_sessions", "16384"},
+	{"listener[1].responses", "0"},
+	{"listener[1].requests", "0"},
 	{"pool.NAME.algorithm", `"round-robin"`},
 	{"pool.NAME.hash_key", `"source-ip"`},
 	{"pool.NAME.connect_timeout", `"2s"`},
 	{"pool.NAME.connect_budget", `"5s"`},
 	{"pool.NAME.idle_timeout", `"10m"`},
+	{"pool.UDPNAME.reply_timeout", `"2s"`},
 	{"pool.NAME.retries", "2"},
 	{"pool.NAME.slow_start", `"0s"`},
 	{"pool.NAME.hash_balance_factor", "0.0"},
@@ -43,6 +54,11 @@ var designKeys = []struct{ key, value string }{
 	{"pool.NAME.backend[0].weight", "1"},
 	{"pool.NAME.backend[0].id", `""`},
 	{"pool.NAME.health.enabled", "true"},
+	{"pool.NAME.health.type", `"connect"`},
+	{"pool.NAME.health.port", "0"},
+	{"pool.UDPNAME.health.type", ""},
+	{"pool.UDPNAME.health.send", ""},
+	{"pool.UDPNAME.health.expect", ""},
 	{"pool.NAME.health.interval", `"2s"`},
 	{"pool.NAME.health.timeout", `"1s"`},
 	{"pool.NAME.health.rise", "2"},
@@ -56,48 +72,84 @@ var designKeys = []struct{ key, value string }{
 	{"pool.NAME.breaker.successes", "1"},
 	{"pool.NAME.breaker.count_early_reset", "false"},
 	{"pool.NAME.breaker.early_reset_window", `"5s"`},
+	{"pool.UDPNAME.breaker.count_no_reply", "false"},
+}
+
+// commentedKeys are keys config.toml can only describe, not write: each is
+// the other form of a key it writes, and the two exclude each other.
+var commentedKeys = []string{"send_hex", "expect_hex"}
+
+// designKey is k with the pool placeholders replaced by tcp and udp.
+func designKey(k, tcp, udp string) string {
+	return strings.Replace(strings.Replace(k, "UDPNAME", udp, 1), "NAME", tcp, 1)
 }
 
 // TestReferenceConfigIsValid checks the shipped config.toml parses and is
-// the demo: one listener echo on 127.0.0.1:8080 in front of three echo
-// backends, round robin, admin on 127.0.0.1:9090.
+// the demo: listener echo on 127.0.0.1:8080 (TCP) in front of three echo
+// backends, listener udp-echo on 127.0.0.1:8081 (UDP) in front of three UDP
+// echo backends with a send-expect check, round robin, admin on
+// 127.0.0.1:9090; and that every key it writes holds its default.
 func TestReferenceConfigIsValid(t *testing.T) {
 	cfg, err := Load(referencePath)
 	if err != nil {
 		t.Fatalf("config.toml does not pass: %v", err)
 	}
-	if len(cfg.Listeners) != 1 {
-		t.Fatalf("listeners = %d, want 1", len(cfg.Listeners))
+	if len(cfg.Listeners) != 2 {
+		t.Fatalf("listeners = %d, want 2", len(cfg.Listeners))
 	}
-	l := cfg.Listeners[0]
-	if l.Name != "echo" || l.Bind != "127.0.0.1:8080" || l.Pool != "echo" || l.Protocol != "tcp" {
-		t.Errorf("listener = %+v, want echo on 127.0.0.1:8080 to pool echo", l)
+	def := DefaultListener()
+	wantTCP := def
+	wantTCP.Name, wantTCP.Bind, wantTCP.Pool, wantTCP.Line = "echo", "127.0.0.1:8080", "echo", cfg.Listeners[0].Line
+	if l := cfg.Listeners[0]; l != wantTCP {
+		t.Errorf("listener[0] = %+v, want echo on 127.0.0.1:8080 to pool echo, tcp, with the defaults %+v", l, wantTCP)
+	}
+	wantUDP := def
+	wantUDP.Name, wantUDP.Bind, wantUDP.Protocol, wantUDP.Pool, wantUDP.Line = "udp-echo", "127.0.0.1:8081", ProtocolUDP, "udp-echo", cfg.Listeners[1].Line
+	if l := cfg.Listeners[1]; l != wantUDP {
+		t.Errorf("listener[1] = %+v, want udp-echo on 127.0.0.1:8081 to pool udp-echo, udp, with the defaults %+v", l, wantUDP)
 	}
 	if cfg.Admin.Listen != "127.0.0.1:9090" {
 		t.Errorf("admin listen = %q, want 127.0.0.1:9090", cfg.Admin.Listen)
 	}
-	p := cfg.Pools["echo"]
-	if p == nil {
-		t.Fatal("no pool echo")
-	}
-	if p.Algorithm != AlgorithmRoundRobin {
-		t.Errorf("algorithm = %q, want round-robin", p.Algorithm)
-	}
-	var addrs []string
-	for _, b := range p.Backends {
-		addrs = append(addrs, b.Addr)
-	}
-	if strings.Join(addrs, " ") != "127.0.0.1:9001 127.0.0.1:9002 127.0.0.1:9003" {
-		t.Errorf("backends = %v, want 127.0.0.1:9001..9003", addrs)
-	}
 	// The reference writes defaults, so it must decode exactly as the
 	// defaults do.
-	if cfg.Global != DefaultGlobal() || cfg.Admin != DefaultAdmin() || cfg.Log != DefaultLog() || !reflect.DeepEqual(p.Health, DefaultHealth()) || p.Breaker != DefaultBreaker() {
-		t.Errorf("config.toml does not hold the defaults: %+v %+v %+v %+v %+v", cfg.Global, cfg.Admin, cfg.Log, p.Health, p.Breaker)
+	if cfg.Global != DefaultGlobal() || cfg.Admin != DefaultAdmin() || cfg.Log != DefaultLog() {
+		t.Errorf("config.toml does not hold the defaults: %+v %+v %+v", cfg.Global, cfg.Admin, cfg.Log)
 	}
-	if p.ConnectTimeout != 2*time.Second || p.ConnectBudget != DefaultConnectBudget || p.IdleTimeout != 10*time.Minute || p.Retries != 2 ||
-		p.SlowStart != 0 || p.HashBalanceFactor != 0 || p.RingVnodes != 160 || p.MaglevTableSize != 65537 || p.HashKey != HashKeySourceIP {
-		t.Errorf("config.toml pool keys are not the defaults: %+v", *p)
+	tests := []struct {
+		pool, protocol, firstPort string
+		health                    func(*Health)
+	}{
+		{"echo", ProtocolTCP, "9001", func(*Health) {}},
+		{"udp-echo", ProtocolUDP, "9101", func(h *Health) {
+			h.Type, h.Send, h.Expect = HealthSendExpect, []byte("ping"), []byte("ping")
+		}},
+	}
+	for _, tt := range tests {
+		p := cfg.Pools[tt.pool]
+		if p == nil {
+			t.Errorf("no pool %s", tt.pool)
+			continue
+		}
+		var addrs []string
+		for _, b := range p.Backends {
+			addrs = append(addrs, b.Addr)
+		}
+		first, _ := strconv.Atoi(tt.firstPort)
+		if want := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d", first, first+1, first+2); strings.Join(addrs, " ") != want {
+			t.Errorf("pool %s backends = %v, want %s", tt.pool, addrs, want)
+		}
+		want := DefaultPool(tt.pool)
+		want.Protocol, want.Backends, want.Line = tt.protocol, p.Backends, p.Line
+		tt.health(&want.Health)
+		for _, b := range p.Backends {
+			if b.Weight != DefaultBackend().Weight || b.ID != "" {
+				t.Errorf("pool %s backend %s: weight %d id %q, want the defaults", tt.pool, b.Addr, b.Weight, b.ID)
+			}
+		}
+		if !reflect.DeepEqual(p, want) {
+			t.Errorf("config.toml pool %s does not hold the defaults:\n got %+v\nwant %+v", tt.pool, *p, *want)
+		}
 	}
 }
 
@@ -112,7 +164,7 @@ func TestReferenceConfigWritesEveryKey(t *testing.T) {
 	pos := locate(src)
 	lines := strings.Split(string(src), "\n")
 	for _, k := range designKeys {
-		key := strings.Replace(k.key, "NAME", "echo", 1)
+		key := designKey(k.key, "echo", "udp-echo")
 		n, ok := pos.lines[key]
 		if !ok {
 			t.Errorf("config.toml does not write %s", key)
@@ -124,6 +176,11 @@ func TestReferenceConfigWritesEveryKey(t *testing.T) {
 		}
 		if n < 2 || !strings.HasPrefix(strings.TrimSpace(lines[n-2]), "#") {
 			t.Errorf("config.toml:%d: %s has no comment above it", n, key)
+		}
+	}
+	for _, k := range commentedKeys {
+		if !regexp.MustCompile(`(?m)^#.*\b` + k + `\b`).Match(src) {
+			t.Errorf("config.toml does not describe %s in a comment", k)
 		}
 	}
 }
@@ -150,6 +207,25 @@ bind = "127.0.0.1:8080"
 protocol = "tcp"
 pool = "web"
 backlog = 0
+[[listener]]
+name = "dns"
+bind = "127.0.0.1:8080"
+protocol = "udp"
+pool = "dns"
+session_timeout = "60s"
+max_sessions = 16384
+responses = 0
+requests = 0
+[pool.dns]
+reply_timeout = "2s"
+[[pool.dns.backend]]
+addr = "127.0.0.1:9053"
+[pool.dns.health]
+type = "send-expect"
+send = "ping"
+expect = ""
+[pool.dns.breaker]
+count_no_reply = false
 [pool.web]
 algorithm = "round-robin"
 hash_key = "source-ip"
@@ -167,6 +243,8 @@ weight = 1
 id = ""
 [pool.web.health]
 enabled = true
+type = "connect"
+port = 0
 interval = "2s"
 timeout = "1s"
 rise = 2
@@ -182,12 +260,21 @@ successes = 1
 count_early_reset = false
 early_reset_window = "5s"
 `
-	mustParse(t, src)
-	for k := range locate([]byte(src)).lines {
-		accepted[k] = true
+	// The other forms of send and expect, in a TCP pool's check.
+	hexForms := validBase + "[pool.web.health]\ntype = \"send-expect\"\nsend_hex = \"00\"\nexpect_hex = \"\"\n"
+	for _, src := range []string{src, hexForms} {
+		mustParse(t, src)
+		for k := range locate([]byte(src)).lines {
+			accepted[k] = true
+		}
 	}
 	for _, k := range designKeys {
-		if key := strings.Replace(k.key, "NAME", "web", 1); !accepted[key] {
+		if key := designKey(k.key, "web", "dns"); !accepted[key] {
+			t.Errorf("design key %s is not in this test's source", key)
+		}
+	}
+	for _, k := range commentedKeys {
+		if key := "pool.web.health." + k; !accepted[key] {
 			t.Errorf("design key %s is not in this test's source", key)
 		}
 	}
