@@ -29,8 +29,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Events are the counter hooks.
 	Events Events
-	// Probe is the breaker's own recovery dial: one TCP connect honouring
-	// ctx, classified like a client dial. nil: no background probes, so
+	// Probe is the breaker's own recovery dial honouring ctx, classified
+	// like a client dial (the pool makes it a TCP connect, or for UDP
+	// backends a request or a refusal probe). nil: no background probes, so
 	// only force-tries can close the breaker.
 	Probe func(ctx context.Context) Result
 	// Rand returns a float in [0, 1) for the cooldown jitter. nil:

@@ -25,7 +25,7 @@
 //	store := breaker.NewMemoryStore(nil)           // one per process (or Redis, later)
 //	b, err := breaker.New("web/10.0.0.1:80", cfg, store, breaker.Options{
 //	        Logger: log, Events: ev,
-//	        Probe:  func(ctx context.Context) breaker.Result { ... one TCP connect ... },
+//	        Probe:  func(ctx context.Context) breaker.Result { ... one recovery dial ... },
 //	})
 //	go b.Run(ctx)                                  // snapshot refresh + recovery probes
 //
