@@ -231,7 +231,8 @@ type udpOneWayConfig struct {
 	// stall: with the window full and no progress this long, what is in
 	// flight is written off as lost and sending goes on.
 	stall time.Duration
-	// settle bounds the wait for the last datagrams after d.
+	// settle bounds the wait for the last datagrams after d; the wait ends
+	// sooner once the count held still for stall.
 	settle time.Duration
 }
 
@@ -310,10 +311,11 @@ func udpOneWay(cfg udpOneWayConfig, delivered func() uint64) (udpOneWayResult, e
 	}
 	res.inWindow = delivered() - base
 	res.elapsed = time.Since(start)
-	// Let the last datagrams arrive: until the count holds still for
-	// 50 ms, or settle passed.
+	// Let the last datagrams arrive: until the count holds still for as
+	// long as a stall (a proxy kept off its CPU that long is not done), or
+	// settle passed.
 	last, still := res.inWindow, time.Now()
-	for deadline := time.Now().Add(cfg.settle); time.Now().Before(deadline) && time.Since(still) < 50*time.Millisecond; {
+	for deadline := time.Now().Add(cfg.settle); time.Now().Before(deadline) && time.Since(still) < cfg.stall; {
 		time.Sleep(5 * time.Millisecond)
 		if c := delivered() - base; c != last {
 			last, still = c, time.Now()
