@@ -99,7 +99,7 @@ func DefaultListener() Listener {
 
 // DefaultMaxSessions is a UDP listener's max_sessions when the file does
 // not set it. Each session holds one socket (an fd).
-const DefaultMaxSessions = 16384
+const DefaultMaxSessions = 4096
 
 // DefaultBackend returns a [[pool.NAME.backend]] with the optional keys at
 // their defaults; addr has none.

@@ -21,7 +21,7 @@ func TestParseFillsDefaults(t *testing.T) {
 		Log:    Log{Level: "info", Format: "text"},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
-				SessionTimeout: 60 * time.Second, MaxSessions: 16384, Responses: 0, Requests: 0},
+				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0},
 		},
 		Pools: map[string]*Pool{"web": {
 			Name:              "web",
@@ -169,8 +169,8 @@ count_no_reply = true
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json"},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 16384},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 16384},
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096},
 			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 73,
 				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3},
 		},

@@ -36,7 +36,7 @@ var designKeys = []struct{ key, value string }{
 	{"listener[0].backlog", "0"},
 	{"listener[1].protocol", ""},
 	{"listener[1].session_timeout", `"60s"`},
-	{"listener[1].max_sessions", "16384"},
+	{"listener[1].max_sessions", "4096"},
 	{"listener[1].responses", "0"},
 	{"listener[1].requests", "0"},
 	{"pool.NAME.algorithm", `"round-robin"`},
@@ -213,7 +213,7 @@ bind = "127.0.0.1:8080"
 protocol = "udp"
 pool = "dns"
 session_timeout = "60s"
-max_sessions = 16384
+max_sessions = 4096
 responses = 0
 requests = 0
 [pool.dns]

@@ -188,7 +188,7 @@ func TestParseAcceptsUDP(t *testing.T) {
 func TestUDPListenerDefaults(t *testing.T) {
 	cfg := mustParse(t, validUDP)
 	want := Listener{Name: "dns", Bind: "127.0.0.1:5353", Protocol: "udp", Pool: "dns", Line: 1,
-		SessionTimeout: 60 * time.Second, MaxSessions: 16384, Responses: 0, Requests: 0}
+		SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0}
 	if got := cfg.Listeners[0]; got != want {
 		t.Errorf("listener = %+v\nwant       %+v", got, want)
 	}
