@@ -51,6 +51,7 @@ type Loop struct {
 	udps   []*udpSock
 	udpIn  *mmsgBatch
 	udpOut *udpOut
+	udpRun *mmsgBatch // headers of one burst sent on a session's socket (no data of its own)
 
 	nconns atomic.Int64
 
@@ -130,6 +131,9 @@ func (l *Loop) registerEvents(fd int, o owner, events uint32) error {
 	}
 	return nil
 }
+
+// reown hands a registered fd to a new owner, keeping its registration.
+func (l *Loop) reown(fd int, o owner) { l.slots[fd].o = o }
 
 // forget drops fd's owner; call it right before closing fd (closing
 // removes it from the epoll set).

@@ -27,6 +27,14 @@ type UDPFront struct {
 
 	// Sessions counts the sessions open now.
 	Sessions atomic.Int64
+	// Parked counts backend sockets parked for reuse (see udppark.go).
+	Parked atomic.Int64
+	// sockets counts the backend sockets held, sessions' and parked: the
+	// file descriptors max_sessions bounds.
+	sockets atomic.Int64
+	// socks are the listener's sockets, one per loop (set before the
+	// loops start), so a loop at the cap can ask the others for room.
+	socks []*udpSock
 	// Started counts sessions begun; Ended counts ended ones by reason.
 	Started atomic.Int64
 	Ended   [NumSessionEnds]atomic.Int64

@@ -25,11 +25,14 @@ type session struct {
 	ctlLen  uint8
 
 	backend *pool.Backend
+	bidx    int      // the backend's index in its pool
 	dial    *udpDial // until the backend's first reply (or reply_timeout)
 	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
 	requests, responses int
 	retired             bool // took its `requests`: no longer in the client map
+	excess              bool // the backend sent more than `responses`
+	noGSO               bool // the socket's route cannot segment a burst (udpgso.go)
 	ended               bool
 	queued              bool // on the loop's ready list
 	lastActive          int64
@@ -92,40 +95,59 @@ func (s *session) startDial(first []byte) dialResult {
 	return s.dialNext()
 }
 
-// dialNext connects to the next candidate that may still be tried.
+// dialNext connects to the next candidate that may still be tried: a
+// parked socket to it, or a new one. The caller holds a socket reservation
+// (max_sessions); a dial that finds no backend gives it back.
 func (s *session) dialNext() dialResult {
-	d, p, l := s.dial, s.u.f.Pool, s.u.l
+	d, p, u := s.dial, s.u.f.Pool, s.u
 	for d.next < d.n {
-		b := p.At(d.cands[d.next])
+		i := d.cands[d.next]
+		b := p.At(i)
 		d.next++
 		if d.next > 1 && !b.Usable() {
 			continue // tripped or went down since the plan
 		}
 		d.cur = p.BeginDial(b, d.force) // the generation, before the first send
-		fd, err := connectUDP(b.AddrPort)
-		if err != nil {
-			o := dialer.Classify(&dialer.DialError{Backend: b.Addr, Err: err})
-			p.EndDial(d.cur, o)
-			if o == dialer.Local {
+		fd := u.unpark(i, s)
+		if fd < 0 {
+			var local bool
+			if fd, local = s.newSocket(b); local {
 				s.dial = nil
+				u.f.sockets.Add(-1)
 				return dialLocal
 			}
-			continue
+			if fd < 0 {
+				continue // b refused the socket's connect (unreachable...)
+			}
 		}
-		if err := l.registerEvents(fd, s, datagramEvents); err != nil {
-			unix.Close(fd)
-			p.EndDial(d.cur, dialer.Local)
-			s.dial = nil
-			return dialLocal
-		}
-		s.fd, s.backend, s.forced = fd, b, d.force
+		s.fd, s.backend, s.bidx, s.forced = fd, b, i, d.force
 		d.settle = p.Await(d.cur)
-		l.timers.arm(&d.timer, l.now+int64(p.ReplyTimeout()))
+		u.l.timers.arm(&d.timer, u.l.now+int64(p.ReplyTimeout()))
 		s.recordOwnDial(b.AddrPort)
 		return dialStarted
 	}
 	s.dial = nil
+	u.f.sockets.Add(-1)
 	return dialNoBackend
+}
+
+// newSocket opens and registers a socket connected to b for the dial in
+// flight, ending the dial when that fails: -1 and local for local trouble
+// (no backend blamed), -1 alone for b's fault.
+func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
+	d, p := s.dial, s.u.f.Pool
+	fd, err := connectUDP(b.AddrPort)
+	if err != nil {
+		o := dialer.Classify(&dialer.DialError{Backend: b.Addr, Err: err})
+		p.EndDial(d.cur, o)
+		return -1, o == dialer.Local
+	}
+	if err := s.u.l.registerEvents(fd, s, datagramEvents); err != nil {
+		unix.Close(fd)
+		p.EndDial(d.cur, dialer.Local)
+		return -1, true
+	}
+	return fd, false
 }
 
 // connectUDP opens a non-blocking UDP socket connected to ap: the kernel
@@ -195,11 +217,14 @@ func (s *session) failed(err error) bool {
 		d.settle.Settle(dialer.Failure)
 		s.u.l.timers.stop(&d.timer)
 		s.closeBackend()
-		if d.first != nil && s.dialNext() == dialStarted {
-			if sendDatagram(s.fd, d.first) == nil {
-				s.sent(len(d.first))
+		if d.first != nil {
+			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
+			if s.dialNext() == dialStarted {
+				if sendDatagram(s.fd, d.first) == nil {
+					s.sent(len(d.first))
+				}
+				return true
 			}
-			return true
 		}
 		s.dial = nil
 	}
@@ -246,8 +271,9 @@ func (s *session) readReplies() {
 			return
 		}
 		keep := n
-		if r := u.f.Responses; r > 0 {
-			keep = min(n, r-s.responses) // replies past the limit are not relayed
+		if r := u.f.Responses; r > 0 && n > r-s.responses {
+			keep = r - s.responses // replies past the limit are not relayed,
+			s.excess = true        // and the socket is not parked: the backend says more than asked
 		}
 		for i := from; i < from+keep; i++ {
 			out.add(i, s)
@@ -301,6 +327,7 @@ func (s *session) closeBackend() {
 	s.u.l.forget(s.fd)
 	unix.Close(s.fd)
 	s.fd = -1
+	s.u.f.sockets.Add(-1)
 	s.u.f.Pool.EndRelay(s.backend)
 }
 
@@ -312,12 +339,17 @@ func (s *session) end(why SessionEnd) {
 	}
 	s.ended = true
 	u := s.u
+	park := s.parkable(why)
 	if d := s.dial; d != nil {
 		u.l.timers.stop(&d.timer)
 		d.settle.Settle(dialer.Local)
 		s.dial = nil
 	}
-	s.closeBackend()
+	if park {
+		s.park()
+	} else {
+		s.closeBackend()
+	}
 	if !s.retired {
 		u.forgetClient(s)
 	}

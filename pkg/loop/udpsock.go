@@ -2,6 +2,7 @@ package loop
 
 import (
 	"net/netip"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,11 +19,17 @@ type udpSock struct {
 	wildcard bool
 	closed   bool
 	queued   bool // on the loop's ready list
+	// roomAsked: another loop at max_sessions asked this one to evict its
+	// longest-idle session, and the request is still pending.
+	roomAsked atomic.Bool
 
 	sessions map[netip.AddrPort]*session // by client; retired sessions are not here
 	peak     int                         // most entries the map has held since it was made
 	idle     sessionList                 // every session, longest idle first
-	expiry   timer                       // the longest-idle session's session_timeout
+	expiry   timer                       // the longest-idle session's session_timeout, or a parked socket's TTL
+
+	parked  [][]*parkedSock // by backend index: sockets left by sessions that ended cleanly
+	nparked int
 
 	// This turn's counts, flushed to f's with the loop's counters.
 	dgToBackend, dgToClient       int64
@@ -39,7 +46,7 @@ const udpReadBudget = 4 * udpBatch
 // before Start.
 func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcard bool) error {
 	if l.udpIn == nil {
-		l.udpIn, l.udpOut = newMmsgBatch(), newUDPOut()
+		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), &mmsgBatch{}
 	}
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
 		sessions: make(map[netip.AddrPort]*session), expiry: timer{index: -1}}
@@ -48,6 +55,7 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 		return err
 	}
 	l.udps = append(l.udps, u)
+	f.socks = append(f.socks, u)
 	return nil
 }
 
@@ -71,14 +79,7 @@ func (u *udpSock) readAll() {
 		if err != nil {
 			return // EAGAIN: drained (an error on a listening UDP socket is a stray ICMP: nothing to do)
 		}
-		for i := range n {
-			h := &in.hdrs[i]
-			var ctl []byte
-			if u.wildcard {
-				ctl = in.ctls[i][:h.Hdr.Controllen]
-			}
-			u.datagram(in.slot(i)[:h.Len], &in.names[i], ctl)
-		}
+		u.relay(in, n)
 		if n < udpBatch {
 			return // the queue ran dry; its next datagram brings a new edge
 		}
@@ -88,6 +89,89 @@ func (u *udpSock) readAll() {
 		u.queued = true
 		u.l.markReady(u)
 	}
+}
+
+// relay sends the n datagrams of a batch on. Consecutive datagrams of one
+// established session (a client's burst) go with one sendmmsg on its
+// socket; the rest, and any a batch send could not take, one by one.
+func (u *udpSock) relay(in *mmsgBatch, n int) {
+	if u.f.Requests > 0 {
+		// A session may retire in the middle of a burst: every datagram
+		// must find its session anew.
+		for i := range n {
+			u.one(in, i)
+		}
+		return
+	}
+	var run *session
+	start := 0
+	for i := range n {
+		s := u.sessions[nameAddrPort(&in.names[i])]
+		if s != nil && s != run && !s.backend.Usable() {
+			s = nil // moving on: the one-by-one path re-picks
+		}
+		if s != run {
+			u.sendRun(in, run, start, i)
+			run, start = s, i
+		}
+		if s == nil {
+			u.one(in, i) // a new session, or one moving on
+			run, start = nil, i+1
+		}
+	}
+	u.sendRun(in, run, start, n)
+}
+
+// sendRun sends datagrams [from, to) of the batch on s's socket.
+func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
+	if s == nil || from >= to {
+		return
+	}
+	if to-from == 1 {
+		u.one(in, from)
+		return
+	}
+	out := u.l.udpRun
+	for i := from; i < to; i++ {
+		k := i - from
+		out.iovs[k].Base = &in.data[i*udpSlot]
+		out.iovs[k].SetLen(int(in.hdrs[i].Len))
+		h := &out.hdrs[k].Hdr
+		h.Iov, h.Iovlen = &out.iovs[k], 1
+		h.Name, h.Namelen = nil, 0
+		h.Control = nil
+		h.SetControllen(0)
+	}
+	if size, ok := gsoRun(in, from, to); ok && !s.noGSO {
+		err, unsupported := sendGSO(s.fd, out.iovs[:to-from], size)
+		if err == nil {
+			for i := from; i < to; i++ {
+				s.sent(int(in.hdrs[i].Len))
+			}
+			return
+		}
+		s.noGSO = s.noGSO || unsupported
+	}
+	sent, err := sendmmsg(s.fd, out, 0, to-from)
+	if err != nil {
+		sent = 0
+	}
+	for i := from; i < from+sent; i++ {
+		s.sent(int(in.hdrs[i].Len))
+	}
+	for i := from + sent; i < to; i++ {
+		u.one(in, i) // finds the error and deals with it as a single send does
+	}
+}
+
+// one relays datagram i of the batch on its own.
+func (u *udpSock) one(in *mmsgBatch, i int) {
+	h := &in.hdrs[i]
+	var ctl []byte
+	if u.wildcard {
+		ctl = in.ctls[i][:h.Hdr.Controllen]
+	}
+	u.datagram(in.slot(i)[:h.Len], &in.names[i], ctl)
 }
 
 // datagram relays one client datagram: to its session, or to a new one.
@@ -122,7 +206,12 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 // open starts a session for a new client.
 func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
 	if !u.reserve() {
-		u.drop(DropSessionCap) // the cap is held by the other loops' sessions
+		// The cap is held by the other loops' sessions: this datagram is
+		// dropped, and they evict their longest-idle one each, so the
+		// client's retry finds room instead of waiting for them to time
+		// out.
+		u.drop(DropSessionCap)
+		u.askForRoom()
 		return nil
 	}
 	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name)}
@@ -135,34 +224,38 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		}
 	}
 	if u.l.sh.own.has(conn4{local: src, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
-		u.f.Sessions.Add(-1)
+		u.f.sockets.Add(-1)
 		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
 		return nil
 	}
 	if r := s.startDial(first); r != dialStarted {
-		u.f.Sessions.Add(-1)
-		u.drop(dropFor(r))
+		u.drop(dropFor(r)) // the dial gave back the reservation
 		return nil
 	}
 	s.lastActive = u.l.now
 	u.sessions[src] = s
 	u.peak = max(u.peak, len(u.sessions))
 	u.track(s)
+	u.f.Sessions.Add(1)
 	u.f.Started.Add(1)
 	return s
 }
 
-// reserve counts a new session against max_sessions, evicting this
-// loop's longest-idle sessions while the listener is at its cap. The
-// count never passes the cap, even with every loop opening sessions at
-// once; false: the cap is held by other loops' sessions.
+// reserve counts a backend socket for a new session against
+// max_sessions, closing a parked socket or evicting this loop's
+// longest-idle session while the listener is at its cap. The count never
+// passes the cap, even with every loop opening sessions at once; false:
+// the cap is held by other loops' sockets.
 func (u *udpSock) reserve() bool {
 	for {
-		n := u.f.Sessions.Load()
+		n := u.f.sockets.Load()
 		if n < u.f.MaxSessions {
-			if u.f.Sessions.CompareAndSwap(n, n+1) {
+			if u.f.sockets.CompareAndSwap(n, n+1) {
 				return true
 			}
+			continue
+		}
+		if u.dropOldestParked() {
 			continue
 		}
 		oldest := u.idle.head
@@ -173,12 +266,37 @@ func (u *udpSock) reserve() bool {
 	}
 }
 
+// askForRoom asks the listener's other loops to free a socket each: a
+// parked one, else their longest-idle session. One request per loop is
+// pending at a time, so a flood at the cap does not flood the loops.
+func (u *udpSock) askForRoom() {
+	for _, o := range u.f.socks {
+		if o == u || !o.roomAsked.CompareAndSwap(false, true) {
+			continue
+		}
+		o.l.Post(func() {
+			o.roomAsked.Store(false)
+			if o.closed || o.dropOldestParked() {
+				return
+			}
+			if s := o.idle.head; s != nil {
+				s.end(EndEvicted)
+			}
+		})
+	}
+}
+
 // track puts a new session at the back of the idle list and makes sure
 // the expiry timer runs.
 func (u *udpSock) track(s *session) {
 	u.idle.pushBack(s)
-	if u.expiry.index < 0 {
-		u.l.timers.arm(&u.expiry, s.lastActive+int64(u.f.SessionTimeout))
+	u.armExpiry(s.lastActive + int64(u.f.SessionTimeout))
+}
+
+// armExpiry makes sure the expiry timer fires by at.
+func (u *udpSock) armExpiry(at int64) {
+	if u.expiry.index < 0 || at < u.expiry.at {
+		u.l.timers.arm(&u.expiry, at)
 	}
 }
 
@@ -196,8 +314,12 @@ func (u *udpSock) expire(now int64) {
 	for s := u.idle.head; s != nil && s.lastActive+timeout <= now; s = u.idle.head {
 		s.end(EndTimeout)
 	}
-	if s := u.idle.head; s != nil {
-		u.l.timers.arm(&u.expiry, s.lastActive+timeout)
+	next := u.sweepParked(now)
+	if s := u.idle.head; s != nil && (next == 0 || s.lastActive+timeout < next) {
+		next = s.lastActive + timeout
+	}
+	if next != 0 {
+		u.l.timers.arm(&u.expiry, next)
 	}
 }
 
@@ -233,6 +355,7 @@ func (u *udpSock) close() {
 	for s := u.idle.head; s != nil; s = u.idle.head {
 		s.end(EndShutdown)
 	}
+	u.closeParked()
 	u.closed = true
 	u.l.timers.stop(&u.expiry)
 	u.l.forget(u.fd)

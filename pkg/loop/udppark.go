@@ -1,0 +1,177 @@
+package loop
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Parking: a session that ended cleanly leaves its backend socket, still
+// connected and registered, for the next session to the same backend. A
+// DNS-like listener (responses = 1) would otherwise pay socket, connect,
+// epoll_ctl and close for every request; parked, a request costs its send
+// and its reply.
+//
+// A socket is parked only when nothing more can be owed on it: its session
+// sent one datagram and received all the `responses` the listener says
+// that datagram gets. A datagram or an error arriving while it is parked
+// means the backend sent something no one asked for: the socket is closed,
+// never handed on. Before a parked socket is handed on, a receive that
+// must find nothing makes sure no reply is waiting in it.
+
+// parkMax bounds the sockets parked per backend per loop: enough for the
+// requests in flight at once; beyond it sockets are closed.
+const parkMax = 64
+
+// parkTTL closes sockets parked longer than this (source ports are not
+// held for nothing).
+const parkTTL = int64(10e9)
+
+// parkedSock is a backend socket waiting for its next session.
+type parkedSock struct {
+	u  *udpSock
+	fd int // -1 once closed
+	at int64
+}
+
+// event: something arrived on a parked socket that nothing asked for.
+func (p *parkedSock) event(uint32) { p.close() }
+
+func (p *parkedSock) resume() {}
+
+func (p *parkedSock) close() {
+	if p.fd < 0 {
+		return
+	}
+	p.u.l.forget(p.fd)
+	unix.Close(p.fd)
+	p.fd = -1
+	p.u.f.sockets.Add(-1)
+	p.u.f.Parked.Add(-1)
+	p.u.nparked--
+}
+
+// parkable reports whether s, ending for why, may leave its socket parked.
+func (s *session) parkable(why SessionEnd) bool {
+	u := s.u
+	return why == EndResponses && s.requests == 1 && !s.excess && s.dial == nil && s.own == nil && s.fd >= 0 &&
+		!s.forced && len(u.parkedFor(s.bidx)) < parkMax
+}
+
+// park keeps s's socket for the next session to its backend.
+func (s *session) park() {
+	u := s.u
+	p := &parkedSock{u: u, fd: s.fd, at: u.l.now}
+	u.l.reown(s.fd, p)
+	u.parked[s.bidx] = append(u.parked[s.bidx], p)
+	u.nparked++
+	u.f.Parked.Add(1)
+	s.fd = -1
+	s.u.f.Pool.EndRelay(s.backend)
+	u.armExpiry(p.at + parkTTL)
+}
+
+// parkedFor is the stack of sockets parked for backend i.
+func (u *udpSock) parkedFor(i int) []*parkedSock {
+	for i >= len(u.parked) {
+		u.parked = append(u.parked, nil)
+	}
+	return u.parked[i]
+}
+
+// unpark hands the most recently parked socket of backend i to s, or
+// returns -1. The caller holds a socket reservation; a parked socket is
+// already counted, so the reservation is given back.
+func (u *udpSock) unpark(i int, s *session) int {
+	stack := u.parkedFor(i)
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack[len(stack)-1] = nil
+		stack = stack[:len(stack)-1]
+		u.parked[i] = stack
+		if p.fd < 0 {
+			continue // closed while parked
+		}
+		if !quiet(p.fd) {
+			p.close()
+			continue
+		}
+		fd := p.fd
+		p.fd = -1
+		u.nparked--
+		u.f.Parked.Add(-1)
+		u.f.sockets.Add(-1) // the reservation: this socket was counted already
+		u.l.reown(fd, s)
+		return fd
+	}
+	return -1
+}
+
+// quiet reports whether nothing waits to be read on a parked socket: no
+// datagram and no error (a refusal reported since it was parked).
+func quiet(fd int) bool {
+	var b [1]byte
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+			unix.MSG_DONTWAIT|unix.MSG_PEEK, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		return e == unix.EAGAIN
+	}
+}
+
+// sweepParked closes sockets parked for longer than parkTTL and returns
+// when the next one would be due (0: none parked).
+func (u *udpSock) sweepParked(now int64) (next int64) {
+	for i, stack := range u.parked {
+		// The stack is in parking order: the oldest at the bottom.
+		k := 0
+		for k < len(stack) && (stack[k].fd < 0 || stack[k].at+parkTTL <= now) {
+			stack[k].close()
+			k++
+		}
+		if k > 0 {
+			n := copy(stack, stack[k:])
+			clear(stack[n:])
+			u.parked[i] = stack[:n]
+		}
+		if len(u.parked[i]) > 0 {
+			due := u.parked[i][0].at + parkTTL
+			if next == 0 || due < next {
+				next = due
+			}
+		}
+	}
+	return next
+}
+
+// dropOldestParked closes one parked socket (the oldest of the first
+// backend that has one), to make room at max_sessions; false: none.
+func (u *udpSock) dropOldestParked() bool {
+	for i, stack := range u.parked {
+		for len(stack) > 0 {
+			p := stack[0]
+			n := copy(stack, stack[1:])
+			stack[n] = nil
+			stack = stack[:n]
+			u.parked[i] = stack
+			if p.fd >= 0 {
+				p.close()
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// closeParked closes every parked socket (shutdown).
+func (u *udpSock) closeParked() {
+	for i, stack := range u.parked {
+		for _, p := range stack {
+			p.close()
+		}
+		clear(stack)
+		u.parked[i] = nil
+	}
+}
