@@ -29,6 +29,9 @@ type UDPFront struct {
 	Sessions atomic.Int64
 	// Parked counts backend sockets parked for reuse (see udppark.go).
 	Parked atomic.Int64
+	// Bursts counts client bursts that went to a backend as one UDP GSO
+	// send (see udpgso.go).
+	Bursts atomic.Int64
 	// sockets counts the backend sockets held, sessions' and parked: the
 	// file descriptors max_sessions bounds.
 	sockets atomic.Int64

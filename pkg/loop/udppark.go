@@ -23,9 +23,8 @@ import (
 // requests in flight at once; beyond it sockets are closed.
 const parkMax = 64
 
-// parkTTL closes sockets parked longer than this (source ports are not
-// held for nothing).
-const parkTTL = int64(10e9)
+// A socket parked longer than the listener's session_timeout is closed:
+// source ports are not held for nothing.
 
 // parkedSock is a backend socket waiting for its next session.
 type parkedSock struct {
@@ -68,7 +67,7 @@ func (s *session) park() {
 	u.f.Parked.Add(1)
 	s.fd = -1
 	s.u.f.Pool.EndRelay(s.backend)
-	u.armExpiry(p.at + parkTTL)
+	u.armExpiry(p.at + int64(u.f.SessionTimeout))
 }
 
 // parkedFor is the stack of sockets parked for backend i.
@@ -121,13 +120,14 @@ func quiet(fd int) bool {
 	}
 }
 
-// sweepParked closes sockets parked for longer than parkTTL and returns
-// when the next one would be due (0: none parked).
+// sweepParked closes sockets parked for longer than session_timeout and
+// returns when the next one would be due (0: none parked).
 func (u *udpSock) sweepParked(now int64) (next int64) {
+	ttl := int64(u.f.SessionTimeout)
 	for i, stack := range u.parked {
 		// The stack is in parking order: the oldest at the bottom.
 		k := 0
-		for k < len(stack) && (stack[k].fd < 0 || stack[k].at+parkTTL <= now) {
+		for k < len(stack) && (stack[k].fd < 0 || stack[k].at+ttl <= now) {
 			stack[k].close()
 			k++
 		}
@@ -137,7 +137,7 @@ func (u *udpSock) sweepParked(now int64) (next int64) {
 			u.parked[i] = stack[:n]
 		}
 		if len(u.parked[i]) > 0 {
-			due := u.parked[i][0].at + parkTTL
+			due := u.parked[i][0].at + ttl
 			if next == 0 || due < next {
 				next = due
 			}

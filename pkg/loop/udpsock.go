@@ -148,6 +148,7 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 			for i := from; i < to; i++ {
 				s.sent(int(in.hdrs[i].Len))
 			}
+			u.f.Bursts.Add(1)
 			return
 		}
 		s.noGSO = s.noGSO || unsupported

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+func TestUDPCleanSessionsReuseTheirBackendSocket(t *testing.T) {
+	be := testnet.StartUDPBackend(t, "a", "")
+	lb := startUDPLB(t, []string{be.Addr}, udpOpts{responses: 1, loops: 1})
+	for i := range 20 {
+		mustEcho(t, udpClient(t, lb.addr), []byte{byte(i)})
+		testnet.Eventually(t, "the session to end at its reply", func() bool { return lb.front.Sessions.Load() == 0 })
+	}
+	if n := be.Sources(); n != 1 {
+		t.Errorf("backend saw %d source ports for 20 sequential clean sessions, want 1 (the socket parked and reused)", n)
+	}
+	if got := lb.front.Parked.Load(); got != 1 {
+		t.Errorf("%d sockets parked, want 1", got)
+	}
+}
+
+func TestUDPParkedSocketsCloseAfterTheSessionTimeout(t *testing.T) {
+	be := testnet.StartUDPBackend(t, "a", "")
+	lb := startUDPLB(t, []string{be.Addr}, udpOpts{responses: 1, sessionTimeout: 300 * time.Millisecond})
+	mustEcho(t, udpClient(t, lb.addr), []byte("x"))
+	testnet.Eventually(t, "a socket to be parked", func() bool { return lb.front.Parked.Load() == 1 })
+	testnet.Eventually(t, "the parked socket to be closed", func() bool { return lb.front.Parked.Load() == 0 })
+}
+
+// doubleEcho answers every datagram twice: a backend that says more than
+// the listener's responses = 1 allows.
+func doubleEcho(t *testing.T) (addr string, sources func() int) {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen[from.String()] = true
+			mu.Unlock()
+			c.WriteToUDP(buf[:n], from)
+			c.WriteToUDP(buf[:n], from)
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return c.LocalAddr().String(), func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+}
+
+// A reply beyond what the session was owed must never reach the next
+// client on a reused socket.
+func TestUDPExtraReplyIsNeverRelayedToAnotherClient(t *testing.T) {
+	addr, sources := doubleEcho(t)
+	lb := startUDPLB(t, []string{addr}, udpOpts{responses: 1, loops: 1})
+	for i := range 30 {
+		c := udpClient(t, lb.addr)
+		want := []byte(fmt.Sprintf("client %d", i))
+		got, err := askOnce(c, want, 10*time.Second)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("client %d got %q, %v; want its own reply %q", i, got, err, want)
+		}
+	}
+	if n := sources(); n != 30 {
+		t.Errorf("backend saw %d source ports for 30 sessions; a socket the backend over-answered must never be reused", n)
+	}
+	if got := lb.front.Parked.Load(); got != 0 {
+		t.Errorf("%d sockets parked after every session was over-answered", got)
+	}
+}
+
+func TestUDPParkedSocketsCountAgainstMaxSessions(t *testing.T) {
+	be := testnet.StartUDPBackend(t, "a", "")
+	be2 := testnet.StartUDPBackend(t, "b", "")
+	const max = 4
+	lb := startUDPLB(t, []string{be.Addr, be2.Addr}, udpOpts{responses: 1, maxSessions: max, loops: 1})
+	fds := countOpenFDs(t)
+	for i := range 40 {
+		mustEcho(t, udpClient(t, lb.addr), []byte{byte(i)})
+		f := lb.front
+		if held := f.Parked.Load() + f.Sessions.Load(); held > max {
+			t.Fatalf("%d parked + %d open sessions, above max_sessions %d", f.Parked.Load(), f.Sessions.Load(), max)
+		}
+	}
+	if extra := countOpenFDs(t) - fds; extra > max+40 { // the test's own 40 clients are open until cleanup
+		t.Errorf("%d more fds after 40 sessions, want at most max_sessions (%d) for l4lb", extra-40, max)
+	}
+}
+
+// A client's burst of equal-sized datagrams reaches the backend as the
+// same datagrams, in order, whether or not it went as one GSO send.
+func TestUDPBurstsArriveAsTheSameDatagrams(t *testing.T) {
+	rec, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got [][]byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<16)
+		for {
+			n, _, err := rec.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			got = append(got, append([]byte(nil), buf[:n]...))
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { rec.Close(); <-done })
+	lb := startUDPLB(t, []string{rec.LocalAddr().String()}, udpOpts{loops: 1})
+	c := udpClient(t, lb.addr)
+	var sent [][]byte
+	seq := 0
+	for round, size := range []int{100, 1400, 9000, 100, 1400, 100, 100, 9000} {
+		for k := range 20 {
+			n := size
+			if k == 19 && round%2 == 1 {
+				n = size / 2 // a shorter last datagram still fits a GSO burst
+			}
+			p := make([]byte, n)
+			binary.BigEndian.PutUint32(p, uint32(seq))
+			for j := 4; j < n; j++ {
+				p[j] = byte(seq + j)
+			}
+			seq++
+			if _, err := c.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, p)
+		}
+		// Each round is taken in before the next, so no socket buffer
+		// overflows and every datagram must arrive.
+		testnet.Eventually(t, "the round to arrive", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= len(sent) })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(sent) {
+		t.Fatalf("backend got %d datagrams, the client sent %d", len(got), len(sent))
+	}
+	for i := range sent {
+		if !bytes.Equal(got[i], sent[i]) {
+			t.Fatalf("datagram %d: got %d bytes (seq %d), sent %d (seq %d)", i, len(got[i]),
+				binary.BigEndian.Uint32(got[i]), len(sent[i]), i)
+		}
+	}
+	t.Logf("%d datagrams, %d of the bursts went as one GSO send", len(sent), lb.front.Bursts.Load())
+}
