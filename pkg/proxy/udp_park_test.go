@@ -81,9 +81,8 @@ func TestUDPExtraReplyIsNeverRelayedToAnotherClient(t *testing.T) {
 	if n := sources(); n != 30 {
 		t.Errorf("backend saw %d source ports for 30 sessions; a socket the backend over-answered must never be reused", n)
 	}
-	if got := lb.front.Parked.Load(); got != 0 {
-		t.Errorf("%d sockets parked after every session was over-answered", got)
-	}
+	// The last session's socket may be parked until its extra reply lands.
+	testnet.Eventually(t, "no socket left parked after every session was over-answered", func() bool { return lb.front.Parked.Load() == 0 })
 }
 
 func TestUDPParkedSocketsCountAgainstMaxSessions(t *testing.T) {
@@ -133,9 +132,12 @@ func TestUDPBurstsArriveAsTheSameDatagrams(t *testing.T) {
 	var sent [][]byte
 	seq := 0
 	for round, size := range []int{100, 1400, 9000, 100, 1400, 100, 100, 9000} {
-		for k := range 20 {
+		// A round fits the sockets' receive buffers, and is taken in before
+		// the next, so every datagram must arrive.
+		count := min(20, 40000/size)
+		for k := range count {
 			n := size
-			if k == 19 && round%2 == 1 {
+			if k == count-1 && round%2 == 1 {
 				n = size / 2 // a shorter last datagram still fits a GSO burst
 			}
 			p := make([]byte, n)
@@ -149,8 +151,6 @@ func TestUDPBurstsArriveAsTheSameDatagrams(t *testing.T) {
 			}
 			sent = append(sent, p)
 		}
-		// Each round is taken in before the next, so no socket buffer
-		// overflows and every datagram must arrive.
 		testnet.Eventually(t, "the round to arrive", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= len(sent) })
 	}
 	mu.Lock()
