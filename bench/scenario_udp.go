@@ -241,11 +241,12 @@ func udpTargetNote(system string, rr, ow, r0 Summary) string {
 
 func udpAbout() string {
 	return fmt.Sprintf("rr: %d client sockets (one session each) send a %d-byte request and wait for its echo, %d in flight; a request unanswered after %v is lost (rr_lost). "+
-		"nginx proxy_responses 1 and l4lb responses = 1 end a session at its reply (a new upstream socket per request, as for DNS). "+
-		"ow: %d clients stream %d-byte datagrams to a counting sink, at most %d not yet counted, so the sender goes as fast as the proxy relays; "+
+		"nginx proxy_responses 1 and l4lb responses = 1 end a session at its reply, as for DNS (nginx opens a new upstream socket per request; l4lb reuses the parked socket of a session that ended cleanly). "+
+		"ow: %d clients stream %d-byte datagrams (bursts of %d) to a counting sink, at most %d not yet counted, so the sender goes as fast as the proxy relays "+
+		"(l4lb sends a burst of equal datagrams to the backend as one UDP GSO send); "+
 		"nginx without proxy_responses and l4lb keep a session per client until proxy_timeout/session_timeout (%s). "+
 		"ow_r0: nginx with proxy_responses 0 (\"no response expected\"), which ends a session once the client's queued datagrams are sent, so a stream takes a new upstream socket per burst. "+
 		"CPU per datagram relayed (a request, a reply or a one-way datagram: one read and one write) over the proxy's process tree; "+
 		"X_core_vs_nginx = datagrams per CPU-second over nginx's in the same round (nginx's CPU per datagram over the system's)",
-		udpRRSockets, udpDatagram, udpRRWindow, udpRRTimeout, udpOWClients, udpDatagram, udpOWWindow, udpSessionTimeout)
+		udpRRSockets, udpDatagram, udpRRWindow, udpRRTimeout, udpOWClients, udpDatagram, udpOWBatch, udpOWWindow, udpSessionTimeout)
 }
