@@ -37,7 +37,7 @@ func TestBackendResetBeforeTheConnectIsSeenIsNoFailedDial(t *testing.T) {
 	<-finished
 	mustReset(t, "client", c)
 	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
-	be := h.front("p").Pool.Backends()[0]
+	be := h.front("p").Pool().Backends()[0]
 	if ok, failed := be.Dials(pool.DialClient); ok != 1 || failed != 0 {
 		t.Fatalf("client dials %d ok / %d failed, want 1 / 0: an accepted connect was blamed", ok, failed)
 	}

@@ -76,6 +76,7 @@ type conn struct {
 	lastActive int64
 	outq       [2]int // send queues at the last idle check
 
+	pool    *pool.Pool // the listener's pool when the client was accepted
 	dial    *dialState // while dialing
 	backend *pool.Backend
 	settle  *pool.Settlement // count_early_reset: the dial's result is still open
@@ -107,7 +108,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		return
 	}
 	// TCP_NODELAY is inherited from the listening socket (listener.Bind).
-	c := &conn{l: l, f: f, src: src, timer: timer{index: -1}}
+	c := &conn{l: l, f: f, pool: f.Pool(), src: src, timer: timer{index: -1}}
 	c.cl = endpoint{c: c, fd: fd, client: true}
 	c.be = endpoint{c: c, fd: -1}
 	c.timer.fire = c.onTimer
@@ -242,7 +243,7 @@ func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
 	}
 	midDial := c.dial != nil && c.be.fd >= 0
 	if midDial {
-		c.f.Pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
+		c.pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
 	}
 	c.dial = nil
 	c.streams[0].Release(l.scratch)
@@ -263,7 +264,7 @@ func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
 			}
 			c.settle.Settle(v)
 		}
-		c.f.Pool.EndRelay(c.backend)
+		c.pool.EndRelay(c.backend)
 		if o == splice.ClientReset || o == splice.BackendReset {
 			c.debugRelay(o)
 		}

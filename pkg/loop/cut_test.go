@@ -169,7 +169,7 @@ func TestEveryCutResetsBothSides(t *testing.T) {
 		}
 		testnet.Eventually(t, "every connection to end", func() bool { return h.sh.Active.Load() == 0 })
 		// The dial called off is no evidence against its backend.
-		if ok, fail := h.front("frozen").Pool.At(0).Dials(pool.DialClient); ok != 0 || fail != 0 {
+		if ok, fail := h.front("frozen").Pool().At(0).Dials(pool.DialClient); ok != 0 || fail != 0 {
 			t.Fatalf("frozen backend: %d dials succeeded, %d failed; want the cut one counted as neither", ok, fail)
 		}
 		if r := h.front("frozen").Rejected.Load(); r != 1 {

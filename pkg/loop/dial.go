@@ -26,9 +26,9 @@ type dialState struct {
 // first.
 func (c *conn) startDial() {
 	d := &dialState{}
-	cands, force := c.f.Pool.Plan(c.src, d.cands[:0])
+	cands, force := c.pool.Plan(c.src, d.cands[:0])
 	d.n, d.force = len(cands), force
-	d.deadline = c.l.clock() + int64(c.f.Pool.ConnectBudget())
+	d.deadline = c.l.clock() + int64(c.pool.ConnectBudget())
 	c.dial = d
 	c.phase = phaseDialing
 	c.tryNext()
@@ -37,7 +37,7 @@ func (c *conn) startDial() {
 // tryNext starts a non-blocking connect to the next candidate that may
 // still be tried, or ends the client when none is left.
 func (c *conn) tryNext() {
-	d, p := c.dial, c.f.Pool
+	d, p := c.dial, c.pool
 	for d.next < d.n {
 		b := p.At(d.cands[d.next])
 		d.next++
@@ -117,7 +117,7 @@ func (c *conn) connectDone() {
 // dialFailed ends the connect in flight (refused, reset, timed out) and
 // moves on to the next candidate.
 func (c *conn) dialFailed(err error) {
-	d, p := c.dial, c.f.Pool
+	d, p := c.dial, c.pool
 	c.l.timers.stop(&c.timer)
 	c.forgetOwnDial()
 	closeEnd(c.l, &c.be, false)
@@ -151,7 +151,7 @@ func (c *conn) clientLeftMidDial() {
 // connected starts relaying once the backend accepted; pump moves what is
 // already waiting.
 func (c *conn) connected(pump bool) {
-	d, p := c.dial, c.f.Pool
+	d, p := c.dial, c.pool
 	c.dial = nil
 	c.backend = d.cur.Backend
 	c.settle = p.Pending(d.cur)

@@ -106,7 +106,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := &testFront{Front: &Front{Name: fs.name, Pool: p}, addr: socks.Addr.String()}
+		f := &testFront{Front: NewFront(fs.name, p), addr: socks.Addr.String()}
 		for i, l := range h.loops {
 			if err := l.AddListener(socks.FDs[i], f.Front); err != nil {
 				socks.Close()
@@ -179,7 +179,7 @@ func (h *harness) finish() {
 			t.Errorf("%d pipes still held after every connection closed", s.Busy())
 		}
 		for name, f := range h.fronts {
-			for _, b := range f.Pool.Backends() {
+			for _, b := range f.Pool().Backends() {
 				if n := b.Active(); n != 0 {
 					t.Errorf("front %s: backend %s still counts %d active connections", name, b.Addr, n)
 				}

@@ -41,7 +41,7 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 			*sp = fds
 			t.Cleanup(func() { unix.Close(fds[1]) })
 		}
-		c := &conn{l: l, f: &Front{Name: "p", Pool: p}, phase: phaseRelaying, timer: timer{index: -1}}
+		c := &conn{l: l, f: NewFront("p", p), pool: p, phase: phaseRelaying, timer: timer{index: -1}}
 		c.timer.fire = c.onTimer
 		c.cl = endpoint{c: c, fd: cl[0], client: true}
 		c.be = endpoint{c: c, fd: be[0]}

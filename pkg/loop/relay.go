@@ -95,7 +95,7 @@ func (c *conn) broken(e *endpoint, err error) {
 // checkIdle runs when the idle timer fires. Traffic does not touch the
 // timer; it re-arms itself for what is left since the last activity.
 func (c *conn) checkIdle(now int64) {
-	idle := int64(c.f.Pool.IdleTimeout())
+	idle := int64(c.pool.IdleTimeout())
 	left := idle - (now - c.lastActive)
 	// Sampled on every run, so "draining" means a send queue changed since
 	// the previous run, not merely that it holds bytes: a slow peer still

@@ -49,7 +49,7 @@ func TestRelayByteExactManyConcurrent(t *testing.T) {
 	}
 	// Both sides half-closed: the loops close each connection themselves.
 	testnet.Eventually(t, "every connection to end", func() bool { return h.sh.Active.Load() == 0 })
-	b := h.front("p").Pool.At(0)
+	b := h.front("p").Pool().At(0)
 	if got := b.Meter.ToBackend.Load() + b.Meter.ToClient.Load(); got != total {
 		t.Errorf("backend meter counted %d bytes, want %d", got, total)
 	}

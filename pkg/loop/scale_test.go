@@ -175,7 +175,7 @@ func TestConnectTimeoutWhileOthersFlow(t *testing.T) {
 	if ff.Failed.Load() != 1 {
 		t.Fatalf("frozen front: %d clients failed, want 1", ff.Failed.Load())
 	}
-	if ok, fail := ff.Pool.At(0).Dials(pool.DialClient); ok != 0 || fail != 1 {
+	if ok, fail := ff.Pool().At(0).Dials(pool.DialClient); ok != 0 || fail != 1 {
 		t.Fatalf("frozen backend: %d dials succeeded, %d failed; want the one timed out as a failure", ok, fail)
 	}
 	if h.front("echo").OK.Load() != clients {
@@ -270,7 +270,7 @@ func TestManyTimeoutsArmedAtOnceAllFire(t *testing.T) {
 	if f := h.front("frozen"); f.Failed.Load() != int64(n) {
 		t.Fatalf("frozen front: %d clients failed, want %d", f.Failed.Load(), n)
 	}
-	if _, fail := h.front("frozen").Pool.At(0).Dials(pool.DialClient); fail != int64(n) {
+	if _, fail := h.front("frozen").Pool().At(0).Dials(pool.DialClient); fail != int64(n) {
 		t.Fatalf("frozen backend: %d dials failed, want %d", fail, n)
 	}
 	if f := h.front("idle"); f.OK.Load() != int64(n) {

@@ -16,7 +16,9 @@ import (
 // counters, shared by every loop.
 type Front struct {
 	Name string
-	Pool *pool.Pool
+	// pool is the pool new clients are dialed from; a reload swaps it,
+	// while connections keep the pool they were accepted with.
+	pool atomic.Pointer[pool.Pool]
 
 	OK, Failed, Rejected atomic.Int64
 	// Loops counts clients that were l4lb's own backend connections; they
@@ -30,6 +32,19 @@ type Front struct {
 	OnNoBackend func()
 	OnLoop      func()
 }
+
+// NewFront returns the listener name feeding pool p.
+func NewFront(name string, p *pool.Pool) *Front {
+	f := &Front{Name: name}
+	f.pool.Store(p)
+	return f
+}
+
+// Pool is the pool new clients of the listener are dialed from.
+func (f *Front) Pool() *pool.Pool { return f.pool.Load() }
+
+// SetPool makes new clients use p (a reload); open connections keep theirs.
+func (f *Front) SetPool(p *pool.Pool) { f.pool.Store(p) }
 
 // Shared is the state every loop of one server shares.
 type Shared struct {

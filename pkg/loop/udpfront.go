@@ -11,19 +11,9 @@ import (
 // it feeds and its counters, shared by every loop.
 type UDPFront struct {
 	Name string
-	Pool *pool.Pool
-
-	// SessionTimeout ends a session idle this long (no datagram either way).
-	SessionTimeout time.Duration
-	// MaxSessions caps the listener's sessions over all loops; at the cap a
-	// new client evicts its loop's longest-idle session.
-	MaxSessions int64
-	// Responses > 0 ends a session after that many backend datagrams.
-	Responses int
-	// Requests > 0 retires a session after that many client datagrams: the
-	// next datagram of that client starts a new session (re-picked), while
-	// the retired one still relays replies until it ends.
-	Requests int
+	// settings are swapped whole by a reload; a session keeps the pool it
+	// was opened with.
+	settings atomic.Pointer[UDPSettings]
 
 	// Sessions counts the sessions open now.
 	Sessions atomic.Int64
@@ -55,6 +45,36 @@ type UDPFront struct {
 	// could take it; it must be cheap (a rate-limited log). nil: nothing.
 	OnNoBackend func()
 }
+
+// UDPSettings are a UDP listener's pool and session keys.
+type UDPSettings struct {
+	Pool *pool.Pool
+	// SessionTimeout ends a session idle this long (no datagram either way).
+	SessionTimeout time.Duration
+	// MaxSessions caps the listener's sessions over all loops; at the cap a
+	// new client evicts its loop's longest-idle session.
+	MaxSessions int64
+	// Responses > 0 ends a session after that many backend datagrams.
+	Responses int
+	// Requests > 0 retires a session after that many client datagrams: the
+	// next datagram of that client starts a new session (re-picked), while
+	// the retired one still relays replies until it ends.
+	Requests int
+}
+
+// NewUDPFront returns the UDP listener name with settings s.
+func NewUDPFront(name string, s UDPSettings) *UDPFront {
+	f := &UDPFront{Name: name}
+	f.Set(s)
+	return f
+}
+
+// Settings are the listener's current settings (read them once per use).
+func (f *UDPFront) Settings() *UDPSettings { return f.settings.Load() }
+
+// Set replaces the settings (a reload): new sessions use the new pool;
+// limits apply from the next datagram.
+func (f *UDPFront) Set(s UDPSettings) { f.settings.Store(&s) }
 
 // SessionEnd is why a UDP session ended.
 type SessionEnd uint8

@@ -4,6 +4,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // Parking: a session that ended cleanly leaves its backend socket, still
@@ -54,7 +56,7 @@ func (p *parkedSock) close() {
 func (s *session) parkable(why SessionEnd) bool {
 	u := s.u
 	return why == EndResponses && s.requests == 1 && !s.excess && s.dial == nil && s.own == nil && s.fd >= 0 &&
-		!s.forced && len(u.parkedFor(s.bidx)) < parkMax
+		!s.forced && len(u.parked[s.backend]) < parkMax
 }
 
 // park keeps s's socket for the next session to its backend.
@@ -62,32 +64,26 @@ func (s *session) park() {
 	u := s.u
 	p := &parkedSock{u: u, fd: s.fd, at: u.l.now}
 	u.l.reown(s.fd, p)
-	u.parked[s.bidx] = append(u.parked[s.bidx], p)
+	u.parked[s.backend] = append(u.parked[s.backend], p)
 	u.nparked++
 	u.f.Parked.Add(1)
 	s.fd = -1
-	s.u.f.Pool.EndRelay(s.backend)
-	u.armExpiry(p.at + int64(u.f.SessionTimeout))
+	s.pool.EndRelay(s.backend)
+	u.armExpiry(p.at + int64(u.f.Settings().SessionTimeout))
 }
 
-// parkedFor is the stack of sockets parked for backend i.
-func (u *udpSock) parkedFor(i int) []*parkedSock {
-	for i >= len(u.parked) {
-		u.parked = append(u.parked, nil)
-	}
-	return u.parked[i]
-}
-
-// unpark hands the most recently parked socket of backend i to s, or
+// unpark hands the most recently parked socket to backend b to s, or
 // returns -1. The caller holds a socket reservation; a parked socket is
-// already counted, so the reservation is given back.
-func (u *udpSock) unpark(i int, s *session) int {
-	stack := u.parkedFor(i)
+// already counted, so the reservation is given back. Sockets are kept by
+// backend, not by its place in the pool, so a reload that reorders the
+// pool never hands out a socket connected elsewhere.
+func (u *udpSock) unpark(b *pool.Backend, s *session) int {
+	stack := u.parked[b]
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack[len(stack)-1] = nil
 		stack = stack[:len(stack)-1]
-		u.parked[i] = stack
+		u.parked[b] = stack
 		if p.fd < 0 {
 			continue // closed while parked
 		}
@@ -123,8 +119,8 @@ func quiet(fd int) bool {
 // sweepParked closes sockets parked for longer than session_timeout and
 // returns when the next one would be due (0: none parked).
 func (u *udpSock) sweepParked(now int64) (next int64) {
-	ttl := int64(u.f.SessionTimeout)
-	for i, stack := range u.parked {
+	ttl := int64(u.f.Settings().SessionTimeout)
+	for b, stack := range u.parked {
 		// The stack is in parking order: the oldest at the bottom.
 		k := 0
 		for k < len(stack) && (stack[k].fd < 0 || stack[k].at+ttl <= now) {
@@ -134,28 +130,30 @@ func (u *udpSock) sweepParked(now int64) (next int64) {
 		if k > 0 {
 			n := copy(stack, stack[k:])
 			clear(stack[n:])
-			u.parked[i] = stack[:n]
+			stack = stack[:n]
+			u.parked[b] = stack
 		}
-		if len(u.parked[i]) > 0 {
-			due := u.parked[i][0].at + ttl
-			if next == 0 || due < next {
-				next = due
-			}
+		if len(stack) == 0 {
+			delete(u.parked, b) // a backend gone by a reload leaves no entry
+			continue
+		}
+		if due := stack[0].at + ttl; next == 0 || due < next {
+			next = due
 		}
 	}
 	return next
 }
 
-// dropOldestParked closes one parked socket (the oldest of the first
-// backend that has one), to make room at max_sessions; false: none.
+// dropOldestParked closes one parked socket (the oldest of some backend
+// that has one), to make room at max_sessions; false: none.
 func (u *udpSock) dropOldestParked() bool {
-	for i, stack := range u.parked {
+	for b, stack := range u.parked {
 		for len(stack) > 0 {
 			p := stack[0]
 			n := copy(stack, stack[1:])
 			stack[n] = nil
 			stack = stack[:n]
-			u.parked[i] = stack
+			u.parked[b] = stack
 			if p.fd >= 0 {
 				p.close()
 				return true
@@ -167,11 +165,10 @@ func (u *udpSock) dropOldestParked() bool {
 
 // closeParked closes every parked socket (shutdown).
 func (u *udpSock) closeParked() {
-	for i, stack := range u.parked {
+	for b, stack := range u.parked {
 		for _, p := range stack {
 			p.close()
 		}
-		clear(stack)
-		u.parked[i] = nil
+		delete(u.parked, b)
 	}
 }

@@ -24,8 +24,8 @@ type session struct {
 	ctl     [replyCtlSpace]byte
 	ctlLen  uint8
 
+	pool    *pool.Pool // the listener's pool when the session opened
 	backend *pool.Backend
-	bidx    int      // the backend's index in its pool
 	dial    *udpDial // until the backend's first reply (or reply_timeout)
 	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
@@ -86,7 +86,7 @@ func dropFor(r dialResult) DropReason {
 func (s *session) startDial(first []byte) dialResult {
 	d := &udpDial{timer: timer{index: -1}}
 	d.timer.fire = s.replyTimedOut
-	cands, force := s.u.f.Pool.Plan(s.client, d.cands[:0])
+	cands, force := s.pool.Plan(s.client, d.cands[:0])
 	d.n, d.force = len(cands), force
 	if len(first) <= keepFirst {
 		d.first = append([]byte(nil), first...)
@@ -99,7 +99,7 @@ func (s *session) startDial(first []byte) dialResult {
 // parked socket to it, or a new one. The caller holds a socket reservation
 // (max_sessions); a dial that finds no backend gives it back.
 func (s *session) dialNext() dialResult {
-	d, p, u := s.dial, s.u.f.Pool, s.u
+	d, p, u := s.dial, s.pool, s.u
 	for d.next < d.n {
 		i := d.cands[d.next]
 		b := p.At(i)
@@ -108,7 +108,7 @@ func (s *session) dialNext() dialResult {
 			continue // tripped or went down since the plan
 		}
 		d.cur = p.BeginDial(b, d.force) // the generation, before the first send
-		fd := u.unpark(i, s)
+		fd := u.unpark(b, s)
 		if fd < 0 {
 			var local bool
 			if fd, local = s.newSocket(b); local {
@@ -120,7 +120,7 @@ func (s *session) dialNext() dialResult {
 				continue // b refused the socket's connect (unreachable...)
 			}
 		}
-		s.fd, s.backend, s.bidx, s.forced = fd, b, i, d.force
+		s.fd, s.backend, s.forced = fd, b, d.force
 		d.settle = p.Await(d.cur)
 		u.l.timers.arm(&d.timer, u.l.now+int64(p.ReplyTimeout()))
 		s.recordOwnDial(b.AddrPort)
@@ -135,7 +135,7 @@ func (s *session) dialNext() dialResult {
 // flight, ending the dial when that fails: -1 and local for local trouble
 // (no backend blamed), -1 alone for b's fault.
 func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
-	d, p := s.dial, s.u.f.Pool
+	d, p := s.dial, s.pool
 	fd, err := connectUDP(b.AddrPort)
 	if err != nil {
 		o := dialer.Classify(&dialer.DialError{Backend: b.Addr, Err: err})
@@ -183,7 +183,7 @@ func (s *session) mayMove() bool {
 		return true
 	}
 	var buf [pool.MaxCandidates]int
-	_, force := s.u.f.Pool.Plan(s.client, buf[:0])
+	_, force := s.pool.Plan(s.client, buf[:0])
 	return !force
 }
 
@@ -195,7 +195,7 @@ func (s *session) sent(n int) {
 	s.backend.Meter.ToBackend.Add(int64(n))
 	u.touch(s)
 	s.requests++
-	if r := u.f.Requests; r > 0 && s.requests >= r && !s.retired {
+	if r := u.f.Settings().Requests; r > 0 && s.requests >= r && !s.retired {
 		// Retired: the client's next datagram starts a new session, while
 		// this one still relays replies until it ends.
 		s.retired = true
@@ -271,7 +271,7 @@ func (s *session) readReplies() {
 			return
 		}
 		keep := n
-		if r := u.f.Responses; r > 0 && n > r-s.responses {
+		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {
 			keep = r - s.responses // replies past the limit are not relayed,
 			s.excess = true        // and the socket is not parked: the backend says more than asked
 		}
@@ -285,7 +285,7 @@ func (s *session) readReplies() {
 			u.l.timers.stop(&d.timer)
 			s.dial = nil
 		}
-		if r := u.f.Responses; r > 0 && s.responses >= r {
+		if r := u.f.Settings().Responses; r > 0 && s.responses >= r {
 			s.end(EndResponses)
 			return
 		}
@@ -310,7 +310,7 @@ func (s *session) replyTimedOut(int64) {
 	}
 	s.u.f.Unanswered.Add(1)
 	o := dialer.Local
-	if s.u.f.Pool.CountNoReply() {
+	if s.pool.CountNoReply() {
 		o = dialer.Failure
 	}
 	d.settle.Settle(o)
@@ -328,7 +328,7 @@ func (s *session) closeBackend() {
 	unix.Close(s.fd)
 	s.fd = -1
 	s.u.f.sockets.Add(-1)
-	s.u.f.Pool.EndRelay(s.backend)
+	s.pool.EndRelay(s.backend)
 }
 
 // end closes the session. A first datagram still unanswered is no

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/l4lb/l4lb/pkg/pool"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +30,7 @@ type udpSock struct {
 	idle     sessionList                 // every session, longest idle first
 	expiry   timer                       // the longest-idle session's session_timeout, or a parked socket's TTL
 
-	parked  [][]*parkedSock // by backend index: sockets left by sessions that ended cleanly
+	parked  map[*pool.Backend][]*parkedSock // sockets left by sessions that ended cleanly
 	nparked int
 
 	// This turn's counts, flushed to f's with the loop's counters.
@@ -49,7 +51,7 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), &mmsgBatch{}
 	}
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
-		sessions: make(map[netip.AddrPort]*session), expiry: timer{index: -1}}
+		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock), expiry: timer{index: -1}}
 	u.expiry.fire = u.expire
 	if err := l.registerEvents(fd, u, datagramEvents); err != nil {
 		return err
@@ -95,7 +97,7 @@ func (u *udpSock) readAll() {
 // established session (a client's burst) go with one sendmmsg on its
 // socket; the rest, and any a batch send could not take, one by one.
 func (u *udpSock) relay(in *mmsgBatch, n int) {
-	if u.f.Requests > 0 {
+	if u.f.Settings().Requests > 0 {
 		// A session may retire in the middle of a burst: every datagram
 		// must find its session anew.
 		for i := range n {
@@ -215,7 +217,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		u.askForRoom()
 		return nil
 	}
-	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name)}
+	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name), pool: u.f.Settings().Pool}
 	s.name = *name
 	dst := u.local.Addr()
 	if u.wildcard {
@@ -250,7 +252,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 func (u *udpSock) reserve() bool {
 	for {
 		n := u.f.sockets.Load()
-		if n < u.f.MaxSessions {
+		if n < u.f.Settings().MaxSessions {
 			if u.f.sockets.CompareAndSwap(n, n+1) {
 				return true
 			}
@@ -291,7 +293,7 @@ func (u *udpSock) askForRoom() {
 // the expiry timer runs.
 func (u *udpSock) track(s *session) {
 	u.idle.pushBack(s)
-	u.armExpiry(s.lastActive + int64(u.f.SessionTimeout))
+	u.armExpiry(s.lastActive + int64(u.f.Settings().SessionTimeout))
 }
 
 // armExpiry makes sure the expiry timer fires by at.
@@ -311,7 +313,7 @@ func (u *udpSock) touch(s *session) {
 // next one. Activity moves a session to the back without moving the
 // timer, so the timer may fire early; it then only re-arms.
 func (u *udpSock) expire(now int64) {
-	timeout := int64(u.f.SessionTimeout)
+	timeout := int64(u.f.Settings().SessionTimeout)
 	for s := u.idle.head; s != nil && s.lastActive+timeout <= now; s = u.idle.head {
 		s.end(EndTimeout)
 	}

@@ -124,7 +124,7 @@ func (s *Server) bind(fc Frontend, n int) (*front, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &front{Front: &loop.Front{Name: fc.Name, Pool: fc.Pool}, addr: socks.Addr}
+	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), addr: socks.Addr}
 	s.sh.ListenOn(uint16(socks.Addr.Port))
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("clients refused: no backend could be reached", "listener", fc.Name, "pool", fc.Pool.Name, "refused", k)

@@ -21,11 +21,7 @@ func (s *Server) bindUDP(fc Frontend) error {
 	if err != nil {
 		return err
 	}
-	f := &loop.UDPFront{
-		Name: fc.Name, Pool: fc.Pool,
-		SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
-		Responses: fc.Responses, Requests: fc.Requests,
-	}
+	f := loop.NewUDPFront(fc.Name, udpSettings(fc))
 	noBackend := newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("datagrams dropped: no backend could take them", "listener", fc.Name, "pool", fc.Pool.Name, "dropped", k)
 	})
@@ -44,6 +40,11 @@ func (s *Server) bindUDP(fc Frontend) error {
 	s.udpFronts = append(s.udpFronts, f)
 	s.udpAddrs = append(s.udpAddrs, socks.Addr)
 	return nil
+}
+
+func udpSettings(fc Frontend) loop.UDPSettings {
+	return loop.UDPSettings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
+		Responses: fc.Responses, Requests: fc.Requests}
 }
 
 // UDPAddr returns the bound address of the named UDP listener.
