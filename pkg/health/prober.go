@@ -74,6 +74,16 @@ func New(key string, cfg Config, check Check, opts Options) (*Prober, error) {
 	return p, nil
 }
 
+// Seed sets the state a Prober starts from, before Run: down for a
+// backend added by a reload (checked before use), or what an earlier
+// prober of the same backend knew (a reload or an upgrade carries it).
+func (p *Prober) Seed(up bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.up.Store(up)
+	p.status.Up = up
+}
+
 // Up reports whether the backend is health-up. Lock-free.
 func (p *Prober) Up() bool { return p.up.Load() }
 

@@ -47,21 +47,29 @@ type Backend struct {
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off
 
+	// The counters live apart: a reload that keeps the backend hands them
+	// to its successor, so connections of the old pool count where the new
+	// pool looks, and no Prometheus counter goes back to zero.
+	*counters
+
+	usable atomic.Bool
+	// usableSince is when usability last went false -> true, as read from
+	// the pool's clock, so it keeps the monotonic reading and slow start is
+	// immune to wall-clock steps; nil: usable from the start (no ramp).
+	usableSince atomic.Pointer[time.Time]
+
+	readmit readmission
+}
+
+// counters are a backend's load and counts, carried across reloads.
+type counters struct {
 	// active counts connections from the moment a pick chose this backend:
 	// dials in flight included, so least-conn, p2c and bounded-load hashing
 	// see a burst as it lands and a backend that drops SYNs piles up its
 	// stuck dials instead of looking idle. A failed dial gives its count
 	// back.
 	active atomic.Int64
-	usable atomic.Bool
-	// usableSince is when usability last went false -> true, as read from
-	// the pool's clock, so it keeps the monotonic reading and slow start is
-	// immune to wall-clock steps; nil: usable from the start (no ramp).
-	usableSince atomic.Pointer[time.Time]
-	Meter       Meter
-
-	readmit readmission
-
+	Meter  Meter
 	// dials counts outcomes per kind: [kind][success, failure].
 	dials [numDialKinds][2]atomic.Int64
 	// Breaker event counters.

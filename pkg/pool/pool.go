@@ -26,6 +26,17 @@ type Deps struct {
 	Now func() time.Time
 	// BreakerRefresh is how often breaker snapshots are re-read; 0: default.
 	BreakerRefresh time.Duration
+	// Previous is the pool of the same name in the configuration being
+	// replaced (a reload); nil at start. A backend of the same identity
+	// (id, else addr) carries its counters, load and slow start, and, at
+	// the same address, its health; breaker state and manual disables are
+	// in the Store under its identity, so they carry by themselves. A
+	// backend new to the pool starts health-down: checked before use.
+	Previous *Pool
+	// InitialHealth gives, by backend identity, the health a backend not
+	// carried from Previous starts with (an upgrade's hand-off); nil or
+	// absent: up (a fresh start) or down (added by a reload).
+	InitialHealth map[string]bool
 }
 
 // Pool is a configured pool, live.
@@ -69,7 +80,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.usable.Store(true)
+		b.usable.Store(b.HealthUp())
 		p.backends = append(p.backends, b)
 		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight}
 	}
@@ -95,10 +106,21 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 	}
 	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(), Weight: bc.Weight, index: i}
+	prev := deps.Previous.backend(bc.Identity())
+	if prev != nil {
+		b.counters = prev.counters
+		if since := prev.usableSince.Load(); since != nil {
+			b.usableSince.Store(since)
+		}
+	} else {
+		b.counters = &counters{}
+	}
 	// One logger names the backend for every line about it, so the breaker
 	// and the prober add no backend attribute of their own.
 	blog := p.log.With("backend", bc.Addr)
-	brk, err := breaker.New(p.Name+"/"+bc.Addr, breaker.Config{
+	// Keyed by identity, so a reload (or an upgrade's hand-off) that keeps
+	// the backend keeps its breaker state and manual disable.
+	brk, err := breaker.New(p.Name+"/"+bc.Identity(), breaker.Config{
 		Failures:    p.cfg.Breaker.Failures,
 		Window:      p.cfg.Breaker.Window,
 		MinRatio:    p.cfg.Breaker.MinRatio,
@@ -143,9 +165,46 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		if err != nil {
 			return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 		}
+		prober.Seed(initialHealth(bc, prev, deps))
 		b.health = prober
 	}
 	return b, nil
+}
+
+// initialHealth is the health a backend's prober starts from.
+func initialHealth(bc config.Backend, prev *Backend, deps Deps) bool {
+	if prev != nil && prev.Addr == bc.Addr {
+		return prev.HealthUp() // the same backend at the same address
+	}
+	if up, ok := deps.InitialHealth[bc.Identity()]; ok {
+		return up
+	}
+	// At start every backend is up (a fresh start is never all-down); one
+	// a reload adds, or moves to a new address, is checked before use.
+	return deps.Previous == nil
+}
+
+// backend finds a backend by identity; nil on a nil pool.
+func (p *Pool) backend(identity string) *Backend {
+	if p == nil {
+		return nil
+	}
+	for _, b := range p.backends {
+		if b.ID == identity {
+			return b
+		}
+	}
+	return nil
+}
+
+// HealthStates reports each backend's health by identity (for an
+// upgrade's hand-off to the next process).
+func (p *Pool) HealthStates() map[string]bool {
+	m := make(map[string]bool, len(p.backends))
+	for _, b := range p.backends {
+		m[b.ID] = b.HealthUp()
+	}
+	return m
 }
 
 // Run runs the breakers' recovery loops and the health checks until ctx is

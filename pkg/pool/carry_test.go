@@ -1,0 +1,87 @@
+package pool_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// A reload builds the new pool from the old one: what each kept backend
+// knew stays, what is new is checked before use.
+func TestReloadCarriesBackendsByIdentity(t *testing.T) {
+	store := breaker.NewMemoryStore(nil)
+	build := func(text string, prev *pool.Pool) *pool.Pool {
+		t.Helper()
+		cfg := parse(t, text)
+		p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: store, Previous: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const health = "[pool.p.health]\ninterval = \"1h\"\ntimeout = \"1s\"\n[pool.p.breaker]\nfailures = 1\n"
+	old := build(poolTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"}, health), nil)
+	kept, disabled, tripped := old.Backends()[0], old.Backends()[1], old.Backends()[2]
+
+	// Load and counts on the kept backend.
+	d := old.BeginDial(kept, false)
+	old.EndDial(d, dialer.Success) // one relay open on it
+	kept.Meter.ToBackend.Add(1234)
+	// An operator's disable, and a tripped breaker.
+	if err := old.Disable(context.Background(), disabled); err != nil {
+		t.Fatal(err)
+	}
+	old.EndDial(old.BeginDial(tripped, false), dialer.Failure)
+	trippedGen := tripped.Breaker().Generation
+	if !tripped.Breaker().Open {
+		t.Fatal("setup: one failure with failures = 1 did not trip the breaker")
+	}
+
+	// The new file reorders the pool, keeps the three, adds one.
+	next := build(poolTOML(t, []string{"127.0.0.1:1003", "127.0.0.1:1004", "127.0.0.1:1002", "127.0.0.1:1001"}, health), old)
+	byAddr := map[string]*pool.Backend{}
+	for _, b := range next.Backends() {
+		byAddr[b.Addr] = b
+	}
+	if b := byAddr["127.0.0.1:1001"]; b.Active() != 1 || b.Meter.ToBackend.Load() != 1234 {
+		t.Errorf("kept backend: active %d, bytes %d; want its open relay and its bytes carried (1, 1234)", b.Active(), b.Meter.ToBackend.Load())
+	}
+	if ok, _ := byAddr["127.0.0.1:1001"].Dials(pool.DialClient); ok != 1 {
+		t.Errorf("kept backend: %d successful dials counted, want the 1 from before the reload", ok)
+	}
+	if st := byAddr["127.0.0.1:1002"].Breaker(); !st.Disabled {
+		t.Error("a disabled backend was enabled by a reload")
+	}
+	if st := byAddr["127.0.0.1:1003"].Breaker(); !st.Open || st.Generation != trippedGen {
+		t.Errorf("tripped backend after the reload: %+v, want open at generation %d", st, trippedGen)
+	}
+	if b := byAddr["127.0.0.1:1004"]; b.HealthUp() || b.Usable() {
+		t.Error("a backend the reload added is usable before any health check passed")
+	}
+	if !byAddr["127.0.0.1:1001"].HealthUp() {
+		t.Error("a kept healthy backend came back health-down")
+	}
+	// The old pool's connections end on their own backend objects: the
+	// count they give back is the one the new pool sees.
+	old.EndRelay(kept)
+	if got := byAddr["127.0.0.1:1001"].Active(); got != 0 {
+		t.Errorf("after the old relay ended the new pool sees %d active, want 0", got)
+	}
+}
+
+func TestInitialHealthSeedsBackendsNotCarried(t *testing.T) {
+	cfg := parse(t, poolTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, "[pool.p.health]\ninterval = \"1h\"\ntimeout = \"1s\"\n"))
+	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: breaker.NewMemoryStore(nil),
+		InitialHealth: map[string]bool{"127.0.0.1:1002": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.HealthStates()
+	if !got["127.0.0.1:1001"] || got["127.0.0.1:1002"] {
+		t.Errorf("health states %v, want 1001 up (fresh start) and 1002 down (handed over)", got)
+	}
+}
+
