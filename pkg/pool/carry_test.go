@@ -84,4 +84,3 @@ func TestInitialHealthSeedsBackendsNotCarried(t *testing.T) {
 		t.Errorf("health states %v, want 1001 up (fresh start) and 1002 down (handed over)", got)
 	}
 }
-
