@@ -42,6 +42,32 @@ func (l *Loop) AddListener(fd int, f *Front) error {
 	return nil
 }
 
+// DetachListener closes the loop's sockets of listener f (a reload that
+// removed it); its connections go on. Call it on the loop (Do).
+func (l *Loop) DetachListener(f *Front) {
+	kept := l.lsocks[:0]
+	for _, s := range l.lsocks {
+		if s.f == f {
+			s.close()
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(l.lsocks[len(kept):])
+	l.lsocks = kept
+}
+
+// RenameListener makes the loop's sockets of listener old accept for f
+// (a reload that renamed the listener on the same address). Call it on
+// the loop (Do).
+func (l *Loop) RenameListener(old, f *Front) {
+	for _, s := range l.lsocks {
+		if s.f == old {
+			s.f = f
+		}
+	}
+}
+
 // CloseListeners stops accepting (a drain); connections go on. UDP
 // listeners close with their sessions: a datagram client has no
 // connection to finish, and its retries find the next l4lb.

@@ -96,6 +96,27 @@ func (l *Loop) Start() {
 	}()
 }
 
+// Do runs f on the loop's goroutine and waits until it has run; false
+// when the loop stopped first (f then never runs).
+func (l *Loop) Do(f func()) bool {
+	done := make(chan struct{})
+	l.Post(func() {
+		f()
+		close(done)
+	})
+	select {
+	case <-done:
+		return true
+	case <-l.done:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // Wait returns once the loop has stopped.
 func (l *Loop) Wait() { <-l.done }
 

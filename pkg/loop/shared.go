@@ -25,6 +25,10 @@ type Front struct {
 	// are also in Rejected.
 	Loops        atomic.Int64
 	AcceptErrors atomic.Int64
+	// Closed counts ended clients by how they ended (access.go), refused
+	// ones included: once every client has ended, its sum is
+	// OK+Failed+Rejected.
+	Closed [NumCloseReasons]atomic.Int64
 
 	// OnNoBackend is called for each client refused because no backend
 	// could be reached, OnLoop for each connection loop cut. Both must be
@@ -49,8 +53,9 @@ func (f *Front) SetPool(p *pool.Pool) { f.pool.Store(p) }
 // Shared is the state every loop of one server shares.
 type Shared struct {
 	// Max caps client connections open at once across all loops; past
-	// it a new client is accepted and closed at once.
-	Max int64
+	// it a new client is accepted and closed at once. A reload may change
+	// it.
+	Max atomic.Int64
 	// Active counts client connections from accept to close.
 	Active atomic.Int64
 	// OnCap is called for each client refused at the cap (cheap).
@@ -65,19 +70,33 @@ type Shared struct {
 	// Bytes delivered by splice and by copy, flushed once per wake-up.
 	Spliced, Copied atomic.Int64
 
+	// access is where ended clients' records go; nil: access log off.
+	access atomic.Pointer[AccessQueue]
+
 	// listenPorts are the ports l4lb listens on: only a dial to a local
-	// address on one of them can loop back into l4lb.
-	listenPorts map[uint16]bool
+	// address on one of them can loop back into l4lb. Copied on write: a
+	// reload adds ports while loops read.
+	listenPorts atomic.Pointer[map[uint16]bool]
+	portsMu     sync.Mutex
 	own         ownDials
 }
 
 // ListenOn tells the loops that l4lb listens on port; call it for every
 // listener before the loops start.
 func (s *Shared) ListenOn(port uint16) {
-	if s.listenPorts == nil {
-		s.listenPorts = map[uint16]bool{}
+	s.portsMu.Lock()
+	defer s.portsMu.Unlock()
+	old := s.listenPorts.Load()
+	if old != nil && (*old)[port] {
+		return
 	}
-	s.listenPorts[port] = true
+	m := map[uint16]bool{port: true}
+	if old != nil {
+		for p := range *old {
+			m[p] = true
+		}
+	}
+	s.listenPorts.Store(&m)
 }
 
 // mayLoop reports whether a dial to ap could reach one of l4lb's own
@@ -85,7 +104,8 @@ func (s *Shared) ListenOn(port uint16) {
 // recorded, so a data path whose backends are elsewhere (or on other
 // ports) pays nothing for loop detection.
 func (s *Shared) mayLoop(ap netip.AddrPort) bool {
-	return s.listenPorts[ap.Port()] && s.isLocal(ap.Addr())
+	ports := s.listenPorts.Load()
+	return ports != nil && (*ports)[ap.Port()] && s.isLocal(ap.Addr())
 }
 
 // NewShared returns the shared state of a server.
@@ -93,7 +113,8 @@ func NewShared(max int64, pipes *splice.PipePool, log *slog.Logger) *Shared {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Shared{Max: max, Pipes: pipes, Log: log}
+	s := &Shared{Pipes: pipes, Log: log}
+	s.Max.Store(max)
 	s.own.init()
 	return s
 }

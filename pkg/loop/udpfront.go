@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,9 +26,12 @@ type UDPFront struct {
 	// sockets counts the backend sockets held, sessions' and parked: the
 	// file descriptors max_sessions bounds.
 	sockets atomic.Int64
-	// socks are the listener's sockets, one per loop (set before the
-	// loops start), so a loop at the cap can ask the others for room.
-	socks []*udpSock
+	// socks are the listener's sockets, one per loop (Publish), so a loop
+	// at the cap can ask the others for room; added collects them as the
+	// loops register them.
+	socks  atomic.Pointer[[]*udpSock]
+	sockMu sync.Mutex
+	added  []*udpSock
 	// Started counts sessions begun; Ended counts ended ones by reason.
 	Started atomic.Int64
 	Ended   [NumSessionEnds]atomic.Int64

@@ -44,8 +44,9 @@ type udpSock struct {
 const udpReadBudget = 4 * udpBatch
 
 // AddUDPListener hands the loop its socket of UDP listener f (local is the
-// bound address; wildcard says it carries packet info). It must be called
-// before Start.
+// bound address; wildcard says it carries packet info). Call it before
+// Start, or on the loop (Do) for a reload; then f.Publish once every loop
+// has its socket.
 func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcard bool) error {
 	if l.udpIn == nil {
 		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), &mmsgBatch{}
@@ -57,8 +58,35 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 		return err
 	}
 	l.udps = append(l.udps, u)
-	f.socks = append(f.socks, u)
+	f.sockMu.Lock()
+	f.added = append(f.added, u)
+	f.sockMu.Unlock()
 	return nil
+}
+
+// DetachUDPListener closes the loop's socket of UDP listener f and ends
+// its sessions (a reload that removed it). Call it on the loop (Do).
+func (l *Loop) DetachUDPListener(f *UDPFront) {
+	kept := l.udps[:0]
+	for _, u := range l.udps {
+		if u.f == f {
+			u.close()
+			continue
+		}
+		kept = append(kept, u)
+	}
+	clear(l.udps[len(kept):])
+	l.udps = kept
+}
+
+// Publish tells the listener's loops about each other's sockets, once
+// every loop has its own (AddUDPListener), so a loop at max_sessions can
+// ask the others for room.
+func (f *UDPFront) Publish() {
+	f.sockMu.Lock()
+	socks := append([]*udpSock(nil), f.added...)
+	f.sockMu.Unlock()
+	f.socks.Store(&socks)
 }
 
 func (u *udpSock) event(uint32) { u.readAll() }
@@ -273,7 +301,11 @@ func (u *udpSock) reserve() bool {
 // parked one, else their longest-idle session. One request per loop is
 // pending at a time, so a flood at the cap does not flood the loops.
 func (u *udpSock) askForRoom() {
-	for _, o := range u.f.socks {
+	socks := u.f.socks.Load()
+	if socks == nil {
+		return
+	}
+	for _, o := range *socks {
 		if o == u || !o.roomAsked.CompareAndSwap(false, true) {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
@@ -49,20 +50,24 @@ type Config struct {
 
 // Server runs the listeners of one configuration on its event loops.
 type Server struct {
-	sh        *loop.Shared
-	loops     []*loop.Loop
+	sh    *loop.Shared
+	loops []*loop.Loop
+	log   *slog.Logger
+	// mu guards the listener lists, which a reload replaces while
+	// metrics and the admin API read them.
+	mu        sync.RWMutex
 	fronts    []*front
-	udpFronts []*loop.UDPFront
-	udpAddrs  []*net.UDPAddr
-	log       *slog.Logger
+	udpFronts []*udpFront
 	served    bool
 	closed    bool
 	// stopLogs flush the rate-limited refusal logs at the end.
 	stopLogs []func()
+	reloadMu sync.Mutex // one reload at a time
 }
 
 type front struct {
 	*loop.Front
+	key  string // protocol and bind address: what a reload matches on
 	addr *net.TCPAddr
 	// Clients refused for want of a backend, and connection loops, are
 	// logged at most once a second each, with a count.
@@ -101,48 +106,109 @@ func New(cfg Config) (*Server, error) {
 		s.loops = append(s.loops, l)
 	}
 	for _, fc := range cfg.Frontends {
-		if fc.Protocol == "udp" {
-			if err := s.bindUDP(fc); err != nil {
-				s.release()
-				return nil, err
-			}
-			continue
+		b, err := s.open(fc)
+		if err == nil {
+			err = s.attach(b, false)
 		}
-		f, err := s.bind(fc, n)
 		if err != nil {
 			s.release()
 			return nil, err
 		}
-		s.fronts = append(s.fronts, f)
+		s.add(b)
 	}
 	return s, nil
 }
 
-// bind opens one socket per loop for fc and hands each loop its own.
-func (s *Server) bind(fc Frontend, n int) (*front, error) {
-	socks, err := listener.Bind(fc.Name, fc.Bind, fc.Backlog, n)
+// bound is a listener whose sockets are open but not yet in the loops.
+type bound struct {
+	tcp     *front
+	udp     *udpFront
+	tcpSock *listener.Sockets
+	udpSock *listener.UDPSockets
+}
+
+func (b *bound) close() {
+	if b.tcpSock != nil {
+		b.tcpSock.Close()
+	}
+	if b.udpSock != nil {
+		b.udpSock.Close()
+	}
+}
+
+// open binds fc's sockets, one per loop, without handing them over: a
+// busy address fails here, before anything changed.
+func (s *Server) open(fc Frontend) (*bound, error) {
+	if fc.Protocol == "udp" {
+		return s.openUDP(fc)
+	}
+	socks, err := listener.Bind(fc.Name, fc.Bind, fc.Backlog, len(s.loops))
 	if err != nil {
 		return nil, err
 	}
-	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), addr: socks.Addr}
-	s.sh.ListenOn(uint16(socks.Addr.Port))
+	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr}
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
-		s.log.Warn("clients refused: no backend could be reached", "listener", fc.Name, "pool", fc.Pool.Name, "refused", k)
+		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})
 	f.loopLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
-			"listener", fc.Name, "pool", fc.Pool.Name, "refused", k)
+			"listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})
 	f.OnNoBackend, f.OnLoop = f.noBackendLog.note, f.loopLog.note
-	s.stopLogs = append(s.stopLogs, f.noBackendLog.stop, f.loopLog.stop)
+	return &bound{tcp: f, tcpSock: socks}, nil
+}
+
+// attach hands each loop its socket of b: directly before the loops
+// start, through the loop (Do) when live.
+func (s *Server) attach(b *bound, live bool) error {
+	on := func(l *loop.Loop, f func()) {
+		if live {
+			l.Do(f)
+		} else {
+			f()
+		}
+	}
+	if b.udp != nil {
+		return s.attachUDP(b, on)
+	}
+	f, socks := b.tcp, b.tcpSock
+	s.sh.ListenOn(uint16(socks.Addr.Port))
 	for i, l := range s.loops {
-		if err := l.AddListener(socks.FDs[i], f.Front); err != nil {
+		var err error
+		on(l, func() { err = l.AddListener(socks.FDs[i], f.Front) })
+		if err != nil {
 			socks.Close()
-			return nil, err
+			return err
 		}
 		socks.FDs[i] = -1 // the loop owns it now
 	}
-	return f, nil
+	return nil
+}
+
+// add records an attached listener.
+func (s *Server) add(b *bound) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.udp != nil {
+		s.udpFronts = append(s.udpFronts, b.udp)
+		s.stopLogs = append(s.stopLogs, b.udp.noBackendLog.stop)
+		return
+	}
+	s.fronts = append(s.fronts, b.tcp)
+	s.stopLogs = append(s.stopLogs, b.tcp.noBackendLog.stop, b.tcp.loopLog.stop)
+}
+
+// frontKey is what a reload matches listeners on: protocol and address.
+func frontKey(fc Frontend) string {
+	proto := fc.Protocol
+	if proto == "" {
+		proto = "tcp"
+	}
+	bind := fc.Bind
+	if ap, err := netip.ParseAddrPort(fc.Bind); err == nil {
+		bind = ap.String()
+	}
+	return proto + " " + bind
 }
 
 // Serve starts the event loops and returns at once.
@@ -154,16 +220,20 @@ func (s *Server) Serve() {
 	for _, l := range s.loops {
 		l.Start()
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, f := range s.fronts {
 		s.log.Info("listener started", "listener", f.Name, "protocol", "tcp", "addr", f.addr.String(), "loops", len(s.loops))
 	}
-	for i, f := range s.udpFronts {
-		s.log.Info("listener started", "listener", f.Name, "protocol", "udp", "addr", s.udpAddrs[i].String(), "loops", len(s.loops))
+	for _, f := range s.udpFronts {
+		s.log.Info("listener started", "listener", f.Name, "protocol", "udp", "addr", f.addr.String(), "loops", len(s.loops))
 	}
 }
 
 // Addr returns the bound address of the named listener.
 func (s *Server) Addr(name string) (*net.TCPAddr, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, f := range s.fronts {
 		if f.Name == name {
 			return f.addr, nil
@@ -190,6 +260,8 @@ type ListenerStats struct {
 
 // Stats returns the per-listener counters.
 func (s *Server) Stats() []ListenerStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	out := make([]ListenerStats, len(s.fronts))
 	for i, f := range s.fronts {
 		out[i] = ListenerStats{Name: f.Name, OK: f.OK.Load(), Failed: f.Failed.Load(),
@@ -265,4 +337,12 @@ func (s *Server) release() {
 
 // UDPFronts lists the UDP listeners with their live counters, in
 // configuration order (for metrics).
-func (s *Server) UDPFronts() []*loop.UDPFront { return s.udpFronts }
+func (s *Server) UDPFronts() []*loop.UDPFront {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*loop.UDPFront, len(s.udpFronts))
+	for i, f := range s.udpFronts {
+		out[i] = f.UDPFront
+	}
+	return out
+}

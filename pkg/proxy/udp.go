@@ -11,34 +11,48 @@ import (
 	"github.com/l4lb/l4lb/pkg/loop"
 )
 
-// bindUDP opens one socket per loop for the UDP listener fc and hands
-// each loop its own.
-func (s *Server) bindUDP(fc Frontend) error {
+// udpFront is a UDP listener with its bound address.
+type udpFront struct {
+	*loop.UDPFront
+	key          string
+	addr         *net.UDPAddr
+	local        netip.AddrPort
+	wildcard     bool
+	noBackendLog *refusalLog
+}
+
+// openUDP binds the UDP listener fc's sockets, one per loop.
+func (s *Server) openUDP(fc Frontend) (*bound, error) {
 	if fc.SessionTimeout <= 0 || fc.MaxSessions <= 0 {
-		return errors.New("proxy: a UDP listener needs SessionTimeout and MaxSessions > 0")
+		return nil, errors.New("proxy: a UDP listener needs SessionTimeout and MaxSessions > 0")
 	}
 	socks, err := listener.BindUDP(fc.Name, fc.Bind, len(s.loops))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f := loop.NewUDPFront(fc.Name, udpSettings(fc))
-	noBackend := newRefusalLog(time.Second, func(k int64) {
-		s.log.Warn("datagrams dropped: no backend could take them", "listener", fc.Name, "pool", fc.Pool.Name, "dropped", k)
-	})
-	f.OnNoBackend = noBackend.note
-	s.stopLogs = append(s.stopLogs, noBackend.stop)
-	s.sh.ListenOn(uint16(socks.Addr.Port))
 	ap := socks.Addr.AddrPort()
-	local := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	f := &udpFront{UDPFront: loop.NewUDPFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
+		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard}
+	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
+		s.log.Warn("datagrams dropped: no backend could take them", "listener", f.Name, "pool", f.Settings().Pool.Name, "dropped", k)
+	})
+	f.OnNoBackend = f.noBackendLog.note
+	return &bound{udp: f, udpSock: socks}, nil
+}
+
+func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func())) error {
+	f, socks := b.udp, b.udpSock
+	s.sh.ListenOn(uint16(socks.Addr.Port))
 	for i, l := range s.loops {
-		if err := l.AddUDPListener(socks.FDs[i], f, local, socks.Wildcard); err != nil {
+		var err error
+		on(l, func() { err = l.AddUDPListener(socks.FDs[i], f.UDPFront, f.local, f.wildcard) })
+		if err != nil {
 			socks.Close()
 			return err
 		}
 		socks.FDs[i] = -1 // the loop owns it now
 	}
-	s.udpFronts = append(s.udpFronts, f)
-	s.udpAddrs = append(s.udpAddrs, socks.Addr)
+	f.Publish()
 	return nil
 }
 
@@ -49,9 +63,11 @@ func udpSettings(fc Frontend) loop.UDPSettings {
 
 // UDPAddr returns the bound address of the named UDP listener.
 func (s *Server) UDPAddr(name string) (*net.UDPAddr, error) {
-	for i, f := range s.udpFronts {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, f := range s.udpFronts {
 		if f.Name == name {
-			return s.udpAddrs[i], nil
+			return f.addr, nil
 		}
 	}
 	return nil, fmt.Errorf("proxy: no UDP listener %q", name)
@@ -59,6 +75,8 @@ func (s *Server) UDPAddr(name string) (*net.UDPAddr, error) {
 
 // Sessions is the number of UDP sessions open now, over all listeners.
 func (s *Server) Sessions() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	var n int64
 	for _, f := range s.udpFronts {
 		n += f.Sessions.Load()
