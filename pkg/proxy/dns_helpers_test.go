@@ -1,17 +1,14 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/loop"
-	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // The DNS tests: dnsmasq servers on 127.0.53.N answering every name under
@@ -60,60 +57,25 @@ type dnsOpts struct {
 // first reply (responses = 1).
 func startDNSLB(t *testing.T, servers []*testnet.Dnsmasq, o dnsOpts) *udpLB {
 	t.Helper()
-	testnet.CheckLeaks(t)
-	pc := config.DefaultPool("dns")
-	pc.Protocol = config.ProtocolUDP
-	pc.Algorithm = config.AlgorithmRoundRobin
-	if o.algorithm != "" {
-		pc.Algorithm = o.algorithm
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
 	}
-	pc.Retries = o.retries
-	pc.Health.Enabled = false
-	if o.health != nil {
-		pc.Health = *o.health
-	}
-	pc.Breaker.Failures = 1_000_000
-	if o.failures > 0 {
-		pc.Breaker.Failures = o.failures
-	}
-	if o.cooldown > 0 {
-		pc.Breaker.Cooldown = o.cooldown
-	}
-	if o.maxCooldown > 0 {
-		pc.Breaker.MaxCooldown = o.maxCooldown
-	}
-	for _, s := range servers {
-		b := config.DefaultBackend()
-		b.Addr = s.Addr
-		b.ID = "dns-" + s.Answer
-		pc.Backends = append(pc.Backends, b)
-	}
-	p, err := pool.New(pc, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fe := Frontend{Name: "dns", Bind: "127.0.0.1:0", Protocol: "udp", Pool: p,
-		SessionTimeout: 30 * time.Second, MaxSessions: 1000, Responses: 1}
-	s, err := New(Config{Frontends: []Frontend{fe}, Loops: 2, MaxConnections: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { p.Run(ctx) })
-	s.Serve()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		s.Shutdown(sctx)
-		cancel()
-		wg.Wait()
+	return startUDPLB(t, addrs, udpOpts{
+		algorithm: o.algorithm, retries: o.retries, failures: o.failures, cooldown: o.cooldown,
+		sessionTimeout: 30 * time.Second, maxSessions: 1000, responses: 1,
+		pool: func(pc *config.Pool) {
+			for i, s := range servers {
+				pc.Backends[i].ID = "dns-" + s.Answer
+			}
+			if o.maxCooldown > 0 {
+				pc.Breaker.MaxCooldown = o.maxCooldown
+			}
+			if o.health != nil {
+				pc.Health = *o.health
+			}
+		},
 	})
-	ua, err := s.UDPAddr("dns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &udpLB{server: s, pool: p, front: s.UDPFronts()[0], addr: ua.String()}
 }
 
 // digLoad runs dig through lb on workers goroutines, client w from

@@ -38,6 +38,10 @@ type udpOpts struct {
 	countNoReply   bool
 	replyTimeout   time.Duration
 	loops          int
+	// pool, when set, changes the pool's configuration last, right before
+	// pool.New (backend IDs, health checks, any key the fields above leave
+	// alone).
+	pool func(*config.Pool)
 }
 
 func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
@@ -67,6 +71,9 @@ func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
 		b := config.DefaultBackend()
 		b.Addr = a
 		pc.Backends = append(pc.Backends, b)
+	}
+	if o.pool != nil {
+		o.pool(pc)
 	}
 	p, err := pool.New(pc, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
 	if err != nil {
