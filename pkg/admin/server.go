@@ -75,6 +75,12 @@ func Start(c config.Admin, src Sources, log *slog.Logger) (*Server, error) {
 }
 
 func start(c config.Admin, src Sources, log *slog.Logger, to timeouts) (*Server, error) {
+	return startOn(nil, c, src, log, to)
+}
+
+// startOn is start on ln, a socket already bound to c.Listen (inherit.go);
+// nil: bind c.Listen.
+func startOn(ln net.Listener, c config.Admin, src Sources, log *slog.Logger, to timeouts) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -85,9 +91,10 @@ func start(c config.Admin, src Sources, log *slog.Logger, to timeouts) (*Server,
 	if c.MaxConnections < 1 {
 		return nil, fmt.Errorf("admin endpoint: max_connections %d: need at least 1", c.MaxConnections)
 	}
-	ln, err := net.Listen(bindAddr(c.Listen))
-	if err != nil {
-		return nil, fmt.Errorf("admin endpoint: %w", err)
+	if ln == nil {
+		if ln, err = net.Listen(bindAddr(c.Listen)); err != nil {
+			return nil, fmt.Errorf("admin endpoint: %w", err)
+		}
 	}
 	s := &Server{
 		ln:   newLimitListener(ln, c.MaxConnections, log),

@@ -16,4 +16,13 @@
 // sockets are IPv6-only, so "[::]:P" can sit beside "0.0.0.0:P". Accepted
 // sockets inherit TCP_NODELAY from their listener and get no keepalive:
 // dead peers are found by the idle timeout.
+//
+// Inherited sockets (inherit.go) come open from the l4lb this process
+// replaces (a binary upgrade) or from systemd (LISTEN_FDS): Describe says
+// what each is (protocol and bound address, from the socket itself), an
+// InheritedSet hands them to the listeners bound to the same address, and
+// Adopt and AdoptUDP give them what Bind and BindUDP would have set. They
+// are served as they are, never closed and bound again: each SO_REUSEPORT
+// socket has an accept queue of its own, and closing one resets the
+// clients queued on it.
 package listener

@@ -29,6 +29,12 @@ type Frontend struct {
 	SessionTimeout      time.Duration
 	MaxSessions         int
 	Responses, Requests int
+
+	// FDs are inherited sockets of this protocol bound to Bind (from the
+	// process this one replaces, or from systemd) to serve instead of
+	// binding new ones; see handoff.go. The server takes each over by
+	// setting its slot to -1; on an error the caller closes those left.
+	FDs []int
 }
 
 // Config describes a Server.
@@ -142,7 +148,7 @@ func (s *Server) open(fc Frontend) (*bound, error) {
 	if fc.Protocol == "udp" {
 		return s.openUDP(fc)
 	}
-	socks, err := listener.Bind(fc.Name, fc.Bind, fc.Backlog, len(s.loops))
+	socks, err := tcpSockets(fc, len(s.loops))
 	if err != nil {
 		return nil, err
 	}
@@ -173,16 +179,14 @@ func (s *Server) attach(b *bound, live bool) error {
 	}
 	f, socks := b.tcp, b.tcpSock
 	s.sh.ListenOn(uint16(socks.Addr.Port))
-	for i, l := range s.loops {
-		var err error
-		on(l, func() { err = l.AddListener(socks.FDs[i], f.Front) })
-		if err != nil {
-			socks.Close()
-			return err
-		}
-		socks.FDs[i] = -1 // the loop owns it now
+	err := s.spread(socks.FDs, true, func(l *loop.Loop, fd int) (err error) {
+		on(l, func() { err = l.AddListener(fd, f.Front) })
+		return err
+	})
+	if err != nil {
+		socks.Close()
 	}
-	return nil
+	return err
 }
 
 // add records an attached listener.

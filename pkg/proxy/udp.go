@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/loop"
 )
 
@@ -26,7 +25,7 @@ func (s *Server) openUDP(fc Frontend) (*bound, error) {
 	if fc.SessionTimeout <= 0 || fc.MaxSessions <= 0 {
 		return nil, errors.New("proxy: a UDP listener needs SessionTimeout and MaxSessions > 0")
 	}
-	socks, err := listener.BindUDP(fc.Name, fc.Bind, len(s.loops))
+	socks, err := udpSockets(fc, len(s.loops))
 	if err != nil {
 		return nil, err
 	}
@@ -43,14 +42,13 @@ func (s *Server) openUDP(fc Frontend) (*bound, error) {
 func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func())) error {
 	f, socks := b.udp, b.udpSock
 	s.sh.ListenOn(uint16(socks.Addr.Port))
-	for i, l := range s.loops {
-		var err error
-		on(l, func() { err = l.AddUDPListener(socks.FDs[i], f.UDPFront, f.local, f.wildcard) })
-		if err != nil {
-			socks.Close()
-			return err
-		}
-		socks.FDs[i] = -1 // the loop owns it now
+	err := s.spread(socks.FDs, false, func(l *loop.Loop, fd int) (err error) {
+		on(l, func() { err = l.AddUDPListener(fd, f.UDPFront, f.local, f.wildcard) })
+		return err
+	})
+	if err != nil {
+		socks.Close()
+		return err
 	}
 	f.Publish()
 	return nil
