@@ -74,6 +74,7 @@ type conn struct {
 
 	timer      timer // connect timeout while dialing, idle timeout after
 	lastActive int64
+	born       int64  // the accepting turn's l.now: the access log's duration
 	outq       [2]int // send queues at the last idle check
 
 	pool    *pool.Pool // the listener's pool when the client was accepted
@@ -102,13 +103,14 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
 		unix.Close(fd)
+		l.refusedAtAccept(f, src, CloseConnectionCap)
 		if l.sh.OnCap != nil {
 			l.sh.OnCap()
 		}
 		return
 	}
 	// TCP_NODELAY is inherited from the listening socket (listener.Bind).
-	c := &conn{l: l, f: f, pool: f.Pool(), src: src, timer: timer{index: -1}}
+	c := &conn{l: l, f: f, pool: f.Pool(), src: src, timer: timer{index: -1}, born: l.now}
 	c.cl = endpoint{c: c, fd: fd, client: true}
 	c.be = endpoint{c: c, fd: -1}
 	c.timer.fire = c.onTimer
@@ -116,6 +118,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
 		unix.Close(fd)
+		l.refusedAtAccept(f, src, CloseLocalError)
 		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
 		return
 	}
@@ -196,7 +199,7 @@ func (c *conn) noBackend(err error) {
 		c.f.OnNoBackend()
 	}
 	c.debug("client not served", err)
-	c.close(splice.Completed, false, false)
+	c.close(CloseNoBackend, false, false)
 }
 
 // refuse ends a client that local trouble kept from being served (no
@@ -204,7 +207,7 @@ func (c *conn) noBackend(err error) {
 func (c *conn) refuse(err error) {
 	c.f.Rejected.Add(1)
 	c.debug("client refused: local trouble", err)
-	c.close(splice.Completed, false, false)
+	c.close(CloseLocalError, false, false)
 }
 
 // loopCut resets a client that is l4lb's own backend connection, which
@@ -215,25 +218,28 @@ func (c *conn) loopCut() {
 	if c.f.OnLoop != nil {
 		c.f.OnLoop()
 	}
-	c.close(splice.Aborted, true, true)
+	c.close(CloseLoop, true, true)
 }
 
 // cut ends the connection at once with a reset on both sides (shutdown
-// deadline, loop stop).
+// deadline, loop stop): o is splice.Aborted, the one way a connection is
+// cut from outside, which ends it as CloseShutdown.
 func (c *conn) cut(o splice.Outcome) {
 	if c.phase == phaseDialing {
 		c.f.Rejected.Add(1)
 	}
-	c.close(o, true, true)
+	c.close(CloseShutdown, true, true)
 }
 
-// close ends the connection: both sockets (reset where asked), its timers,
-// its pipes and buffers, its count on the backend, and a dial or an early
-// reset verdict still open.
-func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
+// close ends the connection for the reason why: both sockets (reset where
+// asked), its timers, its pipes and buffers, its count on the backend, and
+// a dial or an early reset verdict still open; then counts it by reason
+// and hands it to the access log.
+func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	if c.phase == phaseClosed {
 		return
 	}
+	o := why.outcome()
 	relaying := c.phase == phaseRelaying
 	c.phase = phaseClosed
 	l := c.l
@@ -269,6 +275,7 @@ func (c *conn) close(o splice.Outcome, resetClient, resetBackend bool) {
 			c.debugRelay(o)
 		}
 	}
+	c.record(why, relaying)
 	l.held.remove(c)
 	l.nconns.Add(-1)
 	l.sh.Active.Add(-1)

@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +19,8 @@ type dialState struct {
 	force    bool
 	deadline int64 // the pool's connect budget, on the loop's clock
 	cur      pool.Dial
-	cut      bool // the current dial got less than connect_timeout
+	started  int64 // the current dial's connect(2), on the loop's clock
+	cut      bool  // the current dial got less than connect_timeout
 	last     error
 }
 
@@ -54,6 +56,7 @@ func (c *conn) tryNext() {
 			}
 		}
 		d.cur = p.BeginDial(b, d.force) // the generation, before connect(2)
+		d.started = c.l.clock()
 		fd, err := connectTo(b.AddrPort)
 		if fd >= 0 {
 			c.be = endpoint{c: c, fd: fd}
@@ -145,7 +148,7 @@ func (c *conn) dialFailed(err error) {
 func (c *conn) clientLeftMidDial() {
 	c.f.Rejected.Add(1)
 	c.debug("client left while its backend was being dialed", unix.ECONNRESET)
-	c.close(0, false, false) // close ends the dial as local
+	c.close(CloseClientLeft, false, false) // close ends the dial as local
 }
 
 // connected starts relaying once the backend accepted; pump moves what is
@@ -163,6 +166,7 @@ func (c *conn) connected(pump bool) {
 	c.phase = phaseRelaying
 	c.f.OK.Add(1)
 	c.lastActive = c.l.clock()
+	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	if pump {
 		c.pump()

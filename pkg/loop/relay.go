@@ -55,7 +55,7 @@ func (c *conn) pump() {
 			if c.ended[0] && c.ended[1] {
 				// Both sides are done: the close sends the last FIN (a
 				// shutdown would be one syscall more).
-				c.close(splice.Completed, false, false)
+				c.close(CloseCompleted, false, false)
 				return
 			}
 			unix.Shutdown(dst.fd, unix.SHUT_WR)
@@ -86,9 +86,9 @@ func (c *conn) pump() {
 // ended.
 func (c *conn) broken(e *endpoint, err error) {
 	if e.client {
-		c.close(splice.ClientReset, false, true)
+		c.close(CloseClientReset, false, true)
 	} else {
-		c.close(splice.BackendReset, true, false)
+		c.close(CloseBackendReset, true, false)
 	}
 }
 
@@ -109,7 +109,7 @@ func (c *conn) checkIdle(now int64) {
 	}
 	// A cut stream must never look complete: reset both sides, whatever
 	// either had sent.
-	c.close(splice.IdleTimeout, true, true)
+	c.close(CloseIdleTimeout, true, true)
 }
 
 func (c *conn) peersDraining() bool {

@@ -76,6 +76,8 @@ type counters struct {
 	trips         atomic.Int64
 	probeFailures atomic.Int64
 	stale         atomic.Int64
+	// connect times of successful client dials (connecttime.go).
+	connect connectTimes
 }
 
 // Active is the number of connections on this backend now: dials in flight

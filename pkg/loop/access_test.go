@@ -1,0 +1,150 @@
+package loop
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// recordConn is a relayed connection as close hands it to record, on a
+// loop that never runs.
+func recordConn(sh *Shared) *conn {
+	l := &Loop{id: 0, sh: sh, now: int64(3 * time.Millisecond)}
+	f := NewFront("web", &pool.Pool{Name: "web"})
+	c := &conn{l: l, f: f, pool: f.Pool(), src: netip.MustParseAddrPort("192.0.2.7:51234"), born: int64(time.Millisecond)}
+	c.backend = &pool.Backend{Addr: "10.0.0.1:80"}
+	c.streams[0].Delivered, c.streams[1].Delivered = 64, 1024
+	return c
+}
+
+// An ended connection costs no allocation, with the access log off or on:
+// the record goes into the ring by value.
+func TestRecordAllocatesNothing(t *testing.T) {
+	sh := NewShared(10, nil, nil)
+	c := recordConn(sh)
+	if n := testing.AllocsPerRun(1000, func() { c.record(CloseCompleted, true) }); n != 0 {
+		t.Errorf("access log off: %v allocations per ended connection, want 0", n)
+	}
+	q := NewAccessQueue(1, 64)
+	sh.SetAccessLog(q)
+	if n := testing.AllocsPerRun(1000, func() {
+		c.record(CloseCompleted, true)
+		q.Drain(func(*AccessRecord) {})
+	}); n != 0 {
+		t.Errorf("access log on: %v allocations per ended connection, want 0", n)
+	}
+	if got := c.f.Closed[CloseCompleted].Load(); got != 2002 {
+		t.Errorf("%d counted as completed, want 2002 (1001 runs each, log off and on)", got)
+	}
+}
+
+// record fills every field from the connection.
+func TestRecordFields(t *testing.T) {
+	sh := NewShared(10, nil, nil)
+	q := NewAccessQueue(1, 16)
+	sh.SetAccessLog(q)
+	c := recordConn(sh)
+	before := time.Now().UnixNano()
+	c.record(CloseBackendReset, true)
+	c.record(CloseNoBackend, false)
+	c.l.refusedAtAccept(c.f, c.src, CloseConnectionCap)
+	var got []AccessRecord
+	q.Drain(func(r *AccessRecord) { got = append(got, *r) })
+	if len(got) != 3 {
+		t.Fatalf("%d records, want 3", len(got))
+	}
+	for _, r := range got {
+		if r.End < before || r.End > time.Now().UnixNano() {
+			t.Errorf("record end %d outside the test", r.End)
+		}
+	}
+	want := []AccessRecord{
+		{Duration: 2 * time.Millisecond, Listener: "web", Pool: "web", Client: c.src, Backend: "10.0.0.1:80",
+			ToBackend: 64, ToClient: 1024, Reason: CloseBackendReset, Result: ResultOK},
+		{Duration: 2 * time.Millisecond, Listener: "web", Pool: "web", Client: c.src, Reason: CloseNoBackend, Result: ResultFailed},
+		{Listener: "web", Pool: "web", Client: c.src, Reason: CloseConnectionCap, Result: ResultRejected},
+	}
+	for i := range want {
+		got[i].End = 0
+		if got[i] != want[i] {
+			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// A full ring drops and counts; what it holds comes out in order; a ring
+// is reusable once drained.
+func TestAccessQueueDropsWhenFull(t *testing.T) {
+	q := NewAccessQueue(2, 16)
+	if q.Capacity() != 32 {
+		t.Fatalf("capacity %d, want 32", q.Capacity())
+	}
+	for i := range 20 {
+		q.Push(0, &AccessRecord{ToBackend: int64(i)})
+	}
+	q.Push(1, &AccessRecord{ToBackend: 100})
+	q.Push(2, &AccessRecord{}) // no such loop
+	if d := q.Dropped(); d != 5 {
+		t.Fatalf("dropped %d, want 4 past the full ring and 1 for a loop the queue has no ring for", d)
+	}
+	var got []int64
+	if n := q.Drain(func(r *AccessRecord) { got = append(got, r.ToBackend) }); n != 17 {
+		t.Fatalf("drained %d, want 17", n)
+	}
+	for i := range 16 {
+		if got[i] != int64(i) {
+			t.Fatalf("record %d is %d: out of order (%v)", i, got[i], got)
+		}
+	}
+	if got[16] != 100 {
+		t.Fatalf("the second loop's record is %d", got[16])
+	}
+	for i := range 16 {
+		q.Push(0, &AccessRecord{ToBackend: int64(i)})
+	}
+	if q.Dropped() != 5 || q.Drain(func(*AccessRecord) {}) != 16 {
+		t.Fatal("a drained ring does not take a full ring's worth again")
+	}
+}
+
+// The writer sleeping in Wait is woken by a push from any loop, and
+// released by stop.
+func TestAccessQueueWait(t *testing.T) {
+	q := NewAccessQueue(2, 16)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for id := range 2 {
+		woke := make(chan bool)
+		wg.Go(func() { woke <- q.Wait(stop) })
+		// The push may come before or after Wait set its flag; either way
+		// Wait returns.
+		q.Push(id, &AccessRecord{})
+		select {
+		case ok := <-woke:
+			if !ok {
+				t.Fatal("Wait reported stop")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a push from loop %d did not wake the writer", id)
+		}
+		if q.Drain(func(*AccessRecord) {}) != 1 {
+			t.Fatal("the record is not there")
+		}
+	}
+	woke := make(chan bool)
+	wg.Go(func() {
+		for q.Wait(stop) { // a wake-up left over from the pushes above is spurious
+		}
+		woke <- false
+	})
+	close(stop)
+	select {
+	case <-woke:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stop did not release Wait")
+	}
+	wg.Wait()
+}
