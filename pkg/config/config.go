@@ -44,10 +44,16 @@ type Admin struct {
 	MaxConnections int
 }
 
-// Log selects the process logger ([log]).
+// Log selects the process logger and the access log ([log]).
 type Log struct {
 	Level  string // debug | info | warn | error
 	Format string // text | json
+	// Access is the access log's format: off | text | json. On, it writes
+	// one line per ended TCP client connection, refused ones included.
+	Access string
+	// AccessFile is the file access lines are appended to; "": standard
+	// error.
+	AccessFile string
 }
 
 // Listener is one [[listener]] table.

@@ -56,6 +56,12 @@ func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
 // LogFormats lists the accepted [log] format values.
 func LogFormats() []string { return []string{"text", "json"} }
 
+// AccessOff is [log] access's default: no access log.
+const AccessOff = "off"
+
+// AccessFormats lists the accepted [log] access values.
+func AccessFormats() []string { return []string{AccessOff, "text", "json"} }
+
 // Bounds of the numeric keys. They reject values that are certainly
 // mistakes (or would make l4lb allocate absurd amounts of memory), not
 // merely unusual ones.
@@ -89,7 +95,7 @@ func DefaultGlobal() Global {
 func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090", MaxConnections: 64} }
 
 // DefaultLog returns [log] with every key at its default.
-func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
+func DefaultLog() Log { return Log{Level: "info", Format: "text", Access: AccessOff} }
 
 // DefaultListener returns a [[listener]] with the optional keys at their
 // defaults; name, bind and pool have none.

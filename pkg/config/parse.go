@@ -72,6 +72,8 @@ func decode(c *collector, raw map[string]any) *Config {
 	if t := root.sub("log"); t != nil {
 		t.oneOf("level", &cfg.Log.Level, "log level", LogLevels())
 		t.oneOf("format", &cfg.Log.Format, "log format", LogFormats())
+		t.oneOf("access", &cfg.Log.Access, "setting for the access log", AccessFormats())
+		t.str("access_file", &cfg.Log.AccessFile)
 		t.done()
 	}
 	for _, t := range root.tables("listener") {

@@ -18,7 +18,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	want := &Config{
 		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576},
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
-		Log:    Log{Level: "info", Format: "text"},
+		Log:    Log{Level: "info", Format: "text", Access: "off"},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
 				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0},
@@ -167,7 +167,7 @@ count_no_reply = true
 	want := &Config{
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
-		Log:    Log{Level: "debug", Format: "json"},
+		Log:    Log{Level: "debug", Format: "json", Access: "off"},
 		Listeners: []Listener{
 			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096},
 			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096},

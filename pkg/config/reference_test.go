@@ -14,7 +14,8 @@ const referencePath = "../../config.toml"
 
 // designKeys is every key of "Configuration shape" in DESIGN.md and of the
 // issues since (connect_budget, early_reset_window, token_file and the
-// admin max_connections come from issue 8; the UDP keys from issue 11), with
+// admin max_connections come from issue 8; the UDP keys from issue 11; the
+// access log's from issue 12), with
 // its default ("" where the reference writes another value, or none). A key
 // that applies to one protocol only is written where it applies: listener[0]
 // and pool NAME are TCP, listener[1] and pool UDPNAME are UDP. The backend
@@ -29,6 +30,8 @@ var designKeys = []struct{ key, value string }{
 	{"admin.max_connections", "64"},
 	{"log.level", `"info"`},
 	{"log.format", `"text"`},
+	{"log.access", `"off"`},
+	{"log.access_file", `""`},
 	{"listener[0].name", ""},
 	{"listener[0].bind", ""},
 	{"listener[0].protocol", `"tcp"`},
@@ -201,6 +204,8 @@ max_connections = 64
 [log]
 level = "info"
 format = "text"
+access = "off"
+access_file = ""
 [[listener]]
 name = "web"
 bind = "127.0.0.1:8080"

@@ -1,0 +1,214 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/loop"
+)
+
+var sample = loop.AccessRecord{
+	End:      time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC).UnixNano(),
+	Duration: 3512345 * time.Nanosecond,
+	Listener: "web", Pool: "web-pool",
+	Client:  netip.MustParseAddrPort("192.0.2.7:51234"),
+	Backend: "10.0.0.1:8080", ToBackend: 64, ToClient: 1024,
+	Reason: loop.CloseCompleted, Result: loop.ResultOK,
+}
+
+func TestFormats(t *testing.T) {
+	refused := sample
+	refused.Client = netip.MustParseAddrPort("[2001:db8::1]:443")
+	refused.Backend, refused.ToBackend, refused.ToClient, refused.Duration = "", 0, 0, 0
+	refused.Reason, refused.Result = loop.CloseConnectionCap, loop.ResultRejected
+	for _, tc := range []struct {
+		r          loop.AccessRecord
+		json, text string
+	}{
+		{sample,
+			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"192.0.2.7:51234","backend":"10.0.0.1:8080","to_backend":64,"to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"}`,
+			`time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=192.0.2.7:51234 backend=10.0.0.1:8080 to_backend=64 to_client=1024 duration=0.003512 reason=completed result=ok`},
+		{refused,
+			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"[2001:db8::1]:443","backend":"","to_backend":0,"to_client":0,"duration":0.000000,"reason":"connection_cap","result":"rejected"}`,
+			`time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=[2001:db8::1]:443 backend="" to_backend=0 to_client=0 duration=0.000000 reason=connection_cap result=rejected`},
+	} {
+		if got := string(AppendJSON(nil, &tc.r)); got != tc.json+"\n" {
+			t.Errorf("json:\n got %s\nwant %s", got, tc.json)
+		}
+		if !json.Valid(AppendJSON(nil, &tc.r)) {
+			t.Errorf("json line is not valid JSON")
+		}
+		if got := string(AppendText(nil, &tc.r)); got != tc.text+"\n" {
+			t.Errorf("text:\n got %s\nwant %s", got, tc.text)
+		}
+	}
+}
+
+// Odd names (the config allows none, but the writer must not break) are
+// escaped in JSON and quoted in text.
+func TestFormatsEscape(t *testing.T) {
+	r := sample
+	r.Listener = "a \"b\"\\\n\x01é\xff"
+	var m map[string]any
+	if err := json.Unmarshal(AppendJSON(nil, &r), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["listener"] != "a \"b\"\\\n\x01é\ufffd" {
+		t.Errorf("listener decoded as %q", m["listener"])
+	}
+	line := string(AppendText(nil, &r))
+	if !strings.Contains(line, ` listener="a \"b\"\\\n\x01é\xff" `) || strings.Count(line, "\n") != 1 {
+		t.Errorf("text line %q", line)
+	}
+	if len(AppendJSON(nil, &sample)) > maxLine {
+		t.Errorf("a line is longer than maxLine")
+	}
+}
+
+// syncBuffer records every write.
+type syncBuffer struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes []int
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes = append(s.writes, len(p))
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Records pushed by two loops are all written, in whole lines, each write
+// at most 4 KiB to a shared stream; Close writes what is still queued.
+func TestWriterWritesWholeLines(t *testing.T) {
+	out := &syncBuffer{}
+	l, err := Open(Config{Format: FormatJSON, Out: out, Loops: 2, QueueSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const each = 1000
+	var wg sync.WaitGroup
+	for id := range 2 {
+		wg.Go(func() {
+			for i := range each {
+				r := sample
+				r.ToBackend = int64(id*each + i)
+				l.Queue().Push(id, &r)
+				if i%100 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		seen[int64(m["to_backend"].(float64))] = true
+	}
+	if len(seen)+int(l.Dropped()) != 2*each || l.Dropped() != 0 {
+		t.Fatalf("%d records written, %d dropped; want all %d written", len(seen), l.Dropped(), 2*each)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	for _, n := range out.writes {
+		if n > 4096 {
+			t.Fatalf("a write of %d bytes to a shared stream", n)
+		}
+	}
+}
+
+// A file is appended to, and reopened at its path once a rotator has
+// moved it away.
+func TestFileIsReopenedAfterRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(path, []byte("earlier line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Config{Format: FormatText, Path: path, Loops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	push := func(client string) {
+		r := sample
+		r.Client = netip.MustParseAddrPort(client)
+		l.Queue().Push(0, &r)
+	}
+	contains := func(p, s string) func() bool {
+		return func() bool { b, _ := os.ReadFile(p); return strings.Contains(string(b), s) }
+	}
+	push("192.0.2.1:1")
+	waitFor(t, "the first line", contains(path, "client=192.0.2.1:1 "))
+	if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), "earlier line\n") {
+		t.Fatalf("the file was not appended to: %q", b)
+	}
+	rotated := path + ".1"
+	if err := os.Rename(path, rotated); err != nil {
+		t.Fatal(err)
+	}
+	// Lines go on to the rotated file until the writer looks at the path
+	// again (at most a second), then to a new file at the path.
+	for i := 2; ; i++ {
+		client := "192.0.2.1:" + strconv.Itoa(i)
+		push(client)
+		waitFor(t, "line "+client, func() bool { return contains(path, client+" ")() || contains(rotated, client+" ")() })
+		if contains(path, client+" ")() {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the writer never reopened the path")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o640 {
+		t.Errorf("new access log mode %v, want 0640", st.Mode().Perm())
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := Open(Config{Format: "xml"}); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("format xml: %v", err)
+	}
+	_, err := Open(Config{Format: FormatJSON, Path: filepath.Join(t.TempDir(), "missing", "access.log")})
+	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("a path in a missing directory: %v", err)
+	}
+}

@@ -1,0 +1,138 @@
+package accesslog
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/l4lb/l4lb/pkg/loop"
+)
+
+// Formats accepted in [log] access (besides "off").
+const (
+	FormatText = "text"
+	FormatJSON = "json"
+)
+
+// timeLayout is RFC 3339 in UTC with microseconds.
+const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// maxLine bounds one formatted line: names are at most 64 bytes,
+// addresses at most 47, numbers 20 digits; the keys and punctuation come
+// to about 120.
+const maxLine = 512
+
+// AppendJSON appends r as one JSON object and a newline:
+//
+//	{"time":"2024-05-01T12:00:00.000123Z","listener":"web","pool":"web",
+//	 "client":"192.0.2.7:51234","backend":"10.0.0.1:8080","to_backend":64,
+//	 "to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"}
+//
+// backend is "" for a client that never reached one; duration is in
+// seconds.
+func AppendJSON(b []byte, r *loop.AccessRecord) []byte {
+	b = append(b, `{"time":"`...)
+	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
+	b = append(b, `","listener":`...)
+	b = appendJSONString(b, r.Listener)
+	b = append(b, `,"pool":`...)
+	b = appendJSONString(b, r.Pool)
+	b = append(b, `,"client":"`...)
+	b = r.Client.AppendTo(b)
+	b = append(b, `","backend":`...)
+	b = appendJSONString(b, r.Backend)
+	b = append(b, `,"to_backend":`...)
+	b = strconv.AppendInt(b, r.ToBackend, 10)
+	b = append(b, `,"to_client":`...)
+	b = strconv.AppendInt(b, r.ToClient, 10)
+	b = append(b, `,"duration":`...)
+	b = appendSeconds(b, r.Duration)
+	b = append(b, `,"reason":"`...)
+	b = append(b, r.Reason.String()...)
+	b = append(b, `","result":"`...)
+	b = append(b, r.Result.String()...)
+	return append(b, "\"}\n"...)
+}
+
+// AppendText appends r as one logfmt line (the process log's text format)
+// with the keys and values of AppendJSON:
+//
+//	time=2024-05-01T12:00:00.000123Z listener=web pool=web
+//	 client=192.0.2.7:51234 backend=10.0.0.1:8080 to_backend=64
+//	 to_client=1024 duration=0.003512 reason=completed result=ok
+//
+// An empty value (backend, for a client that never reached one) is
+// written "".
+func AppendText(b []byte, r *loop.AccessRecord) []byte {
+	b = append(b, "time="...)
+	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
+	b = append(b, " listener="...)
+	b = appendTextValue(b, r.Listener)
+	b = append(b, " pool="...)
+	b = appendTextValue(b, r.Pool)
+	b = append(b, " client="...)
+	b = r.Client.AppendTo(b)
+	b = append(b, " backend="...)
+	b = appendTextValue(b, r.Backend)
+	b = append(b, " to_backend="...)
+	b = strconv.AppendInt(b, r.ToBackend, 10)
+	b = append(b, " to_client="...)
+	b = strconv.AppendInt(b, r.ToClient, 10)
+	b = append(b, " duration="...)
+	b = appendSeconds(b, r.Duration)
+	b = append(b, " reason="...)
+	b = append(b, r.Reason.String()...)
+	b = append(b, " result="...)
+	b = append(b, r.Result.String()...)
+	return append(b, '\n')
+}
+
+func appendSeconds(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
+}
+
+// appendTextValue writes s bare when it can be, quoted (Go syntax, as
+// slog's text handler does) when it is empty or holds a space, a quote, an
+// '=' or anything not printable.
+func appendTextValue(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, `""`...)
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c == '"' || c == '=' || c >= utf8.RuneSelf || c == 0x7f {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	return append(b, s...)
+}
+
+// appendJSONString writes s as a JSON string. Names and addresses are
+// plain ASCII by the config's rules; anything else is escaped all the
+// same.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < ' ':
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+		i++
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,39 @@
+package proxy
+
+import "github.com/l4lb/l4lb/pkg/loop"
+
+// SetAccessLog makes the loops hand every ended TCP client (relayed or
+// refused) to q; nil turns the access log off. Safe while serving: a
+// reload may turn it on, off or to another queue. A queue must have been
+// made for at least Loops() loops.
+func (s *Server) SetAccessLog(q *loop.AccessQueue) { s.sh.SetAccessLog(q) }
+
+// AccessLogDropped is the number of access records the current queue lost
+// (0 with the access log off).
+func (s *Server) AccessLogDropped() int64 {
+	if q := s.sh.AccessLog(); q != nil {
+		return q.Dropped()
+	}
+	return 0
+}
+
+// ListenerCloses counts one TCP listener's ended clients by how they
+// ended (loop.CloseReason), refused ones included.
+type ListenerCloses struct {
+	Name   string
+	Closed [loop.NumCloseReasons]int64
+}
+
+// Closes returns the per-listener close counts, in the order of Stats.
+func (s *Server) Closes() []ListenerCloses {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ListenerCloses, len(s.fronts))
+	for i, f := range s.fronts {
+		out[i].Name = f.Name
+		for r := range loop.NumCloseReasons {
+			out[i].Closed[r] = f.Closed[r].Load()
+		}
+	}
+	return out
+}
