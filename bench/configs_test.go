@@ -54,7 +54,7 @@ func TestNginxConfig(t *testing.T) {
 }
 
 func TestL4lbConfig(t *testing.T) {
-	cfg := l4lbConfig(testRoutes(), 2)
+	cfg := l4lbConfig(testRoutes(), 2, "")
 	var doc struct {
 		Global struct {
 			EventLoops int `toml:"event_loops"`
@@ -109,7 +109,7 @@ func TestConfigsRefuseForeignAddresses(t *testing.T) {
 	for name, render := range map[string]func(){
 		"haproxy": func() { haproxyConfig(bad, 1, 20000) },
 		"nginx":   func() { nginxConfig(bad, 1, 20000, "/tmp", "") },
-		"l4lb":    func() { l4lbConfig(bad, 1) },
+		"l4lb":    func() { l4lbConfig(bad, 1, "") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -22,11 +22,12 @@ const (
 // UDP routes (udp scenario) get protocol = "udp", nginx's proxy_timeout as
 // session_timeout, and on request/response responses = 1 (the session ends
 // at the reply, as nginx's proxy_responses 1 does); one-way sessions live
-// until session_timeout.
-func l4lbConfig(routes []route, acceptLoops int) string {
+// until session_timeout. logKeys are more [log] keys (a variant's access
+// log), or "".
+func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
-	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n")
+	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n" + logKeys)
 	for _, r := range routes {
 		if err := checkLoopback(r.listen); err != nil {
 			panic(err)
@@ -59,10 +60,18 @@ func l4lbConfig(routes []route, acceptLoops int) string {
 // l4lbSystem is l4lb built from this tree; env (e.g. "GOMAXPROCS=1") makes
 // a variant.
 func l4lbSystem(name string, env []string) systemSpec {
+	return l4lbVariant(name, env, "", nil)
+}
+
+// l4lbVariant is l4lbSystem with more to say about it (appended to its
+// about line) and, when logKeys is set, more [log] keys, given the
+// system's run directory.
+func l4lbVariant(name string, env []string, more string, logKeys func(s *system) string) systemSpec {
 	about := "l4lb from this tree"
 	if len(env) > 0 {
 		about += " with " + strings.Join(env, " ")
 	}
+	about += more
 	return systemSpec{
 		name: name, kind: KindSubject, fdsPerConn: 2, about: about,
 		prepare: func(h *harness, s *system) error {
@@ -75,7 +84,7 @@ func l4lbSystem(name string, env []string) systemSpec {
 				return nil, err
 			}
 			if s.hasUDP() {
-				c, err := startL4lb(h, s, bin, env)
+				c, err := startL4lb(h, s, bin, env, logKeys)
 				if err == nil {
 					return c, nil
 				}
@@ -88,16 +97,20 @@ func l4lbSystem(name string, env []string) systemSpec {
 				s.dropUDP("this l4lb does not serve UDP: " + moved.Replace(err.Error()))
 				h.logf("%s: %s; starting it without its UDP routes", name, s.udpDropped)
 			}
-			return startL4lb(h, s, bin, env)
+			return startL4lb(h, s, bin, env, logKeys)
 		},
 	}
 }
 
 // startL4lb writes s's config, has l4lb check it when it has UDP routes,
 // and starts l4lb on it.
-func startL4lb(h *harness, s *system, bin string, env []string) (*child, error) {
+func startL4lb(h *harness, s *system, bin string, env []string, logKeys func(s *system) string) (*child, error) {
 	cfg := s.file("l4lb.toml")
-	if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads)), 0o644); err != nil {
+	extra := ""
+	if logKeys != nil {
+		extra = logKeys(s)
+	}
+	if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads, extra)), 0o644); err != nil {
 		return nil, err
 	}
 	if s.hasUDP() {

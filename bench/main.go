@@ -109,7 +109,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
 	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
 	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
-	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all): "+strings.Join(systemNames(), ","))
+	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all but the opt-in "+strings.Join(optInSystemNames(), ",")+"): "+strings.Join(systemNames(), ","))
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file")
 	fs.StringVar(&o.svgPath, "svg", "", "write the comparison chart to this SVG file")
 	fs.StringVar(&o.user, "user", "", "run the proxies as this user (e.g. nobody); the harness must be root")
@@ -139,6 +139,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.systems, err = pickNames(sys, systemNames(), "system"); err != nil {
 		return o, err
+	}
+	if strings.TrimSpace(sys) == "" {
+		o.systems = defaultSystemNames()
 	}
 	if o.portBase < 1024 || o.portBase+600+10*len(systemNames()) > 65535 {
 		return o, fmt.Errorf("-port-base %d out of range", o.portBase)

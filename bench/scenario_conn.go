@@ -28,9 +28,13 @@ func (connScenario) metrics() []MetricDef {
 		{Name: "errors", Unit: "", Better: LowerBetter, NoRatio: true},
 	}
 }
-func (connScenario) rounds(o options) int      { return o.rounds }
-func (connScenario) applies(*system) bool      { return true }
-func (connScenario) finish(sr *ScenarioResult) {}
+func (connScenario) rounds(o options) int { return o.rounds }
+func (connScenario) applies(*system) bool { return true }
+func (connScenario) finish(sr *ScenarioResult) {
+	if note, ok := accessLogNote(sr); ok {
+		sr.Notes = append(sr.Notes, note)
+	}
+}
 
 func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 	var res connResult

@@ -78,7 +78,7 @@ func TestHaproxyIgnoresUDPRoutes(t *testing.T) {
 // The generated UDP listeners are what l4lb's own parser accepts, with the
 // session keys the scenario relies on.
 func TestL4lbConfigUDP(t *testing.T) {
-	text := l4lbConfig(udpTestRoutes(l4lbSystem("l4lb", nil)), 1)
+	text := l4lbConfig(udpTestRoutes(l4lbSystem("l4lb", nil)), 1, "")
 	cfg, err := config.Parse("bench.toml", []byte(text))
 	if err != nil {
 		t.Fatalf("l4lb refuses the generated config: %v\n%s", err, text)

@@ -55,6 +55,8 @@ type systemSpec struct {
 	// udpNoReply: the system has a "no reply expected" UDP session setting
 	// (nginx proxy_responses 0), measured one-way beside its default.
 	udpNoReply bool
+	// optIn: left out of the default run; -systems must name it.
+	optIn bool
 }
 
 // systemCatalog lists every system the harness knows, in run order.
@@ -62,6 +64,7 @@ func systemCatalog() []systemSpec {
 	return []systemSpec{
 		directSystem(),
 		l4lbSystem("l4lb", nil),
+		l4lbAccessLogSystem(),
 		// l4lbSystem("l4lb-p1", []string{"GOMAXPROCS=1"}),
 		haproxySystem(),
 		nginxSystem(),
