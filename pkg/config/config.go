@@ -72,6 +72,11 @@ type Listener struct {
 	MaxSessions    int           // sessions at once; at the cap the longest-idle is evicted
 	Responses      int           // 0: unlimited; else a session ends after this many backend datagrams
 	Requests       int           // 0: unlimited; else a session takes this many client datagrams, the next starts a new one
+	// ReuseSockets: a session that ended cleanly (one datagram, exactly
+	// its Responses) leaves its backend socket for the next session to
+	// that backend. Off by default: a backend that sends more than
+	// Responses could reach the next client.
+	ReuseSockets bool
 }
 
 // Pool is one [pool.NAME] table with its backends, health and breaker.

@@ -173,6 +173,9 @@ func decodeListener(t *table) Listener {
 	if !t.misplaced("responses", udp, "%s", notUDP) {
 		t.integer("responses", &l.Responses, 0, math.MaxInt)
 	}
+	if !t.misplaced("reuse_sockets", udp, "%s", notUDP) {
+		t.boolean("reuse_sockets", &l.ReuseSockets)
+	}
 	if !t.misplaced("requests", udp, "%s", notUDP) {
 		t.integer("requests", &l.Requests, 0, math.MaxInt)
 	}

@@ -64,6 +64,9 @@ type UDPSettings struct {
 	// next datagram of that client starts a new session (re-picked), while
 	// the retired one still relays replies until it ends.
 	Requests int
+	// ReuseSockets parks the backend socket of a session that ended
+	// cleanly for the next session to that backend (udppark.go).
+	ReuseSockets bool
 }
 
 // NewUDPFront returns the UDP listener name with settings s.

@@ -8,18 +8,22 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// Parking: a session that ended cleanly leaves its backend socket, still
-// connected and registered, for the next session to the same backend. A
-// DNS-like listener (responses = 1) would otherwise pay socket, connect,
-// epoll_ctl and close for every request; parked, a request costs its send
-// and its reply.
+// Parking (reuse_sockets = true): a session that ended cleanly leaves its
+// backend socket, still connected and registered, for the next session to
+// the same backend. A DNS-like listener (responses = 1) would otherwise
+// pay socket, connect, epoll_ctl and close for every request; parked, a
+// request costs its send and its reply.
 //
-// A socket is parked only when nothing more can be owed on it: its session
-// sent one datagram and received all the `responses` the listener says
-// that datagram gets. A datagram or an error arriving while it is parked
-// means the backend sent something no one asked for: the socket is closed,
-// never handed on. Before a parked socket is handed on, a receive that
-// must find nothing makes sure no reply is waiting in it.
+// A socket is parked only when nothing more should come on it: its
+// session sent one datagram and received exactly the `responses` the
+// listener says that datagram gets. A datagram or an error arriving while
+// it is parked means the backend sent something no one asked for: the
+// socket is closed, never handed on; and before a parked socket is handed
+// on, a receive that must find nothing makes sure no reply waits in it.
+// What no check can catch is an extra reply the backend sends after the
+// socket was handed on: it reaches the next client. That is why parking is
+// the operator's choice, for backends that answer each request with
+// exactly `responses` datagrams (DNS servers do), and off by default.
 
 // parkMax bounds the sockets parked per backend per loop: enough for the
 // requests in flight at once; beyond it sockets are closed.
@@ -55,7 +59,7 @@ func (p *parkedSock) close() {
 // parkable reports whether s, ending for why, may leave its socket parked.
 func (s *session) parkable(why SessionEnd) bool {
 	u := s.u
-	return why == EndResponses && s.requests == 1 && !s.excess && s.dial == nil && s.own == nil && s.fd >= 0 &&
+	return why == EndResponses && u.f.Settings().ReuseSockets && s.requests == 1 && !s.excess && s.dial == nil && s.own == nil && s.fd >= 0 &&
 		!s.forced && len(u.parked[s.backend]) < parkMax
 }
 

@@ -30,9 +30,10 @@ type session struct {
 	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
 	requests, responses int
-	retired             bool // took its `requests`: no longer in the client map
-	excess              bool // the backend sent more than `responses`
-	noGSO               bool // the socket's route cannot segment a burst (udpgso.go)
+	retired             bool  // took its `requests`: no longer in the client map
+	excess              bool  // the backend sent more than `responses`
+	refused             error // a refusal read while replies ahead of it are still being relayed
+	noGSO               bool  // the socket's route cannot segment a burst (udpgso.go)
 	ended               bool
 	queued              bool // on the loop's ready list
 	lastActive          int64
@@ -208,7 +209,7 @@ func (s *session) sent(n int) {
 // error was the backend's refusal or unreachability: the datagram being
 // sent was not taken, and the session has ended or moved on.
 func (s *session) failed(err error) bool {
-	if err != unix.ECONNREFUSED && err != unix.EHOSTUNREACH && err != unix.ENETUNREACH && err != unix.EHOSTDOWN {
+	if !isRefusal(err) {
 		return false
 	}
 	if d := s.dial; d != nil {
@@ -237,6 +238,12 @@ func (s *session) failed(err error) bool {
 	return true
 }
 
+// isRefusal: the ICMP errors a connected UDP socket reports about its
+// backend (port or host unreachable).
+func isRefusal(err error) bool {
+	return err == unix.ECONNREFUSED || err == unix.EHOSTUNREACH || err == unix.ENETUNREACH || err == unix.EHOSTDOWN
+}
+
 func (s *session) event(ev uint32) {
 	if s.ended {
 		return
@@ -256,7 +263,14 @@ func (s *session) resume() {
 // at the end of the turn.
 func (s *session) readReplies() {
 	u, out := s.u, s.u.l.udpOut
-	for taken := 0; taken < udpReadBudget; {
+	for taken := 0; ; {
+		if taken >= udpReadBudget {
+			if !s.queued {
+				s.queued = true
+				u.l.markReady(s) // more may wait: after the loop's other work
+			}
+			return
+		}
 		if out.full() {
 			u.l.flushUDP()
 		}
@@ -265,10 +279,17 @@ func (s *session) readReplies() {
 		out.b.prepareRecv(from, room, false, false)
 		n, err := recvmmsg(s.fd, out.b, from, room)
 		if err != nil {
+			if isRefusal(err) && s.refused == nil {
+				// The kernel reports the error before the datagrams that
+				// came ahead of it: relay those first, then act on it.
+				s.refused = err
+				continue
+			}
 			if err != unix.EAGAIN && !s.failed(err) {
 				s.end(EndError)
+				return
 			}
-			return
+			break // drained
 		}
 		keep := n
 		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {
@@ -290,13 +311,13 @@ func (s *session) readReplies() {
 			return
 		}
 		if n < room {
-			return
+			break // drained: the next datagram brings a new edge
 		}
 		taken += n
 	}
-	if !s.queued {
-		s.queued = true
-		u.l.markReady(s)
+	if refused := s.refused; refused != nil && !s.ended {
+		s.refused = nil
+		s.failed(refused)
 	}
 }
 

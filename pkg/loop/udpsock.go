@@ -137,8 +137,10 @@ func (u *udpSock) relay(in *mmsgBatch, n int) {
 	start := 0
 	for i := range n {
 		s := u.sessions[nameAddrPort(&in.names[i])]
-		if s != nil && s != run && !s.backend.Usable() {
-			s = nil // moving on: the one-by-one path re-picks
+		if s != nil && s != run && (!s.backend.Usable() || s.dial != nil) {
+			// Moving on, or the first datagram still unanswered (its
+			// refusal must move the rest with it): one by one.
+			s = nil
 		}
 		if s != run {
 			u.sendRun(in, run, start, i)
@@ -181,10 +183,18 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 			u.f.Bursts.Add(1)
 			return
 		}
+		if isRefusal(err) {
+			u.refusedRun(in, s, err, from, to)
+			return
+		}
 		s.noGSO = s.noGSO || unsupported
 	}
 	sent, err := sendmmsg(s.fd, out, 0, to-from)
 	if err != nil {
+		if isRefusal(err) {
+			u.refusedRun(in, s, err, from, to)
+			return
+		}
 		sent = 0
 	}
 	for i := from; i < from+sent; i++ {
@@ -192,6 +202,17 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 	}
 	for i := from + sent; i < to; i++ {
 		u.one(in, i) // finds the error and deals with it as a single send does
+	}
+}
+
+// refusedRun: the batch send found the backend's refusal of an earlier
+// datagram (and the kernel cleared it, sending nothing). The session deals
+// with it as a single send would, and the run goes one by one, to
+// wherever its session now is.
+func (u *udpSock) refusedRun(in *mmsgBatch, s *session, err error, from, to int) {
+	s.failed(err)
+	for i := from; i < to; i++ {
+		u.one(in, i)
 	}
 }
 
@@ -228,6 +249,10 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 		}
 		if !s.failed(err) {
 			u.drop(DropBackendSend)
+			if s.requests == 0 {
+				// Nothing went to the backend: no dial to judge it by.
+				s.end(EndError)
+			}
 			return
 		}
 	}
@@ -242,7 +267,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		// client's retry finds room instead of waiting for them to time
 		// out.
 		u.drop(DropSessionCap)
-		u.askForRoom()
+		u.askForRoom(false)
 		return nil
 	}
 	s := &session{u: u, fd: -1, client: src, nameLen: nameLen(name), pool: u.f.Settings().Pool}
@@ -291,6 +316,14 @@ func (u *udpSock) reserve() bool {
 		}
 		oldest := u.idle.head
 		if oldest == nil {
+			if u.f.Parked.Load() > 0 {
+				// The room is parked on another loop: take it now and have
+				// that loop close a parked socket. The cap is passed by at
+				// most the sockets parked, for the moment it takes.
+				u.f.sockets.Add(1)
+				u.askForRoom(true)
+				return true
+			}
 			return false
 		}
 		oldest.end(EndEvicted)
@@ -298,9 +331,10 @@ func (u *udpSock) reserve() bool {
 }
 
 // askForRoom asks the listener's other loops to free a socket each: a
-// parked one, else their longest-idle session. One request per loop is
-// pending at a time, so a flood at the cap does not flood the loops.
-func (u *udpSock) askForRoom() {
+// parked one, else (unless parkedOnly) their longest-idle session. One
+// request per loop is pending at a time, so a flood at the cap does not
+// flood the loops.
+func (u *udpSock) askForRoom(parkedOnly bool) {
 	socks := u.f.socks.Load()
 	if socks == nil {
 		return
@@ -311,7 +345,7 @@ func (u *udpSock) askForRoom() {
 		}
 		o.l.Post(func() {
 			o.roomAsked.Store(false)
-			if o.closed || o.dropOldestParked() {
+			if o.closed || o.dropOldestParked() || parkedOnly {
 				return
 			}
 			if s := o.idle.head; s != nil {

@@ -29,6 +29,7 @@ type Frontend struct {
 	SessionTimeout      time.Duration
 	MaxSessions         int
 	Responses, Requests int
+	ReuseSockets        bool
 
 	// FDs are inherited sockets of this protocol bound to Bind (from the
 	// process this one replaces, or from systemd) to serve instead of

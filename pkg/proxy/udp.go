@@ -56,7 +56,7 @@ func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func())) error {
 
 func udpSettings(fc Frontend) loop.UDPSettings {
 	return loop.UDPSettings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
-		Responses: fc.Responses, Requests: fc.Requests}
+		Responses: fc.Responses, Requests: fc.Requests, ReuseSockets: fc.ReuseSockets}
 }
 
 // UDPAddr returns the bound address of the named UDP listener.

@@ -37,6 +37,7 @@ type udpOpts struct {
 	cooldown       time.Duration
 	countNoReply   bool
 	replyTimeout   time.Duration
+	reuseSockets   bool
 	loops          int
 	// pool, when set, changes the pool's configuration last, right before
 	// pool.New (backend IDs, health checks, any key the fields above leave
@@ -80,7 +81,8 @@ func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
 		t.Fatal(err)
 	}
 	fe := Frontend{Name: "u", Bind: o.bind, Protocol: "udp", Pool: p,
-		SessionTimeout: o.sessionTimeout, MaxSessions: o.maxSessions, Responses: o.responses, Requests: o.requests}
+		SessionTimeout: o.sessionTimeout, MaxSessions: o.maxSessions, Responses: o.responses, Requests: o.requests,
+		ReuseSockets: o.reuseSockets}
 	if fe.Bind == "" {
 		fe.Bind = "127.0.0.1:0"
 	}

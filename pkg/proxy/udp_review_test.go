@@ -247,7 +247,7 @@ func TestUDPBurstInOneBatchGoesAsOneGSOSend(t *testing.T) {
 // At max_sessions, a parked socket is the first to go: a new client takes
 // its place and no open session is evicted.
 func TestUDPParkedSocketGoesBeforeAnOpenSessionAtMaxSessions(t *testing.T) {
-	lb := startUDPLB(t, []string{answerN(t)}, udpOpts{responses: 2, maxSessions: 2, loops: 1})
+	lb := startUDPLB(t, []string{answerN(t)}, udpOpts{responses: 2, maxSessions: 2, loops: 1, reuseSockets: true})
 	f := lb.front
 	a := udpClient(t, lb.addr)
 	echoOnce(t, a, []byte("1a")) // one reply of two: a's session stays open
@@ -299,7 +299,7 @@ func TestUDPLargeRefusedFirstDatagramIsCountedNotRetried(t *testing.T) {
 func TestUDPShutdownEndsEverySessionAndClosesEverySocket(t *testing.T) {
 	addr := answerN(t)
 	fds := countOpenFDs(t)
-	lb := startUDPLB(t, []string{addr}, udpOpts{responses: 2, replyTimeout: time.Hour, loops: 1})
+	lb := startUDPLB(t, []string{addr}, udpOpts{responses: 2, replyTimeout: time.Hour, loops: 1, reuseSockets: true})
 	f := lb.front
 	var cs []*net.UDPConn
 	send := func(p string) *net.UDPConn {
