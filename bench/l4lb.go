@@ -21,8 +21,9 @@ const (
 // count, and the breaker as l4lb's own detection on the failover pool.
 // UDP routes (udp scenario) get protocol = "udp", nginx's proxy_timeout as
 // session_timeout, and on request/response responses = 1 (the session ends
-// at the reply, as nginx's proxy_responses 1 does); one-way sessions live
-// until session_timeout. logKeys are more [log] keys (a variant's access
+// at the reply, as nginx's proxy_responses 1 does) with reuse_sockets
+// (the harness's echo answers each request exactly once, the case the key
+// is for); one-way sessions live until session_timeout. logKeys are more [log] keys (a variant's access
 // log), or "".
 func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
 	var b strings.Builder
@@ -41,7 +42,7 @@ func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
 			fmt.Fprintf(&b, "session_timeout = %q\nmax_sessions = %d\n", udpSessionTimeout, udpMaxSessions)
 		}
 		if r.udp == udpRRMode {
-			b.WriteString("responses = 1\n")
+			b.WriteString("responses = 1\nreuse_sockets = true\n")
 		}
 	}
 	for _, r := range routes {

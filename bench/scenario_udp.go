@@ -241,7 +241,7 @@ func udpTargetNote(system string, rr, ow, r0 Summary) string {
 
 func udpAbout() string {
 	return fmt.Sprintf("rr: %d client sockets (one session each) send a %d-byte request and wait for its echo, %d in flight; a request unanswered after %v is lost (rr_lost). "+
-		"nginx proxy_responses 1 and l4lb responses = 1 end a session at its reply, as for DNS (nginx opens a new upstream socket per request; l4lb reuses the parked socket of a session that ended cleanly). "+
+		"nginx proxy_responses 1 and l4lb responses = 1 end a session at its reply, as for DNS (nginx opens a new upstream socket per request; l4lb, with reuse_sockets = true, reuses the socket of a session that ended cleanly). "+
 		"ow: %d clients stream %d-byte datagrams (bursts of %d) to a counting sink, at most %d not yet counted, so the sender goes as fast as the proxy relays "+
 		"(l4lb sends a burst of equal datagrams to the backend as one UDP GSO send); "+
 		"nginx without proxy_responses and l4lb keep a session per client until proxy_timeout/session_timeout (%s). "+
