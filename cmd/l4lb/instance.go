@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
@@ -20,6 +21,7 @@ type instance struct {
 	pools  []*pool.Pool
 	server *proxy.Server
 	admin  *admin.Server
+	access *accesslog.Log // nil: access log off
 	budget fdBudget
 
 	stopPools context.CancelFunc
@@ -72,10 +74,14 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	if err != nil {
 		return in, err
 	}
+	if err = in.startAccessLog(cfg.Log, loops); err != nil {
+		return in, err
+	}
 
 	if cfg.Admin.Listen != "" {
 		src := admin.Sources{Pools: in.pools, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}
+		src.Version = buildVersion()
 		if in.admin, err = admin.Start(cfg.Admin, src, log); err != nil {
 			return in, err
 		}
@@ -114,6 +120,7 @@ func (in *instance) stop() {
 		cancel()
 		in.server.Shutdown(ctx)
 	}
+	in.stopAccessLog()
 	if in.stopPools != nil {
 		in.stopPools()
 		in.poolsDone.Wait()

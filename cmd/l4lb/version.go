@@ -11,6 +11,13 @@ import (
 var version = ""
 
 func versionString() string {
+	return fmt.Sprintf("l4lb %s %s %s/%s", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// buildVersion is l4lb's own version: the -X main.version value, else the
+// module version with the VCS revision, else "devel" (l4lb_build_info's
+// version label).
+func buildVersion() string {
 	v := version
 	if v == "" {
 		v = "devel"
@@ -25,5 +32,5 @@ func versionString() string {
 			}
 		}
 	}
-	return fmt.Sprintf("l4lb %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return v
 }

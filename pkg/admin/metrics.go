@@ -16,6 +16,8 @@ type Sources struct {
 	Pipes  *splice.PipePool
 	// MaxConnections is the effective global cap.
 	MaxConnections int
+	// Version is l4lb's version, for l4lb_build_info.
+	Version string
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -67,9 +69,11 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered} {
 		ch <- d
 	}
+	describeObservability(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectObservability(ch)
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
@@ -95,6 +99,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descActive, float64(b.Active()), p.Name, b.Addr)
 			counter(descBytes, b.Meter.ToBackend.Load(), p.Name, b.Addr, "to_backend")
 			counter(descBytes, b.Meter.ToClient.Load(), p.Name, b.Addr, "to_client")
+			collectConnectTimes(ch, p.Name, b)
 		}
 	}
 	if s := c.src.Server; s != nil {

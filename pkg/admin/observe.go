@@ -1,0 +1,60 @@
+package admin
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// Metrics of issue 12's observability: how clients ended, how long
+// backends take to accept, what build runs, and the access log's losses.
+var (
+	descClientCloses = desc("l4lb_client_connections_closed_total",
+		"TCP client connections ended, by reason: completed, client_reset, backend_reset, idle_timeout, shutdown (relayed); "+
+			"connection_cap, no_backend, local_error, loop, client_left (refused). Counted with the access log on or off.",
+		"listener", "reason")
+	descConnectTime = desc("l4lb_backend_connect_seconds",
+		"Time from connect(2) to the socket turning writable, of client dials that connected, on the dialing event loop's clock.",
+		"pool", "backend")
+	descBuildInfo = desc("l4lb_build_info",
+		"Always 1; the labels say which build runs.", "version", "goversion")
+	descAccessDropped = desc("l4lb_access_log_dropped_total",
+		"Access log records lost: the queue was full (the writer fell behind) or writing them failed. 0 with the access log off.")
+)
+
+func describeObservability(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped} {
+		ch <- d
+	}
+}
+
+func (c collector) collectObservability(ch chan<- prometheus.Metric) {
+	version := c.src.Version
+	if version == "" {
+		version = "unknown"
+	}
+	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, runtime.Version())
+	s := c.src.Server
+	if s == nil {
+		return
+	}
+	for _, lc := range s.Closes() {
+		for r := range loop.NumCloseReasons {
+			ch <- prometheus.MustNewConstMetric(descClientCloses, prometheus.CounterValue, float64(lc.Closed[r]), lc.Name, r.String())
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descAccessDropped, prometheus.CounterValue, float64(s.AccessLogDropped()))
+}
+
+// collectConnectTimes exports backend b's connect-time histogram.
+func collectConnectTimes(ch chan<- prometheus.Metric, poolName string, b *pool.Backend) {
+	h := b.ConnectTimes()
+	buckets := make(map[float64]uint64, len(pool.ConnectBuckets))
+	for i, le := range pool.ConnectBuckets {
+		buckets[le] = h.Cumulative[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(descConnectTime, h.Count, h.Sum.Seconds(), buckets, poolName, b.Addr)
+}

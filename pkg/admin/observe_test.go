@@ -1,0 +1,104 @@
+package admin
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
+)
+
+// /metrics carries build info, closes by reason (every reason, 0 or not),
+// the connect-time histogram per backend, and the access log's drops.
+func TestObservabilityMetrics(t *testing.T) {
+	be := testnet.StartBackend(t, "b", "")
+	pc := config.DefaultPool("web")
+	pc.Health.Enabled = false
+	b := config.DefaultBackend()
+	b.Addr = be.Addr
+	pc.Backends = []config.Backend{b}
+	p, err := pool.New(pc, pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := proxy.New(proxy.Config{Loops: 2, MaxConnections: 10, Frontends: []proxy.Frontend{{Name: "front", Bind: "127.0.0.1:0", Pool: p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	addr, _ := s.Addr("front")
+	const clients = 3
+	for range clients {
+		if tag, err := testnet.Hello(addr.String(), ""); err != nil || tag != "b" {
+			t.Fatalf("%q, %v", tag, err)
+		}
+	}
+	// And one client reset.
+	c, err := net.DialTCP("tcp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(c).ReadString('\n')
+	c.SetLinger(0)
+	c.Close()
+	testnet.Eventually(t, "every client to end", func() bool {
+		return s.Active() == 0 && s.Closes()[0].Closed[loop.CloseClientReset] == 1
+	})
+
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Server: s, MaxConnections: 10, Version: "v1.2.3+abc"}, "", nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(raw)
+	series := []string{
+		`l4lb_build_info{goversion="` + runtime.Version() + `",version="v1.2.3+abc"} 1`,
+		`l4lb_client_connections_closed_total{listener="front",reason="completed"} 3`,
+		`l4lb_client_connections_closed_total{listener="front",reason="client_reset"} 1`,
+		`l4lb_access_log_dropped_total 0`,
+		`l4lb_backend_connect_seconds_bucket{backend="` + be.Addr + `",pool="web",le="5"} 4`,
+		`l4lb_backend_connect_seconds_bucket{backend="` + be.Addr + `",pool="web",le="+Inf"} 4`,
+		`l4lb_backend_connect_seconds_count{backend="` + be.Addr + `",pool="web"} 4`,
+	}
+	for r := range loop.NumCloseReasons {
+		if r != loop.CloseCompleted && r != loop.CloseClientReset {
+			series = append(series, `l4lb_client_connections_closed_total{listener="front",reason="`+r.String()+`"} 0`)
+		}
+	}
+	for _, le := range []string{"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5"} {
+		if !strings.Contains(body, `l4lb_backend_connect_seconds_bucket{backend="`+be.Addr+`",pool="web",le="`+le+`"} `) {
+			t.Errorf("/metrics lacks the connect-time bucket le=%s", le)
+		}
+	}
+	for _, want := range series {
+		if !strings.Contains(body, "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if !strings.Contains(body, "# TYPE l4lb_backend_connect_seconds histogram") {
+		t.Error("l4lb_backend_connect_seconds is not a histogram")
+	}
+	if !strings.Contains(body, `l4lb_backend_connect_seconds_sum{backend="`+be.Addr+`",pool="web"} `) {
+		t.Error("/metrics lacks the connect-time sum")
+	}
+}
