@@ -65,21 +65,23 @@ func poolView(p *pool.Pool) poolJSON {
 
 // api serves /api/v1.
 type api struct {
-	pools []*pool.Pool
-	log   *slog.Logger
+	pools  func() []*pool.Pool
+	config *ConfigState
+	log    *slog.Logger
 }
 
 func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools", a.listPools)
 	mux.HandleFunc("/api/v1/pools/{pool}", a.getPool)
 	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}/{action}", a.backendAction)
+	mux.HandleFunc("/api/v1/reload", a.reload)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
 	})
 }
 
 func (a *api) findPool(name string) *pool.Pool {
-	for _, p := range a.pools {
+	for _, p := range a.pools() {
 		if p.Name == name {
 			return p
 		}
@@ -92,7 +94,7 @@ func (a *api) listPools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := poolsJSON{Pools: []poolJSON{}}
-	for _, p := range a.pools {
+	for _, p := range a.pools() {
 		out.Pools = append(out.Pools, poolView(p))
 	}
 	writeJSON(w, http.StatusOK, out)

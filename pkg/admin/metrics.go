@@ -11,7 +11,11 @@ import (
 
 // Sources are what the metrics are read from.
 type Sources struct {
+	// Pools are the pools served; Live, when set, gives the current ones
+	// instead (a reload replaces them).
 	Pools  []*pool.Pool
+	Live   func() []*pool.Pool
+	Config *ConfigState // nil: no reloads (tests, an embedded handler)
 	Server *proxy.Server
 	Pipes  *splice.PipePool
 	// MaxConnections is the effective global cap.
@@ -66,7 +70,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descDials, descTrips, descProbeFailures, descStale, descActive, descBytes, descClientConns,
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
-		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered} {
+		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered,
+		descReloads, descConfigInfo} {
 		ch <- d
 	}
 	describeObservability(ch)
@@ -80,7 +85,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	for _, p := range c.src.Pools {
+	for _, p := range c.src.pools() {
 		for _, b := range p.Backends() {
 			st := b.Breaker()
 			gauge(descBackendUp, b01(b.Usable()), p.Name, b.Addr)
@@ -102,6 +107,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			collectConnectTimes(ch, p.Name, b)
 		}
 	}
+	c.src.Config.collect(gauge, counter)
 	if s := c.src.Server; s != nil {
 		for _, ls := range s.Stats() {
 			counter(descClientConns, ls.OK, ls.Name, "ok")

@@ -1,0 +1,73 @@
+package admin
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+func TestReloadRouteReturnsEveryErrorOrTheResult(t *testing.T) {
+	p := testPool(t)
+	cs := &ConfigState{}
+	cs.Loaded("abc123", time.Unix(1700000000, 0))
+	var fail bool
+	cs.Reload = func() (any, []string) {
+		if fail {
+			cs.Counted(false)
+			return nil, []string{"l4lb.toml:3: pool.p.retries: -1 is out of range", "l4lb.toml:9: listener[1].pool: unknown pool"}
+		}
+		cs.Counted(true)
+		cs.Loaded("def456", time.Unix(1700000100, 0))
+		return map[string]any{"result": "ok", "hash": "def456"}, nil
+	}
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Config: cs}, "", nil))
+	defer srv.Close()
+	post := func() (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/api/v1/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, v
+	}
+	fail = true
+	code, body := post()
+	if errs, _ := body["errors"].([]any); code != http.StatusBadRequest || len(errs) != 2 || !strings.Contains(errs[0].(string), "l4lb.toml:3") {
+		t.Fatalf("failed reload: %d %v, want 400 with both errors and their lines", code, body)
+	}
+	fail = false
+	if code, body := post(); code != http.StatusOK || body["hash"] != "def456" {
+		t.Fatalf("reload: %d %v, want 200 with the new hash", code, body)
+	}
+	if resp, err := http.Get(srv.URL + "/api/v1/reload"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /api/v1/reload: %v %v, want 405", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`l4lb_config_reloads_total{result="ok"} 1`,
+		`l4lb_config_reloads_total{result="failed"} 1`,
+		`l4lb_config_info{hash="def456"} 1.7000001e+09`,
+	} {
+		if !strings.Contains(string(metrics), "\n"+series+"\n") {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
