@@ -33,7 +33,9 @@ func Describe(fd int) (Inherited, error) {
 	}
 	in := Inherited{FD: fd}
 	switch {
-	case typ == unix.SOCK_STREAM && proto == unix.IPPROTO_TCP:
+	case typ == unix.SOCK_STREAM && (proto == unix.IPPROTO_TCP || proto == unix.IPPROTO_MPTCP):
+		// MPTCP: what Go's net.Listen opens where the kernel has it (the
+		// admin endpoint's socket); TCP to its clients.
 		in.Protocol = "tcp"
 	case typ == unix.SOCK_DGRAM && proto == unix.IPPROTO_UDP:
 		in.Protocol = "udp"
