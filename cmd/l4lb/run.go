@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
@@ -58,6 +59,9 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
 	}
+	// STATUS= and the watchdog, until the loops are gone (after the drain).
+	notifier := startSystemdNotifier(in.server, func() []*pool.Pool { return in.pools }, log)
+	defer notifier.stop()
 	if ready != nil {
 		ready(in)
 	}
@@ -70,6 +74,7 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 		log.Info("shutting down: draining open connections", "signal", sig.String(),
 			"open", in.server.Active(), "shutdown_timeout", cfg.Global.ShutdownTimeout.String())
 		sdnotify.Stopping()
+		notifier.draining()
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
 		cut, cutNow := context.WithCancelCause(context.Background())
