@@ -30,6 +30,9 @@ const (
 const (
 	HealthConnect    = "connect"
 	HealthSendExpect = "send-expect"
+	// HealthICMP (UDP pools, their default): one empty datagram that fails
+	// on an ICMP error (port or host unreachable) and passes otherwise.
+	HealthICMP = "icmp"
 )
 
 // Algorithms lists every accepted algorithm, in documentation order.
@@ -48,7 +51,7 @@ func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort}
 func Protocols() []string { return []string{ProtocolTCP, ProtocolUDP} }
 
 // HealthTypes lists the accepted [pool.NAME.health] type values.
-func HealthTypes() []string { return []string{HealthConnect, HealthSendExpect} }
+func HealthTypes() []string { return []string{HealthConnect, HealthSendExpect, HealthICMP} }
 
 // LogLevels lists the accepted [log] level values.
 func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }

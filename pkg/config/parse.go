@@ -251,8 +251,15 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	if maglevOK {
 		checkMaglevSize(t.c, t.keyOf("maglev_table_size"), p.MaglevTableSize, len(p.Backends))
 	}
-	if ht := t.sub("health"); ht != nil {
+	ht := t.sub("health")
+	if ht != nil {
 		decodeHealth(ht, &p.Health, use.protocol)
+	}
+	if use.protocol == ProtocolUDP && (ht == nil || !ht.written("type") && !ht.written("port")) {
+		// A UDP service need not answer anything l4lb knows to send, nor
+		// listen on TCP: by default its check is the one that needs
+		// neither, ICMP unreachable. (A health port says "connect".)
+		p.Health.Type = HealthICMP
 	}
 	if bt := t.sub("breaker"); bt != nil {
 		decodeBreaker(bt, &p.Breaker, use)
@@ -281,6 +288,9 @@ func decodeBackend(t *table) Backend {
 func decodeHealth(t *table, h *Health, protocol string) {
 	t.boolean("enabled", &h.Enabled)
 	typeKnown := t.oneOf("type", &h.Type, "health check type", HealthTypes())
+	if typeKnown && h.Type == HealthICMP && protocol != ProtocolUDP {
+		t.c.add(t.keyOf("type"), "\"icmp\" checks are for UDP pools (an empty datagram, failed by ICMP unreachable); a TCP pool checks with \"connect\" or \"send-expect\"")
+	}
 	connect := !typeKnown || h.Type == HealthConnect
 	sendExpect := !typeKnown || h.Type == HealthSendExpect
 	if !t.misplaced("port", connect, "only for type = \"connect\" checks: a send-expect check talks to the backend's own address") {

@@ -37,6 +37,12 @@ func (t *table) get(name string) (any, bool) {
 	return v, ok
 }
 
+// written reports whether the file sets name.
+func (t *table) written(name string) bool {
+	_, ok := t.m[name]
+	return ok
+}
+
 // writtenOr returns name when the file sets it, else other: a conflict
 // between two keys is reported where the operator wrote one of them.
 func (t *table) writtenOr(name, other string) string {

@@ -106,6 +106,7 @@ func TestParseReportsEachUDPProblem(t *testing.T) {
 		{"health type as a boolean", validBase + "[pool.web.health]\ntype = true #!\n", "pool.web.health.type", "must be a string, not the boolean true"},
 		{"health port out of range", validBase + "[pool.web.health]\nport = 65536 #!\n", "pool.web.health.port", "65536 is out of range: must be between 0 and 65535"},
 		{"negative health port", validUDP + "[pool.dns.health]\nport = -1 #!\n", "pool.dns.health.port", "-1 is out of range: must be between 0 and 65535"},
+		{"icmp checks on a tcp pool", validBase + "[pool.web.health]\ntype = \"icmp\" #!\n", "pool.web.health.type", `"icmp" checks are for UDP pools`},
 		{"health port with send-expect", validBase + "[pool.web.health]\ntype = \"send-expect\"\nport = 8081 #!\n", "pool.web.health.port", `only for type = "connect" checks: a send-expect check talks to the backend's own address`},
 		{"send with a connect check", validBase + "[pool.web.health]\ntype = \"connect\"\nsend = \"ping\" #!\n", "pool.web.health.send", onlySendExpect},
 		{"send with the default type", validBase + "[pool.web.health]\nsend = \"ping\" #!\n", "pool.web.health.send", onlySendExpect},
@@ -193,8 +194,23 @@ func TestUDPListenerDefaults(t *testing.T) {
 		t.Errorf("listener = %+v\nwant       %+v", got, want)
 	}
 	p := cfg.Pools["dns"]
-	if p.Protocol != "udp" || p.ReplyTimeout != 2*time.Second || p.Breaker.CountNoReply || p.Health.Type != "connect" || p.Health.Port != 0 {
-		t.Errorf("pool = %+v, want a udp pool with reply_timeout 2s, count_no_reply false, a connect check on the backend's port", *p)
+	if p.Protocol != "udp" || p.ReplyTimeout != 2*time.Second || p.Breaker.CountNoReply || p.Health.Type != "icmp" || p.Health.Port != 0 {
+		t.Errorf("pool = %+v, want a udp pool with reply_timeout 2s, count_no_reply false, icmp checks", *p)
+	}
+	// A health port without a type is a connect check on it; an explicit
+	// type stays.
+	for src, want := range map[string]string{
+		validUDP + "[pool.dns.health]\nport = 53\n":          HealthConnect,
+		validUDP + "[pool.dns.health]\ninterval = \"5s\"\n":  HealthICMP,
+		validUDP + "[pool.dns.health]\ntype = \"connect\"\n": HealthConnect,
+		validBase + "[pool.web.health]\ninterval = \"5s\"\n": HealthConnect,
+	} {
+		cfg := mustParse(t, src)
+		for _, p := range cfg.Pools {
+			if p.Health.Type != want {
+				t.Errorf("%s\n-> pool %s health type %q, want %q", src, p.Name, p.Health.Type, want)
+			}
+		}
 	}
 }
 

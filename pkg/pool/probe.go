@@ -24,6 +24,8 @@ import (
 //	udp       connect      TCP connect to host:port (port 0:   UDP refusal probe to addr
 //	                       the backend's own port)
 //	udp       send-expect  UDP send-expect to addr             UDP send-expect to addr
+//	udp       icmp         UDP refusal probe to addr           UDP refusal probe to addr
+//	                       (the UDP default)
 
 // checkKinds rejects a protocol or health type the pool cannot check; ""
 // is the default (tcp, connect), for pools built without the parser.
@@ -34,9 +36,12 @@ func checkKinds(cfg *config.Pool) error {
 		return fmt.Errorf("pool %s: unknown protocol %q", cfg.Name, cfg.Protocol)
 	}
 	switch cfg.Health.Type {
-	case "", config.HealthConnect, config.HealthSendExpect:
+	case "", config.HealthConnect, config.HealthSendExpect, config.HealthICMP:
 	default:
 		return fmt.Errorf("pool %s: unknown health check type %q", cfg.Name, cfg.Health.Type)
+	}
+	if cfg.Health.Type == config.HealthICMP && cfg.Protocol != config.ProtocolUDP {
+		return fmt.Errorf("pool %s: icmp health checks are for UDP pools", cfg.Name)
 	}
 	if cfg.Health.Port < 0 || cfg.Health.Port > 65535 {
 		return fmt.Errorf("pool %s: health port %d out of range", cfg.Name, cfg.Health.Port)
@@ -52,6 +57,8 @@ func (p *Pool) sendExpect() bool { return p.cfg.Health.Type == config.HealthSend
 func (p *Pool) healthCheck(b *Backend) health.Check {
 	h := p.cfg.Health
 	switch {
+	case h.Type == config.HealthICMP:
+		return health.UDPRefusalCheck(nil, b.Addr, dialer.IsLocal)
 	case p.sendExpect() && p.udp():
 		return health.UDPSendExpectCheck(nil, b.Addr, h.Send, h.Expect, dialer.IsLocal)
 	case p.sendExpect():
