@@ -17,8 +17,12 @@ import (
 // pool with the pool package's own constructor, which is the last word on
 // what can be built (a consistent-hash ring too large, say). Both commands
 // go through here, so what check accepts, run can build. Pools come back
-// in cfg.PoolNames order; nothing runs until Pool.Run.
-func buildPools(cfg *config.Config, deps pool.Deps) ([]*pool.Pool, error) {
+// in cfg.PoolNames order; nothing runs until Pool.Run. previous holds the
+// running pools by name when a reload builds the next ones (nil at start):
+// each new pool carries its backends' state from the pool it replaces.
+// initialHealth, by pool, is an upgrade's health per backend identity
+// (pool.Deps.InitialHealth; nil otherwise).
+func buildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Pool, initialHealth map[string]map[string]bool) ([]*pool.Pool, error) {
 	host, err := thisHost()
 	if err != nil {
 		return nil, err
@@ -28,6 +32,8 @@ func buildPools(cfg *config.Config, deps pool.Deps) ([]*pool.Pool, error) {
 	}
 	pools := make([]*pool.Pool, 0, len(cfg.PoolNames))
 	for _, name := range cfg.PoolNames {
+		deps.Previous = previous[name]
+		deps.InitialHealth = initialHealth[name]
 		p, err := pool.New(cfg.Pools[name], deps)
 		if err != nil {
 			return nil, cfg.PoolError(name, err)
@@ -47,7 +53,7 @@ func frontends(cfg *config.Config, pools map[string]*pool.Pool) []proxy.Frontend
 		switch l.Protocol {
 		case config.ProtocolUDP:
 			f.SessionTimeout, f.MaxSessions = l.SessionTimeout, l.MaxSessions
-			f.Responses, f.Requests = l.Responses, l.Requests
+			f.Responses, f.Requests, f.ReuseSockets = l.Responses, l.Requests, l.ReuseSockets
 		default:
 			f.Backlog = l.Backlog
 		}

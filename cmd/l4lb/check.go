@@ -64,7 +64,7 @@ func summary(cfg *config.Config) string {
 // checkBuild builds cfg's pools as run would and drops them: they never
 // ran, so there is nothing to stop.
 func checkBuild(cfg *config.Config) error {
-	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	return err
 }
 

@@ -53,7 +53,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			backends = append(backends, b)
 		}
 	}
-	return serveUntilSignal(cfg, log, func(in *instance) { demoIntro(stdout, cfg, backends) })
+	return serveUntilSignal(cfg, *path, log, func(in *instance) { demoIntro(stdout, cfg, backends) })
 }
 
 // demoIntro shows the balancer working (one request per backend of the

@@ -18,20 +18,42 @@ import (
 type instance struct {
 	log    *slog.Logger
 	pipes  *splice.PipePool
-	pools  []*pool.Pool
+	store  breaker.Store
+	loops  int
 	server *proxy.Server
 	admin  *admin.Server
 	access *accesslog.Log // nil: access log off
-	budget fdBudget
 
-	stopPools context.CancelFunc
-	poolsDone sync.WaitGroup
+	// What a reload replaces (reload.go), under mu.
+	mu     sync.Mutex
+	cfg    *config.Config
+	pools  []*pool.Pool
+	budget fdBudget
+	// config is the running file as the admin endpoint shows it, and the
+	// way to reload it (path set: the file reload re-reads).
+	config   *admin.ConfigState
+	path     string
+	reloadMu sync.Mutex
+
+	// stopPools stops the running pools' breakers and health checks;
+	// stopBackground the rest (memory trimming).
+	stopPools      context.CancelFunc
+	stopBackground context.CancelFunc
+	poolsDone      sync.WaitGroup
 }
 
 // start builds everything from cfg and starts serving. On error nothing is
 // left running.
 func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
-	in = &instance{log: log}
+	return startInherited(cfg, log, noInheritance())
+}
+
+// startInherited is start on what this process inherited (inherit.go):
+// listening sockets served instead of bound, and an upgrade's breaker
+// state and health. Inherited sockets nothing takes are closed.
+func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in *instance, err error) {
+	in = &instance{log: log, cfg: cfg, config: &admin.ConfigState{}}
+	defer inh.closeRest(log)
 	defer func() {
 		if err != nil {
 			in.stop()
@@ -58,7 +80,11 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	})
 
 	// The same build step as check, so check accepts nothing run refuses.
-	in.pools, err = buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), Logger: log})
+	store := breaker.NewMemoryStore(nil)
+	inh.restoreStore(store, log)
+	in.store = store
+	in.loops = loops
+	in.pools, err = buildPools(cfg, pool.Deps{Store: in.store, Logger: log}, nil, inh.initialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
@@ -67,11 +93,14 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 		byName[p.Name] = p
 	}
 
+	fronts := frontends(cfg, byName)
+	inh.frontends(fronts, log)
 	in.server, err = proxy.New(proxy.Config{
-		Frontends: frontends(cfg, byName), Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
+		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
 		IsLocal: hostAddrs(), Logger: log,
 	})
 	if err != nil {
+		closeUntaken(fronts)
 		return in, err
 	}
 	if err = in.startAccessLog(cfg.Log, loops); err != nil {
@@ -79,21 +108,25 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 	}
 
 	if cfg.Admin.Listen != "" {
-		src := admin.Sources{Pools: in.pools, Server: in.server, Pipes: in.pipes,
+		src := admin.Sources{Live: in.livePools, Config: in.config, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}
 		src.Version = buildVersion()
-		if in.admin, err = admin.Start(cfg.Admin, src, log); err != nil {
+		in.config.Reload = in.reloadForAPI
+		if ln := inh.adminListener(cfg.Admin.Listen, log); ln != nil {
+			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)
+		} else {
+			in.admin, err = admin.Start(cfg.Admin, src, log)
+		}
+		if err != nil {
 			return in, err
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	in.stopPools = cancel
-	for _, p := range in.pools {
-		in.poolsDone.Go(func() { p.Run(ctx) })
-	}
+	in.runPools(in.pools)
+	bg, stopBG := context.WithCancel(context.Background())
+	in.stopBackground = stopBG
 	trim := newMemoryTrimmer(log)
-	in.poolsDone.Go(func() { trim.run(ctx) })
+	in.poolsDone.Go(func() { trim.run(bg) })
 	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
 		"max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
@@ -121,10 +154,16 @@ func (in *instance) stop() {
 		in.server.Shutdown(ctx)
 	}
 	in.stopAccessLog()
-	if in.stopPools != nil {
-		in.stopPools()
-		in.poolsDone.Wait()
+	in.mu.Lock()
+	stopPools := in.stopPools
+	in.mu.Unlock()
+	if stopPools != nil {
+		stopPools()
 	}
+	if in.stopBackground != nil {
+		in.stopBackground()
+	}
+	in.poolsDone.Wait()
 	if in.admin != nil {
 		in.admin.Close()
 	}

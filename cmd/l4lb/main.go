@@ -5,6 +5,7 @@
 //	l4lb -config FILE          run (same as: l4lb run -config FILE)
 //	l4lb check -config FILE    validate the file as run would, print every error
 //	l4lb demo [-config FILE]   local TCP and UDP echo backends behind the balancer
+//	l4lb upgrade -pidfile FILE the running l4lb replaces itself with the executable on disk
 //	l4lb version               (also -version, --version)
 //	l4lb help                  (also -h, -help, --help)
 package main
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args, stdout, stderr)
 	case "demo":
 		return cmdDemo(args, stdout, stderr)
+	case "upgrade":
+		return cmdUpgrade(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n", cmd)
 		usage(stderr)
@@ -54,21 +57,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // usage is the command's help: every subcommand with its flags.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `l4lb is an L4 (TCP) load balancer.
+	fmt.Fprint(w, `l4lb is an L4 (TCP and UDP) load balancer.
 
 usage:
-  l4lb [run] -config FILE    run the load balancer until SIGTERM or SIGINT
-                             (SIGHUP is logged and ignored until reload exists)
+  l4lb [run] -config FILE    run the load balancer until SIGTERM or SIGINT;
+                             SIGHUP reloads FILE in place
   l4lb check -config FILE    validate FILE as run would, without serving:
                              print every error with its line; exit 1 on any
   l4lb demo [-config FILE]   start local echo backends (TCP and UDP) and the balancer
                              on FILE (default: config.toml); Ctrl-C stops it
+  l4lb upgrade -pidfile FILE the running l4lb (run -pidfile FILE; or -pid PID,
+                             or $MAINPID) starts the executable now at its path
+                             with its sockets and state, then drains and exits
+                             (SIGUSR2 does the same); waits for the outcome
   l4lb version               print the version (also: -version, --version)
   l4lb help                  print this text (also: -h, -help, --help)
 
 flags:
   -config FILE               the TOML configuration; config.toml in the
                              repository is the commented reference of every key
+  -pidfile FILE              run: write the pid there (upgrade finds it there)
+  -upgrade-timeout D         run: how long an upgrade waits for the new process
+                             to serve before killing it (default 1m)
   -h                         after a command: that command's usage
 
 exit status: 0 success, 1 a bad configuration or a failed start,

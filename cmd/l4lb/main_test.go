@@ -269,17 +269,40 @@ func TestShutdownTimeoutClosesTheRest(t *testing.T) {
 	}
 }
 
-func TestSIGHUPIsNotFatal(t *testing.T) {
+func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	b := testnet.StartBackend(t, "b", "")
+	c := testnet.StartBackend(t, "c", "")
 	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "")
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same listener, the pool now on backend c only.
+	next := strings.Replace(string(text), b.Addr, c.Addr, 1)
+	if err := os.WriteFile(path, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p.signal(t, syscall.SIGHUP)
-	testnet.Eventually(t, "the SIGHUP log line", func() bool {
-		return strings.Contains(p.stderr.String(), "reload not supported yet")
+	testnet.Eventually(t, "new clients to reach backend c", func() bool {
+		tag, err := testnet.Hello(listen, "")
+		return err == nil && tag == "c"
 	})
-	if tag, err := testnet.Hello(listen, ""); err != nil || tag != "b" {
-		t.Fatalf("after SIGHUP: %q %v, want still serving", tag, err)
+	if !strings.Contains(p.stderr.String(), "configuration reloaded") {
+		t.Errorf("no reload log line:\n%s", p.stderr.String())
+	}
+	// A broken file: every error logged with its line, the running
+	// configuration stays.
+	if err := os.WriteFile(path, []byte(next+"[pool.p.health]\nrise = -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(t, syscall.SIGHUP)
+	testnet.Eventually(t, "the failed reload's log line", func() bool {
+		return strings.Contains(p.stderr.String(), "reload failed") && strings.Contains(p.stderr.String(), "rise")
+	})
+	if tag, err := testnet.Hello(listen, ""); err != nil || tag != "c" {
+		t.Fatalf("after a failed reload: %q %v, want still serving from c", tag, err)
 	}
 	p.signal(t, syscall.SIGINT)
 	if code := p.wait(t); code != 0 {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
@@ -24,6 +23,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file")
+	fs.StringVar(&runUpgrade.pidfile, "pidfile", "", "write the pid here (l4lb upgrade -pidfile finds the process by it)")
+	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", defaultUpgradeTimeout, "how long an upgrade waits for the new process to serve")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -38,29 +39,35 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log := newLogger(cfg.Log, stderr)
-	return serveUntilSignal(cfg, log, nil)
+	runUpgrade.inherited = takeInheritance(log)
+	return serveUntilSignal(cfg, *path, log, nil)
 }
 
-// serveUntilSignal runs cfg until SIGTERM or SIGINT, then drains for up to
-// shutdown_timeout (a second signal cuts the drain short) and returns the
-// exit code. ready, if set, is called once l4lb accepts connections.
-func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance)) int {
+// serveUntilSignal runs cfg (read from path) until SIGTERM or SIGINT, then
+// drains for up to shutdown_timeout (a second signal cuts the drain short)
+// and returns the exit code. SIGHUP reloads path. ready, if set, is called
+// once l4lb accepts connections.
+func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready func(*instance)) int {
 	// Subscribe before listening so no early signal takes the default
 	// action (which for SIGHUP would kill the process).
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	in, err := start(cfg, log)
+	up, inh := runUpgrade.take(log)
+	defer up.exiting()
+	in, err := startInherited(cfg, log, inh)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
+	in.useFile(path)
+	up.started(inh)
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
 	}
 	// STATUS= and the watchdog, until the loops are gone (after the drain).
-	notifier := startSystemdNotifier(in.server, func() []*pool.Pool { return in.pools }, log)
+	notifier := startSystemdNotifier(in.server, in.livePools, log)
 	defer notifier.stop()
 	if ready != nil {
 		ready(in)
@@ -68,13 +75,26 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
-			log.Warn("SIGHUP received: reload not supported yet; the running configuration stays")
+			in.reload() // logs what it did, or every error
 			continue
 		}
-		log.Info("shutting down: draining open connections", "signal", sig.String(),
-			"open", in.server.Active(), "shutdown_timeout", cfg.Global.ShutdownTimeout.String())
-		sdnotify.Stopping()
-		notifier.draining()
+		if sig == syscall.SIGUSR2 {
+			handed, stop := up.attempt(in, sigs, notifier.stop) // upgrade.go
+			if handed {
+				log.Info("handed over: draining open connections", "open", in.server.Active(),
+					"shutdown_timeout", cfg.Global.ShutdownTimeout.String())
+			}
+			if !handed && stop == nil {
+				continue
+			}
+			sig = stop
+		}
+		if sig != nil {
+			log.Info("shutting down: draining open connections", "signal", sig.String(),
+				"open", in.server.Active(), "shutdown_timeout", cfg.Global.ShutdownTimeout.String())
+			sdnotify.Stopping()
+			notifier.draining()
+		}
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
 		cut, cutNow := context.WithCancelCause(context.Background())
@@ -84,7 +104,7 @@ func serveUntilSignal(cfg *config.Config, log *slog.Logger, ready func(*instance
 			for {
 				select {
 				case s := <-sigs:
-					if s != syscall.SIGHUP {
+					if s != syscall.SIGHUP && s != syscall.SIGUSR2 {
 						cutNow(&secondSignal{sig: s, open: in.server.Active()})
 						return
 					}

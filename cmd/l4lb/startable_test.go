@@ -90,7 +90,7 @@ func checkAccepts(src string) (*config.Config, error) {
 // the admin endpoint on exactly its address), failing when any of it fails.
 func mustStart(t testing.TB, cfg *config.Config, src string) {
 	t.Helper()
-	if _, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}); err != nil {
+	if _, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil); err != nil {
 		t.Fatalf("check accepted a file whose pools do not build: %v\n%s", err, src)
 	}
 	var open []io.Closer
@@ -192,7 +192,7 @@ func TestBuildPoolsReportsWhatOnlyThePoolSees(t *testing.T) {
 	p.RingVnodes = config.MaxRingVnodes
 	p.Backends = []config.Backend{{Addr: "127.0.0.1:1", Weight: 256}, {Addr: "127.0.0.1:2", Weight: 256}}
 	cfg := &config.Config{Admin: config.Admin{}, Pools: map[string]*config.Pool{"p": p}, PoolNames: []string{"p"}}
-	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pool.p: run cannot build this pool:") || !strings.Contains(err.Error(), "ring too large") {
 		t.Fatalf("buildPools = %v, want the ring refused at pool.p", err)
 	}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+func handoffConfig(t *testing.T, web string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte(`[admin]
+listen = ""
+[[listener]]
+name = "l"
+bind = "127.0.0.1:8080"
+pool = "web"
+[pool.web]
+`+web+`
+[pool.dns]
+[[pool.dns.backend]]
+addr = "127.0.0.1:9053"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The state document carries breaker state and health from the running
+// pools to a fresh store and pool set: written, read back, restored, it
+// gives the same state, with cooldowns counted from the restore.
+func TestHandoffStateRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	cfg := handoffConfig(t, `[[pool.web.backend]]
+addr = "127.0.0.1:9001"
+id = "one"
+[[pool.web.backend]]
+addr = "127.0.0.1:9002"
+`)
+	store := breaker.NewMemoryStore(nil)
+	pools, err := buildPools(cfg, pool.Deps{Store: store}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Trip(ctx, "web/one", 0, 30*time.Second, 30*time.Second)
+	store.Disable(ctx, "web/127.0.0.1:9002")
+
+	var buf bytes.Buffer
+	if err := captureHandoff(store, pools).encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	doc := buf.String()
+	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":1`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %s:\n%s", want, doc)
+		}
+	}
+	st, err := decodeHandoff(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FromPID != os.Getpid() || st.FromVersion != versionString() {
+		t.Fatalf("from %d %q", st.FromPID, st.FromVersion)
+	}
+	fresh := breaker.NewMemoryStore(nil)
+	if err := st.restore(fresh); err != nil {
+		t.Fatal(err)
+	}
+	one, _ := fresh.Read(ctx, "web/one")
+	if !one.Open || one.Generation != 1 || one.Cooldown != 30*time.Second || one.CooldownLeft <= 25*time.Second {
+		t.Fatalf("web/one restored as %+v, want open at generation 1 with most of 30s left", one)
+	}
+	if two, _ := fresh.Read(ctx, "web/127.0.0.1:9002"); !two.Disabled || two.Open {
+		t.Fatalf("web/127.0.0.1:9002 restored as %+v, want disabled", two)
+	}
+	// Every backend starts as the old process saw it: up (health on, no
+	// check run yet), at the same address.
+	want := map[string]map[string]bool{
+		"web": {"one": true, "127.0.0.1:9002": true},
+		"dns": {"127.0.0.1:9053": true},
+	}
+	if got := st.initialHealth(cfg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("initial health %v, want %v", got, want)
+	}
+}
+
+// Health carries by pool and identity, and only at the same address: a
+// backend whose identity moved starts down (checked before use), one the
+// old process did not have is absent (up, as at any start), and the same
+// identity in another pool is that pool's own.
+func TestHandoffInitialHealth(t *testing.T) {
+	st := &handoffState{Health: []handoffHealth{
+		{Pool: "web", Backend: "one", Addr: "127.0.0.1:9001", Up: false},
+		{Pool: "web", Backend: "two", Addr: "127.0.0.1:9002", Up: true},
+		{Pool: "web", Backend: "moved", Addr: "127.0.0.1:9003", Up: true},
+		{Pool: "dns", Backend: "127.0.0.1:9053", Addr: "127.0.0.1:9053", Up: false},
+		{Pool: "gone", Backend: "x", Addr: "127.0.0.1:1", Up: true},
+	}}
+	cfg := handoffConfig(t, `[[pool.web.backend]]
+addr = "127.0.0.1:9001"
+id = "one"
+[[pool.web.backend]]
+addr = "127.0.0.1:9002"
+id = "two"
+[[pool.web.backend]]
+addr = "127.0.0.1:9013"
+id = "moved"
+[[pool.web.backend]]
+addr = "127.0.0.1:9004"
+id = "new"
+`)
+	want := map[string]map[string]bool{
+		"web": {"one": false, "two": true, "moved": false},
+		"dns": {"127.0.0.1:9053": false},
+	}
+	if got := st.initialHealth(cfg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("initial health %v, want %v", got, want)
+	}
+	var none *handoffState
+	if none.initialHealth(cfg) != nil {
+		t.Fatal("no state, yet health")
+	}
+}
+
+// A document this build cannot read is refused with an error that says
+// what is wrong with it.
+func TestHandoffStateRefusesBadDocuments(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"empty", "", "empty"},
+		{"not JSON", "READY 12\n", "not a JSON document"},
+		{"another format", `{"format":"tableflip","version":1}`, `format "tableflip"`},
+		{"a newer version", `{"format":"l4lb-upgrade-state","version":2,"whatever":[1]}`, "version 2, and this l4lb reads version 1 only"},
+		{"an older version", `{"format":"l4lb-upgrade-state","version":0}`, "version 0"},
+		{"an unknown key", `{"format":"l4lb-upgrade-state","version":1,"sessions":[]}`, `unknown field "sessions"`},
+		{"a wrong type", `{"format":"l4lb-upgrade-state","version":1,"breaker":{"key":"x"}}`, "cannot unmarshal"},
+		{"an open breaker at generation 0", `{"format":"l4lb-upgrade-state","version":1,"breaker":[{"key":"web/a","generation":0,"open":true,"cooldown":"1s","cooldown_left":"1s"}]}`, "open at generation 0"},
+		{"a bad duration", `{"format":"l4lb-upgrade-state","version":1,"breaker":[{"key":"web/a","generation":1,"open":true,"cooldown":"soon"}]}`, "breaker web/a: cooldown"},
+		{"health twice", `{"format":"l4lb-upgrade-state","version":1,"health":[{"pool":"p","backend":"a","addr":"x","up":true},{"pool":"p","backend":"a","addr":"x","up":false}]}`, "health of p/a twice"},
+		{"health without a pool", `{"format":"l4lb-upgrade-state","version":1,"health":[{"backend":"a","addr":"x","up":true}]}`, "without pool or backend"},
+		{"two documents", `{"format":"l4lb-upgrade-state","version":1} {}`, "not a JSON document"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeHandoff(strings.NewReader(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "upgrade state: ") {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A new process given a state document it cannot read still serves: its
+// sockets are taken over, breaker state and health start fresh, and the
+// log says so.
+func TestUpgradeInheritanceFallsBackToAFreshStart(t *testing.T) {
+	testnet.CheckLeaks(t)
+	socks, err := listener.Bind("l", "127.0.0.1:0", 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer socks.Close()
+	// The sockets on two consecutive fds, as an upgrade passes them.
+	first := -1
+	for base := 100; first < 0; base += 10 {
+		a, err := unix.FcntlInt(uintptr(socks.FDs[0]), unix.F_DUPFD_CLOEXEC, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := unix.FcntlInt(uintptr(socks.FDs[1]), unix.F_DUPFD_CLOEXEC, a+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == a+1 {
+			first = a
+			continue
+		}
+		unix.Close(a)
+		unix.Close(b)
+	}
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(pipe[1], []byte(`{"format":"l4lb-upgrade-state","version":7}`))
+	unix.Close(pipe[1])
+	t.Setenv(envUpgradeParent, strconv.Itoa(os.Getppid()))
+	t.Setenv(envUpgradeState, strconv.Itoa(pipe[0]))
+	t.Setenv(envUpgradeSockets, fmt.Sprintf("%d:2", first))
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	inh := takeInheritance(log)
+	if inh.from != "upgrade" || inh.state != nil {
+		t.Fatalf("from %q, state %v; want an upgrade with no state", inh.from, inh.state)
+	}
+	for _, want := range []string{"start fresh", "version 7, and this l4lb reads version 1 only"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if _, err := unix.FcntlInt(uintptr(pipe[0]), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("the state pipe is still open (%v)", err)
+	}
+	got := inh.sockets.Take("tcp", socks.Addr.String())
+	for _, fd := range got {
+		unix.Close(fd)
+	}
+	if len(got) != 2 || got[0] != first || got[1] != first+1 {
+		t.Fatalf("sockets taken: %v, want fds %d and %d", got, first, first+1)
+	}
+	for _, k := range []string{envUpgradeParent, envUpgradeState, envUpgradeSockets} {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Errorf("%s=%s left for processes this one starts", k, v)
+		}
+	}
+	// Not this process's parent: nothing is taken.
+	t.Setenv(envUpgradeParent, "1")
+	t.Setenv(envUpgradeSockets, fmt.Sprintf("%d:2", socks.FDs[0])) // never touched
+	logs.Reset()
+	if inh := takeInheritance(log); inh.from != "" || inh.sockets != nil {
+		t.Fatalf("took %+v from variables meant for another process", inh)
+	}
+	if !strings.Contains(logs.String(), "meant for another process") {
+		t.Errorf("log: %s", logs.String())
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/sdnotify"
+)
+
+// Reloading the configuration in place: SIGHUP, `systemctl reload` (which
+// sends it) and POST /api/v1/reload all come here. The new file is parsed,
+// checked and built aside; any error leaves the running configuration as
+// it is. Otherwise listeners and pools are swapped while serving
+// (proxy.Server.Reload, pool.Deps.Previous).
+
+// reloadResult is what a successful reload reports (the API's JSON).
+type reloadResult struct {
+	Result   string   `json:"result"`
+	Hash     string   `json:"hash"`
+	Kept     int      `json:"listeners_kept"`
+	Added    int      `json:"listeners_added"`
+	Removed  int      `json:"listeners_removed"`
+	Pools    int      `json:"pools"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// useFile tells the instance which file it runs, for reloads.
+func (in *instance) useFile(path string) {
+	in.path = path
+	if data, err := os.ReadFile(path); err == nil {
+		in.config.Loaded(fileHash(data), time.Now())
+	}
+}
+
+func fileHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// livePools are the pools served now (for the admin endpoint).
+func (in *instance) livePools() []*pool.Pool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.pools
+}
+
+// runPools starts the breakers and health checks of pools, and stops the
+// ones they replace.
+func (in *instance) runPools(pools []*pool.Pool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, p := range pools {
+		in.poolsDone.Go(func() { p.Run(ctx) })
+	}
+	in.mu.Lock()
+	old := in.stopPools
+	in.stopPools = cancel
+	in.mu.Unlock()
+	if old != nil {
+		old()
+	}
+}
+
+// reloadForAPI is the admin endpoint's reload.
+func (in *instance) reloadForAPI() (any, []string) {
+	res, errs := in.reload()
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return res, nil
+}
+
+// reload applies the configuration file anew. It returns every error
+// (each with its line for file errors) when the running configuration
+// stays.
+func (in *instance) reload() (reloadResult, []string) {
+	in.reloadMu.Lock()
+	defer in.reloadMu.Unlock()
+	start := time.Now()
+	sdnotify.Reloading()
+	defer sdnotify.Ready()
+	res, errs := in.apply()
+	in.config.Counted(len(errs) == 0)
+	if len(errs) > 0 {
+		for _, e := range errs {
+			in.log.Error("reload failed: the running configuration stays", "file", in.path, "error", e)
+		}
+		return res, errs
+	}
+	for _, w := range res.Warnings {
+		in.log.Warn("reload: "+w, "file", in.path)
+	}
+	in.log.Info("configuration reloaded", "file", in.path, "hash", res.Hash[:12], "listeners_kept", res.Kept,
+		"listeners_added", res.Added, "listeners_removed", res.Removed, "pools", res.Pools,
+		"took", time.Since(start).Round(time.Microsecond).String())
+	return res, nil
+}
+
+func (in *instance) apply() (reloadResult, []string) {
+	var res reloadResult
+	if in.path == "" {
+		return res, []string{"no configuration file to reload (l4lb was started without one)"}
+	}
+	data, err := os.ReadFile(in.path)
+	if err != nil {
+		return res, []string{err.Error()}
+	}
+	cfg, err := config.Parse(in.path, data)
+	if err != nil {
+		return res, errorLines(err)
+	}
+	in.mu.Lock()
+	old, oldPools := in.cfg, in.pools
+	in.mu.Unlock()
+	res.Warnings = needsRestart(old, cfg)
+
+	previous := make(map[string]*pool.Pool, len(oldPools))
+	for _, p := range oldPools {
+		previous[p.Name] = p
+	}
+	pools, err := buildPools(cfg, pool.Deps{Store: in.store, Logger: in.log}, previous, nil)
+	if err != nil {
+		return res, errorLines(err)
+	}
+	byName := make(map[string]*pool.Pool, len(pools))
+	for _, p := range pools {
+		byName[p.Name] = p
+	}
+	backends := 0
+	for _, p := range cfg.Pools {
+		backends += len(p.Backends)
+	}
+	budget := deriveBudget(nofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, adminConns(old.Admin), udpSessions(cfg))
+	st, err := in.server.Reload(frontends(cfg, byName), budget.MaxConnections)
+	if err != nil {
+		return res, []string{err.Error()}
+	}
+
+	// Serving the new configuration: its pools' checks start (a backend
+	// the reload added is down until they pass), the old ones' stop.
+	in.runPools(pools)
+	in.mu.Lock()
+	in.cfg, in.pools, in.budget = cfg, pools, budget
+	in.mu.Unlock()
+	hash := fileHash(data)
+	in.config.Loaded(hash, time.Now())
+	res = reloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
+		Pools: len(pools), Warnings: res.Warnings}
+	return res, nil
+}
+
+// errorLines splits a configuration error into its problems, one per
+// line as `l4lb check` prints them.
+func errorLines(err error) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// needsRestart lists the changes a reload does not apply: they take an
+// upgrade (l4lb upgrade) or a restart.
+func needsRestart(old, cfg *config.Config) []string {
+	var w []string
+	note := func(key string, changed bool) {
+		if changed {
+			w = append(w, fmt.Sprintf("%s changed: it applies at the next upgrade or restart; the running value stays", key))
+		}
+	}
+	note("[global] event_loops", old.Global.EventLoops != cfg.Global.EventLoops)
+	note("[global] pipe_size", old.Global.PipeSize != cfg.Global.PipeSize)
+	note("[admin]", old.Admin != cfg.Admin)
+	note("[log]", old.Log != cfg.Log)
+	oldBacklog := map[string]int{}
+	for _, l := range old.Listeners {
+		oldBacklog[l.Bind] = l.Backlog
+	}
+	for _, l := range cfg.Listeners {
+		if b, ok := oldBacklog[l.Bind]; ok && b != l.Backlog && l.Protocol != config.ProtocolUDP {
+			note(fmt.Sprintf("listener %q backlog", l.Name), true)
+		}
+	}
+	return w
+}
