@@ -122,6 +122,12 @@ func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (
 				}
 				return false, nil
 			}
+			select {
+			case <-child.exited: // said it serves, then died: keep serving
+				fail("the new process exited right after it said it was ready", "status", exitStatus(child.status))
+				return false, nil
+			default:
+			}
 			u.log.Info("upgrade: the new process serves; this one stops accepting and drains",
 				"new_pid", child.pid, "took", time.Since(start).Round(time.Millisecond).String())
 			// systemd follows the new process; this one says nothing more.
