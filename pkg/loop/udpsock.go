@@ -122,8 +122,10 @@ func (u *udpSock) readAll() {
 }
 
 // relay sends the n datagrams of a batch on. Consecutive datagrams of one
-// established session (a client's burst) go with one sendmmsg on its
-// socket; the rest, and any a batch send could not take, one by one.
+// session (a client's burst) go together on its socket; a new session's
+// first datagram, and any a batch send could not take, go one by one. A
+// refusal the batch send finds (ICMP about an earlier datagram) is the
+// session's to act on, as for a single send (refusedRun).
 func (u *udpSock) relay(in *mmsgBatch, n int) {
 	if u.f.Settings().Requests > 0 {
 		// A session may retire in the middle of a burst: every datagram
@@ -137,10 +139,8 @@ func (u *udpSock) relay(in *mmsgBatch, n int) {
 	start := 0
 	for i := range n {
 		s := u.sessions[nameAddrPort(&in.names[i])]
-		if s != nil && s != run && (!s.backend.Usable() || s.dial != nil) {
-			// Moving on, or the first datagram still unanswered (its
-			// refusal must move the rest with it): one by one.
-			s = nil
+		if s != nil && s != run && !s.backend.Usable() {
+			s = nil // moving on: the one-by-one path re-picks
 		}
 		if s != run {
 			u.sendRun(in, run, start, i)
