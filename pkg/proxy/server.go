@@ -168,24 +168,36 @@ func (s *Server) open(fc Frontend) (*bound, error) {
 // attach hands each loop its socket of b: directly before the loops
 // start, through the loop (Do) when live.
 func (s *Server) attach(b *bound, live bool) error {
-	on := func(l *loop.Loop, f func()) {
-		if live {
-			l.Do(f)
-		} else {
+	on := func(l *loop.Loop, f func()) error {
+		if !live {
 			f()
+			return nil
 		}
+		if !l.Do(f) {
+			return errors.New("proxy: the event loop has stopped")
+		}
+		return nil
 	}
 	if b.udp != nil {
-		return s.attachUDP(b, on)
+		return s.attachUDP(b, on, live)
 	}
 	f, socks := b.tcp, b.tcpSock
 	s.sh.ListenOn(uint16(socks.Addr.Port))
 	err := s.spread(socks.FDs, true, func(l *loop.Loop, fd int) (err error) {
-		on(l, func() { err = l.AddListener(fd, f.Front) })
+		if derr := on(l, func() { err = l.AddListener(fd, f.Front) }); derr != nil {
+			return derr // never registered: closed with the rest below
+		}
 		return err
 	})
 	if err != nil {
 		socks.Close()
+		if live {
+			// The loops that took a socket already accept on it: take it
+			// back, or they would serve a listener the server does not know.
+			for _, l := range s.loops {
+				l.Do(func() { l.DetachListener(f.Front) })
+			}
+		}
 	}
 	return err
 }

@@ -39,15 +39,22 @@ func (s *Server) openUDP(fc Frontend) (*bound, error) {
 	return &bound{udp: f, udpSock: socks}, nil
 }
 
-func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func())) error {
+func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func()) error, live bool) error {
 	f, socks := b.udp, b.udpSock
 	s.sh.ListenOn(uint16(socks.Addr.Port))
 	err := s.spread(socks.FDs, false, func(l *loop.Loop, fd int) (err error) {
-		on(l, func() { err = l.AddUDPListener(fd, f.UDPFront, f.local, f.wildcard) })
+		if derr := on(l, func() { err = l.AddUDPListener(fd, f.UDPFront, f.local, f.wildcard) }); derr != nil {
+			return derr // never registered: closed with the rest below
+		}
 		return err
 	})
 	if err != nil {
 		socks.Close()
+		if live {
+			for _, l := range s.loops {
+				l.Do(func() { l.DetachUDPListener(f.UDPFront) })
+			}
+		}
 		return err
 	}
 	f.Publish()
