@@ -44,6 +44,13 @@ func fileHash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// shutdownTimeout is the running configuration's (a reload may change it).
+func (in *instance) shutdownTimeout() time.Duration {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.cfg.Global.ShutdownTimeout
+}
+
 // livePools are the pools served now (for the admin endpoint).
 func (in *instance) livePools() []*pool.Pool {
 	in.mu.Lock()
@@ -143,7 +150,11 @@ func (in *instance) apply() (reloadResult, []string) {
 	}
 
 	// Serving the new configuration: its pools' checks start (a backend
-	// the reload added is down until they pass), the old ones' stop.
+	// the reload added is down until they pass), the old ones' stop; what
+	// still holds an old backend asks its successor whether it is usable.
+	for _, p := range oldPools {
+		p.HandOver(byName[p.Name])
+	}
 	in.runPools(pools)
 	in.mu.Lock()
 	in.cfg, in.pools, in.budget = cfg, pools, budget

@@ -82,7 +82,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			handed, stop := up.attempt(in, sigs, notifier.stop) // upgrade.go
 			if handed {
 				log.Info("handed over: draining open connections", "open", in.server.Active(),
-					"shutdown_timeout", cfg.Global.ShutdownTimeout.String())
+					"shutdown_timeout", in.shutdownTimeout().String())
 			}
 			if !handed && stop == nil {
 				continue
@@ -91,14 +91,14 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		}
 		if sig != nil {
 			log.Info("shutting down: draining open connections", "signal", sig.String(),
-				"open", in.server.Active(), "shutdown_timeout", cfg.Global.ShutdownTimeout.String())
+				"open", in.server.Active(), "shutdown_timeout", in.shutdownTimeout().String())
 			sdnotify.Stopping()
 			notifier.draining()
 		}
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
 		cut, cutNow := context.WithCancelCause(context.Background())
-		ctx, cancel := context.WithTimeout(cut, cfg.Global.ShutdownTimeout)
+		ctx, cancel := context.WithTimeout(cut, in.shutdownTimeout())
 		drained := make(chan struct{})
 		go func() {
 			for {

@@ -128,7 +128,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPipes, float64(ps.Busy()), "busy")
 		gauge(descPipes, float64(ps.Idle), "idle")
 	}
-	gauge(descClientsMax, float64(c.src.MaxConnections))
+	max := int64(c.src.MaxConnections)
+	if c.src.Server != nil {
+		max = c.src.Server.MaxConnections() // the cap now: a reload may change it
+	}
+	gauge(descClientsMax, float64(max))
 	if l := c.conns; l != nil {
 		gauge(descAdminOpen, float64(l.open.Load()))
 		gauge(descAdminMax, float64(l.max))

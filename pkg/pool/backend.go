@@ -59,7 +59,17 @@ type Backend struct {
 	usableSince atomic.Pointer[time.Time]
 
 	readmit readmission
+
+	// handedTo is the backend of the next pool that carries this one on
+	// after a reload (Pool.HandOver), or retired when the reload dropped
+	// it. This one's checks and breaker stop with its pool, so the
+	// connections and sessions still holding it ask the successor whether
+	// the backend is usable: none stays pinned to a backend that left.
+	handedTo atomic.Pointer[Backend]
 }
+
+// retired marks a backend a reload dropped (or moved to a new address).
+var retired = &Backend{}
 
 // counters are a backend's load and counts, carried across reloads.
 type counters struct {
@@ -91,7 +101,12 @@ func (b *Backend) HealthUp() bool { return b.health == nil || b.health.Up() }
 func (b *Backend) Breaker() breaker.State { return b.breaker.State() }
 
 // Usable reports enabled AND health-up AND breaker closed.
-func (b *Backend) Usable() bool { return b.HealthUp() && b.breaker.Allow() }
+func (b *Backend) Usable() bool {
+	if next := b.handedTo.Load(); next != nil {
+		return next != retired && next.Usable()
+	}
+	return b.HealthUp() && b.breaker.Allow()
+}
 
 // Dials returns how many dials of kind k succeeded and failed.
 func (b *Backend) Dials(k DialKind) (success, failure int64) {

@@ -84,3 +84,38 @@ func TestInitialHealthSeedsBackendsNotCarried(t *testing.T) {
 		t.Errorf("health states %v, want 1001 up (fresh start) and 1002 down (handed over)", got)
 	}
 }
+
+// After a reload the old pool's backends answer for their successors: a
+// backend the reload dropped, or moved to a new address, is not usable to
+// what still holds the old one (a UDP session moves on).
+func TestHandOverRetiresDroppedBackends(t *testing.T) {
+	store := breaker.NewMemoryStore(nil)
+	build := func(text string, prev *pool.Pool) *pool.Pool {
+		t.Helper()
+		p, err := pool.New(parse(t, text).Pools["p"], pool.Deps{Store: store, Previous: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := build(poolTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, "[pool.p.health]\nenabled = false\n"), nil)
+	next := build(poolTOML(t, []string{"127.0.0.1:1001"}, "[pool.p.health]\nenabled = false\n"), old)
+	kept, dropped := old.Backends()[0], old.Backends()[1]
+	old.HandOver(next)
+	if !kept.Usable() {
+		t.Error("a kept backend reads unusable through its old pool")
+	}
+	if dropped.Usable() {
+		t.Error("a backend the reload dropped still reads usable")
+	}
+	if err := next.Disable(context.Background(), next.Backends()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if kept.Usable() {
+		t.Error("the old pool's backend missed its successor's disable")
+	}
+	next.HandOver(nil) // the pool removed by a reload
+	if next.Backends()[0].Usable() {
+		t.Error("a backend of a removed pool still reads usable")
+	}
+}

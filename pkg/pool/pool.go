@@ -197,6 +197,20 @@ func (p *Pool) backend(identity string) *Backend {
 	return nil
 }
 
+// HandOver tells p's backends which backend of next, the pool replacing
+// p at a reload, carries each on (same identity at the same address), or
+// that it is gone; nil next: the reload removed the pool. Call it once
+// next serves, before p stops.
+func (p *Pool) HandOver(next *Pool) {
+	for _, b := range p.backends {
+		if n := next.backend(b.ID); n != nil && n.Addr == b.Addr {
+			b.handedTo.Store(n)
+		} else {
+			b.handedTo.Store(retired)
+		}
+	}
+}
+
 // HealthStates reports each backend's health by identity (for an
 // upgrade's hand-off to the next process).
 func (p *Pool) HealthStates() map[string]bool {

@@ -230,6 +230,8 @@ func frontKey(fc Frontend) string {
 
 // Serve starts the event loops and returns at once.
 func (s *Server) Serve() {
+	s.reloadMu.Lock() // a reload reads served and closed
+	defer s.reloadMu.Unlock()
 	if s.served || s.closed {
 		return
 	}
@@ -261,6 +263,10 @@ func (s *Server) Addr(name string) (*net.TCPAddr, error) {
 
 // Loops is the number of event loops.
 func (s *Server) Loops() int { return len(s.loops) }
+
+// MaxConnections is the cap on client connections now (a reload may
+// change it).
+func (s *Server) MaxConnections() int64 { return s.sh.Max.Load() }
 
 // Active is the number of client connections being served now.
 func (s *Server) Active() int64 { return s.sh.Active.Load() }
@@ -295,10 +301,15 @@ func (s *Server) PathBytes() (spliced, copied int64) {
 // Shutdown stops accepting, waits for open connections to finish until
 // ctx is done, then resets what is left and stops the loops.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.closed {
+	// Under reloadMu: a reload under way finishes first (its listeners are
+	// then closed with the rest), and none starts after.
+	s.reloadMu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.reloadMu.Unlock()
+	if closed {
 		return nil
 	}
-	s.closed = true
 	if !s.served {
 		s.release()
 		return nil
