@@ -175,6 +175,25 @@ func connectUDP(ap netip.AddrPort) (int, error) {
 	return fd, nil
 }
 
+// sentRun accounts datagrams [from, to) of a batch sent together (no
+// `requests` limit: relay sends bursts only without one).
+func (s *session) sentRun(in *mmsgBatch, from, to int) {
+	if from >= to {
+		return
+	}
+	u := s.u
+	total := int64(0)
+	for i := from; i < to; i++ {
+		total += int64(in.hdrs[i].Len)
+	}
+	n := int64(to - from)
+	u.dgToBackend += n
+	u.bytesToBackend += total
+	s.backend.Meter.ToBackend.Add(total)
+	u.touch(s)
+	s.requests += int(n)
+}
+
 // mayMove reports whether a session whose backend is out of rotation
 // should be re-picked. A force-try session (every backend was out) stays
 // while every backend still is: a new session would be another force-try,

@@ -138,8 +138,10 @@ func (u *udpSock) relay(in *mmsgBatch, n int) {
 	var run *session
 	start := 0
 	for i := range n {
-		s := u.sessions[nameAddrPort(&in.names[i])]
-		if s != nil && s != run && !s.backend.Usable() {
+		var s *session
+		if run != nil && i > start && in.names[i] == in.names[i-1] {
+			s = run // the burst goes on: same client, no lookup
+		} else if s = u.sessions[nameAddrPort(&in.names[i])]; s != nil && s != run && !s.backend.Usable() {
 			s = nil // moving on: the one-by-one path re-picks
 		}
 		if s != run {
@@ -177,9 +179,7 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 	if size, ok := gsoRun(in, from, to); ok && !s.noGSO {
 		err, unsupported := sendGSO(s.fd, out.iovs[:to-from], size)
 		if err == nil {
-			for i := from; i < to; i++ {
-				s.sent(int(in.hdrs[i].Len))
-			}
+			s.sentRun(in, from, to)
 			u.f.Bursts.Add(1)
 			return
 		}
@@ -197,9 +197,7 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 		}
 		sent = 0
 	}
-	for i := from; i < from+sent; i++ {
-		s.sent(int(in.hdrs[i].Len))
-	}
+	s.sentRun(in, from, from+sent)
 	for i := from + sent; i < to; i++ {
 		u.one(in, i) // finds the error and deals with it as a single send does
 	}
