@@ -1,0 +1,11 @@
+// Package accesslog writes the access log: one line per ended client
+// connection (listener, pool, client, backend, bytes each way, duration,
+// how it ended), as JSON or logfmt text, to standard error or to a file
+// reopened when rotation moves it.
+//
+// The event loops never format or write: each hands fixed-size records
+// to a lock-free ring of its own (pkg/loop), and one writer goroutine here
+// drains the rings, formats the lines and writes them whole. A ring that
+// is full drops the record and counts it, so a slow disk never holds up
+// the data path.
+package accesslog
