@@ -27,7 +27,7 @@ func Bind(name, addr string, backlog, n int) (*Sockets, error) {
 		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
 	}
 	if ap.Port() != 0 {
-		if err := checkUnused(ap); err != nil {
+		if err := checkUnused("tcp", ap); err != nil {
 			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, err)
 		}
 	}
@@ -55,33 +55,15 @@ func Bind(name, addr string, backlog, n int) (*Sockets, error) {
 }
 
 // Close closes every fd not yet handed over (set to -1 by its taker).
-func (s *Sockets) Close() {
-	for i, fd := range s.FDs {
-		if fd >= 0 {
-			unix.Close(fd)
-			s.FDs[i] = -1
-		}
-	}
-}
+func (s *Sockets) Close() { closeFDs(s.FDs) }
 
 func rawListen(ap netip.AddrPort, backlog int) (int, error) {
-	family, sa, err := sockaddrOf(ap)
+	fd, _, sa, fail, err := reusePortSocket(ap, unix.SOCK_STREAM, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, err
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		return -1, fmt.Errorf("socket: %w", err)
-	}
-	fail := func(what string, err error) (int, error) {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s: %w", what, err)
-	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fail("setsockopt SO_REUSEADDR", err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		return fail("setsockopt SO_REUSEPORT", err)
 	}
 	// Accepted sockets inherit TCP_NODELAY from their listener: small
 	// messages do not wait for Nagle behind a proxy, and no accept pays a
@@ -93,12 +75,6 @@ func rawListen(ap netip.AddrPort, backlog int) (int, error) {
 	// is relayed, instead of being read aside and lost.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
 		return fail("setsockopt SO_OOBINLINE", err)
-	}
-	if family == unix.AF_INET6 {
-		// "[::]:80" is IPv6 only, so it can sit beside "0.0.0.0:80".
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
-			return fail("setsockopt IPV6_V6ONLY", err)
-		}
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)

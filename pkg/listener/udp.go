@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -32,7 +31,7 @@ func BindUDP(name, addr string, n int) (*UDPSockets, error) {
 		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
 	}
 	if ap.Port() != 0 {
-		if err := checkUnusedUDP(ap); err != nil {
+		if err := checkUnused("udp", ap); err != nil {
 			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, err)
 		}
 	}
@@ -59,50 +58,12 @@ func BindUDP(name, addr string, n int) (*UDPSockets, error) {
 }
 
 // Close closes every fd not yet handed over (set to -1 by its taker).
-func (s *UDPSockets) Close() {
-	for i, fd := range s.FDs {
-		if fd >= 0 {
-			unix.Close(fd)
-			s.FDs[i] = -1
-		}
-	}
-}
-
-func checkUnusedUDP(addr netip.AddrPort) error {
-	network := "udp4"
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
-		network = "udp6"
-	}
-	c, err := net.ListenPacket(network, addr.String())
-	if err != nil {
-		if errors.Is(err, unix.EADDRINUSE) {
-			return fmt.Errorf("address already in use by another socket (another l4lb?): %w", err)
-		}
-		return err
-	}
-	return c.Close()
-}
+func (s *UDPSockets) Close() { closeFDs(s.FDs) }
 
 func rawUDP(ap netip.AddrPort, wildcard bool) (int, error) {
-	family, sa, err := sockaddrOf(ap)
+	fd, family, sa, fail, err := reusePortSocket(ap, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, err
-	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
-	if err != nil {
-		return -1, fmt.Errorf("socket: %w", err)
-	}
-	fail := func(what string, err error) (int, error) {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		return fail("setsockopt SO_REUSEPORT", err)
-	}
-	if family == unix.AF_INET6 {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
-			return fail("setsockopt IPV6_V6ONLY", err)
-		}
 	}
 	if wildcard {
 		if family == unix.AF_INET6 {

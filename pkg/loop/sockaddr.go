@@ -60,10 +60,7 @@ func ntohs(p uint16) uint16 {
 // it to ap. It returns the fd and the connect's error: nil or EINPROGRESS
 // mean under way.
 func connectTo(ap netip.AddrPort) (int, error) {
-	family := unix.AF_INET
-	if ap.Addr().Is6() {
-		family = unix.AF_INET6
-	}
+	family, sa := sockaddrFor(ap)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, err
@@ -79,12 +76,7 @@ func connectTo(ap netip.AddrPort) (int, error) {
 		return -1, err
 	}
 	for {
-		if family == unix.AF_INET {
-			err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
-		} else {
-			err = unix.Connect(fd, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
-		}
-		if err != unix.EINTR {
+		if err = unix.Connect(fd, sa); err != unix.EINTR {
 			break
 		}
 	}
@@ -93,6 +85,15 @@ func connectTo(ap netip.AddrPort) (int, error) {
 		return -1, err
 	}
 	return fd, err
+}
+
+// sockaddrFor is a backend's address (unmapped) as a socket address, with
+// its family.
+func sockaddrFor(ap netip.AddrPort) (int, unix.Sockaddr) {
+	if ap.Addr().Is6() {
+		return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	}
+	return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
 }
 
 // soError reads and clears a socket's pending error (the result of a

@@ -155,20 +155,12 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 // picks the source port, filters what comes back to ap's datagrams, and
 // reports ICMP errors about ap on this socket.
 func connectUDP(ap netip.AddrPort) (int, error) {
-	family := unix.AF_INET
-	if ap.Addr().Is6() {
-		family = unix.AF_INET6
-	}
+	family, sa := sockaddrFor(ap)
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, err
 	}
-	if family == unix.AF_INET {
-		err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
-	} else {
-		err = unix.Connect(fd, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
-	}
-	if err != nil {
+	if err = unix.Connect(fd, sa); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
