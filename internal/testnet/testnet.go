@@ -12,16 +12,34 @@ import (
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no earlier call in this process returned: the kernel may hand a
+// port just closed out again, and a test that asks for a listener's port
+// and a dead backend's port must not get the same one twice.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		handedMu.Lock()
+		fresh := !handed[port]
+		handed[port] = true
+		handedMu.Unlock()
+		if fresh {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// handed are the ports FreePort returned.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // FreeAddr is "127.0.0.1:PORT" with a free port.
 func FreeAddr(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
