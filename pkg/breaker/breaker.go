@@ -47,7 +47,19 @@ type Options struct {
 	StoreTimeout time.Duration
 	// Owner is this instance's probe-lock token. "": random.
 	Owner string
+	// Async keeps Done off the Store: a transition Done decides (a trip, a
+	// close) is handed to Run, which makes it against the Store. Set it
+	// when the Store is remote and Done runs on the data path, which must
+	// never wait on the network. Run must be running for such transitions
+	// to happen; Allow and Begin keep answering from the snapshot meanwhile.
+	Async bool
 }
+
+// asyncQueue bounds the transitions waiting for Run. They are rare (a trip,
+// a close per generation) and coalesced, so a full queue means Run is stuck
+// on an unreachable Store; a dropped trip is asked for again by the next
+// failure, a dropped close by the next success.
+const asyncQueue = 16
 
 // Attempt is what a dial captured before its connect: its kind and the
 // backend's generation at that moment.
@@ -79,7 +91,10 @@ type Breaker struct {
 	reads    atomic.Uint64 // Store reads and CAS calls issued: see publishRead
 	probing  atomic.Bool
 	probeNow atomic.Bool   // ProbeNow asked; Run clears it when it acts
-	wake     chan struct{} // ProbeNow wakes Run; buffered 1
+	wake     chan struct{} // ProbeNow and Store change notices wake Run; buffered 1
+
+	ops        chan func(context.Context) // Async transitions for Run
+	tripQueued atomic.Uint64              // generation+1 of the trip in ops; 0: none
 
 	mu       sync.Mutex // guards win and recovery
 	win      *window
@@ -130,6 +145,7 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 		log:   log,
 		win:   newWindow(cfg, opts.Now()),
 		wake:  make(chan struct{}, 1),
+		ops:   make(chan func(context.Context), asyncQueue),
 	}
 	b.snap.Store(&snapshot{readAt: opts.Now()})
 	ctx, cancel := b.storeCtx()

@@ -20,17 +20,38 @@ import (
 //     only.
 //   - open, g, client: the dial raced the trip (Allow said yes just before
 //     it); it is no post-trip evidence and is ignored.
-func (b *Breaker) Done(a Attempt, r Result) {
+//
+// With Options.Async the Store calls are made by Run instead, so Done never
+// waits on anything.
+func (b *Breaker) Done(a Attempt, r Result) { b.done(a, r, b.opts.Async) }
+
+// done is Done with the choice of making Store calls here (async false: the
+// caller may wait) or handing them to Run.
+func (b *Breaker) done(a Attempt, r Result, async bool) {
 	if f := b.opts.Events.Dial; f != nil {
 		f(b.key, a.Kind, r)
 	}
 	if r == Local {
 		return
 	}
+	b.judge(a, r, async)
+}
+
+func (b *Breaker) judge(a Attempt, r Result, async bool) {
 	s := b.snap.Load()
 	if a.Generation > s.Generation {
 		// Only possible when the attempt came from a fresher view than
 		// ours; catch up before judging it.
+		if async {
+			b.submit(func(ctx context.Context) {
+				if err := b.Refresh(ctx); err != nil {
+					b.log.Warn("breaker result dropped: store unreadable", "error", err)
+					return
+				}
+				b.judge(a, r, false)
+			})
+			return
+		}
 		ctx, cancel := b.storeCtx()
 		err := b.Refresh(ctx)
 		cancel()
@@ -54,18 +75,31 @@ func (b *Breaker) Done(a Attempt, r Result) {
 			b.debug("force-try result at a closed generation: counted only", a, r)
 			return
 		}
-		b.closedResult(a, r)
+		b.closedResult(a, r, async)
 		return
 	}
 	switch {
 	case a.Kind == KindClient:
 		b.debug("client result of an open generation ignored", a, r)
 	case r == Success:
-		b.recover(a)
+		b.recover(a, async)
 	case a.Kind == KindProbe:
 		b.reopen(a, s.Cooldown)
 	default: // failed force-try: counted by Events.Dial only (rule 6)
 		b.debug("force-try failed", a, r)
+	}
+}
+
+// submit hands a Store transition to Run (Options.Async). It never blocks:
+// with the queue full (Run stuck on an unreachable Store) the transition is
+// dropped, and the evidence that asked for it asks again.
+func (b *Breaker) submit(op func(ctx context.Context)) bool {
+	select {
+	case b.ops <- op:
+		return true
+	default:
+		b.log.Warn("breaker transition dropped: the store is not keeping up")
+		return false
 	}
 }
 
@@ -84,7 +118,7 @@ func (b *Breaker) debug(msg string, a Attempt, r Result) {
 }
 
 // closedResult is rule 1.
-func (b *Breaker) closedResult(a Attempt, r Result) {
+func (b *Breaker) closedResult(a Attempt, r Result, async bool) {
 	if r == Success && b.cfg.MinRatio <= 0 {
 		return // nothing to record: successes never clear the window
 	}
@@ -96,8 +130,26 @@ func (b *Breaker) closedResult(a Attempt, r Result) {
 	if !trip {
 		return
 	}
+	if async {
+		// One trip per generation waits for Run; the failures that follow
+		// it while it waits have nothing to add.
+		if b.tripQueued.Swap(a.Generation+1) == a.Generation+1 {
+			return
+		}
+		if !b.submit(func(ctx context.Context) { b.trip(ctx, a) }) {
+			b.tripQueued.Store(0)
+		}
+		return
+	}
 	ctx, cancel := b.storeCtx()
 	defer cancel()
+	b.trip(ctx, a)
+}
+
+// trip is rule 1's transition: open, if the Store is still at the
+// generation the failures were counted in.
+func (b *Breaker) trip(ctx context.Context, a Attempt) {
+	defer b.tripQueued.CompareAndSwap(a.Generation+1, 0)
 	nr := b.reads.Add(1)
 	st, ok, err := b.store.Trip(ctx, b.key, a.Generation, b.cfg.Cooldown, b.cfg.Cooldown)
 	if err != nil {
@@ -113,7 +165,7 @@ func (b *Breaker) closedResult(a Attempt, r Result) {
 }
 
 // recover is rule 3: a post-trip success of the current Open generation.
-func (b *Breaker) recover(a Attempt) {
+func (b *Breaker) recover(a Attempt, async bool) {
 	b.mu.Lock()
 	if b.recovery.gen != a.Generation {
 		b.recovery.gen, b.recovery.successes = a.Generation, 0
@@ -126,8 +178,17 @@ func (b *Breaker) recover(a Attempt) {
 			"successes", n, "needed", b.cfg.Successes)
 		return
 	}
+	if async {
+		b.submit(func(ctx context.Context) { b.close(ctx, a) })
+		return
+	}
 	ctx, cancel := b.storeCtx()
 	defer cancel()
+	b.close(ctx, a)
+}
+
+// close is rule 3's transition: the compare-and-delete in the Store.
+func (b *Breaker) close(ctx context.Context, a Attempt) {
 	// The decision is made against the Store, never the snapshot: if the
 	// generation moved (another instance re-opened or closed), no close.
 	nr := b.reads.Add(1)

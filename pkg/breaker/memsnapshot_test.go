@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -140,4 +141,32 @@ func TestMemorySnapshot_Validate(t *testing.T) {
 	if err := (MemorySnapshot{}).Validate(); err != nil {
 		t.Fatalf("an empty snapshot: %v", err)
 	}
+}
+
+// Mirror copies a shared store's report, never lowering a generation.
+func TestMemoryStore_Mirror(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := NewMemoryStore(nil)
+		if !s.Mirror("k", State{Generation: 3, Open: true, Cooldown: time.Minute, CooldownLeft: 20 * time.Second, Disabled: true}) {
+			t.Fatal("first report refused")
+		}
+		time.Sleep(5 * time.Second)
+		st, _ := s.Read(ctx, "k")
+		if !st.Open || st.Generation != 3 || st.Cooldown != time.Minute || st.CooldownLeft != 15*time.Second || !st.Disabled {
+			t.Fatalf("mirrored: %+v", st)
+		}
+		if s.Mirror("k", State{Generation: 2}) {
+			t.Fatal("an older report was taken")
+		}
+		if _, ok, _ := s.Close(ctx, "k", 3); !ok {
+			t.Fatal("the copy cannot decide on its own")
+		}
+		if !s.Mirror("k", State{Generation: 9}) {
+			t.Fatal("newer report refused")
+		}
+		if st, _ := s.Read(ctx, "k"); st != (State{Generation: 9}) {
+			t.Fatalf("after a closed report: %+v", st)
+		}
+	})
 }

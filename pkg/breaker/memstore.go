@@ -164,3 +164,29 @@ func (s *MemoryStore) Enable(ctx context.Context, key string) error {
 	delete(s.disabled, key)
 	return nil
 }
+
+// Mirror makes st the state of key, as a shared store reported it: a fleet
+// store keeps a MemoryStore as its local copy, to decide on alone while the
+// shared one is out of reach. A generation is never lowered (a report
+// older than what the copy holds changes nothing and Mirror returns
+// false); the cooldown runs out st.CooldownLeft from now on this store's
+// clock.
+func (s *MemoryStore) Mirror(key string, st State) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.Generation < s.gens[key] {
+		return false
+	}
+	s.gens[key] = st.Generation
+	if st.Open {
+		s.open[key] = openEntry{gen: st.Generation, cooldown: st.Cooldown, until: s.now().Add(st.CooldownLeft)}
+	} else {
+		delete(s.open, key)
+	}
+	if st.Disabled {
+		s.disabled[key] = struct{}{}
+	} else {
+		delete(s.disabled, key)
+	}
+	return true
+}

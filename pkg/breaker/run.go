@@ -14,14 +14,22 @@ import (
 func (b *Breaker) Run(ctx context.Context) {
 	var probes sync.WaitGroup
 	defer probes.Wait()
+	if n, ok := b.store.(Notifier); ok {
+		defer n.Watch(b.key, b.changed)()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case op := <-b.ops: // Async: a transition Done decided
+			octx, cancel := context.WithTimeout(ctx, b.opts.StoreTimeout)
+			op(octx)
+			cancel()
+			continue
 		case <-timer.C:
-		case <-b.wake: // ProbeNow; timer.Reset below discards the pending tick (Go 1.23 timers)
+		case <-b.wake: // ProbeNow or a Store change; timer.Reset below discards the pending tick (Go 1.23 timers)
 		}
 		if err := b.Refresh(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("breaker snapshot refresh failed", "error", err)
@@ -47,6 +55,16 @@ func (b *Breaker) Run(ctx context.Context) {
 			}
 		}
 		timer.Reset(wait)
+	}
+}
+
+// changed is the Notifier's call: the Store's state of this key changed
+// (another instance wrote it), so Run re-reads it now rather than at the
+// next refresh. It never blocks.
+func (b *Breaker) changed() {
+	select {
+	case b.wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -104,5 +122,5 @@ func (b *Breaker) probe(ctx context.Context, early bool) {
 	if ctx.Err() != nil {
 		r = Local // shutting down: the result says nothing about the backend
 	}
-	b.Done(a, r)
+	b.done(a, r, false) // the probe's own goroutine may wait on the Store
 }

@@ -50,3 +50,13 @@ type Store interface {
 	Disable(ctx context.Context, key string) error
 	Enable(ctx context.Context, key string) error
 }
+
+// Notifier is what a Store shared by several instances offers so that a
+// change made elsewhere reaches this instance at once rather than at its
+// next snapshot refresh. Breaker.Run watches its key when its Store is one.
+type Notifier interface {
+	// Watch calls changed whenever key may have changed (it must not
+	// block; it may be called spuriously), until the returned stop is
+	// called.
+	Watch(key string, changed func()) (stop func())
+}
