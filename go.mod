@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/redis/rueidis v1.0.79
 	golang.org/x/sys v0.50.0
 )
 

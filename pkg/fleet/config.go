@@ -1,0 +1,133 @@
+package fleet
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Config is the [cluster] section as the Store needs it.
+type Config struct {
+	// RedisURL is redis://[user:pass@]host:port[/db], rediss:// for TLS,
+	// or unix:///path.
+	RedisURL string
+	// PasswordFile, when set, holds the password (one trailing newline
+	// trimmed); it wins over the URL's, so the secret need not sit in the
+	// configuration file.
+	PasswordFile string
+	// TLS: a CA bundle to verify the server, a client certificate and
+	// key, and a name to verify instead of the URL's host. Any of them
+	// turns TLS on.
+	TLSCAFile, TLSCertFile, TLSKeyFile, TLSServerName string
+	// SentinelMaster, when set, makes RedisURL's host and SentinelAddrs
+	// Sentinels, asked for the master of this set (and again on failover).
+	SentinelMaster string
+	SentinelAddrs  []string
+	// KeyPrefix starts every key the fleet writes.
+	KeyPrefix string
+	// SyncInterval is the backstop: cached reads are served at most this
+	// long without the server, and the store is pinged this often.
+	SyncInterval time.Duration
+	// Timeout bounds one store operation; past it the instance decides
+	// locally until the store answers again.
+	Timeout time.Duration
+	// Instance names this instance to Redis (CLIENT SETNAME) and in logs.
+	Instance string
+}
+
+// Defaults of Config.
+const (
+	DefaultKeyPrefix    = "l4lb:"
+	DefaultSyncInterval = 2 * time.Second
+	DefaultTimeout      = 250 * time.Millisecond
+)
+
+func (c Config) withDefaults() Config {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}
+
+// clientOption builds rueidis' options: the URL, then the file-held
+// secrets and TLS material, then Sentinel.
+func (c Config) clientOption() (rueidis.ClientOption, error) {
+	if c.RedisURL == "" {
+		return rueidis.ClientOption{}, errors.New("cluster: redis_url is empty")
+	}
+	opt, err := rueidis.ParseURL(c.RedisURL)
+	if err != nil {
+		return opt, fmt.Errorf("cluster: redis_url: %w", err)
+	}
+	if c.PasswordFile != "" {
+		b, err := os.ReadFile(c.PasswordFile)
+		if err != nil {
+			return opt, fmt.Errorf("cluster: password_file: %w", err)
+		}
+		opt.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	}
+	if c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSServerName != "" {
+		if opt.TLSConfig == nil {
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			if len(opt.InitAddress) > 0 {
+				if host, _, err := net.SplitHostPort(opt.InitAddress[0]); err == nil {
+					opt.TLSConfig.ServerName = host
+				}
+			}
+		}
+		if c.TLSServerName != "" {
+			opt.TLSConfig.ServerName = c.TLSServerName
+		}
+		if c.TLSCAFile != "" {
+			pem, err := os.ReadFile(c.TLSCAFile)
+			if err != nil {
+				return opt, fmt.Errorf("cluster: tls_ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return opt, fmt.Errorf("cluster: tls_ca_file %s: no PEM certificate in it", c.TLSCAFile)
+			}
+			opt.TLSConfig.RootCAs = pool
+		}
+		if c.TLSCertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+			if err != nil {
+				return opt, fmt.Errorf("cluster: tls_cert_file/tls_key_file: %w", err)
+			}
+			opt.TLSConfig.Certificates = []tls.Certificate{cert}
+		}
+	}
+	if c.SentinelMaster != "" {
+		opt.Sentinel.MasterSet = c.SentinelMaster
+		opt.InitAddress = append(opt.InitAddress, c.SentinelAddrs...)
+		opt.Sentinel.TLSConfig = opt.TLSConfig
+		opt.Sentinel.Dialer.Timeout = max(c.Timeout, time.Second)
+		// A missed +switch-master would bind the client to a demoted
+		// master until restart: reconcile with the Sentinels too.
+		opt.Sentinel.TopologyRefreshInterval = max(c.SyncInterval, time.Second)
+	}
+	if c.Instance != "" {
+		opt.ClientName = "l4lb:" + c.Instance
+	}
+	// A dial or a stuck connection must be noticed in about the time an
+	// operation may take, not the kernel's minutes.
+	opt.Dialer.Timeout = max(c.Timeout, time.Second)
+	opt.ConnWriteTimeout = max(2*c.Timeout, time.Second)
+	// Breaker state is a few keys per backend; 128 MiB per connection
+	// (the default) would only be address space.
+	opt.CacheSizeEachConn = 4 << 20
+	return opt, nil
+}

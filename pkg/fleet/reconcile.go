@@ -1,0 +1,70 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// reconcile writes back every key this instance decided on alone while
+// Redis was out of reach, by one rule that never closes a breaker on stale
+// evidence:
+//
+//   - The key's generation becomes one above both the local and the Redis
+//     one. Every dial in flight on any instance captured a lower one, so
+//     none of their results can close anything after the merge (they are
+//     stale, rule 2), and neither side's snapshot is ever rolled back.
+//   - Open wins. A local trip (or re-open) is written back unless Redis is
+//     open already, in which case Redis keeps its own cooldown. A local
+//     close is re-checked: it stands only if Redis is closed too; an open
+//     entry in Redis stays open, and the next probe decides for the fleet.
+//   - A local disable is added; an enable is never made while apart
+//     (Store.Enable refuses), so none is merged.
+//
+// When Redis has lost its data (lost true: the fleet's marker key was
+// gone), every key the local copy knows is written back by the same rule
+// where Redis is now behind it, so no instance is left holding a breaker
+// open at a generation Redis will never reach.
+//
+// It runs with s.mu held, so no local decision races it, and returns how
+// many keys it merged before an error.
+func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, error) {
+	var keys []string
+	for key := range s.apart {
+		keys = append(keys, key)
+	}
+	if lost {
+		for _, e := range s.local.Snapshot().Entries {
+			if _, apart := s.apart[e.Key]; !apart {
+				keys = append(keys, e.Key)
+			}
+		}
+	}
+	merged := 0
+	for _, key := range keys {
+		_, apart := s.apart[key]
+		local, err := s.local.Read(ctx, key)
+		if err != nil {
+			return merged, err
+		}
+		mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		start := time.Now()
+		st, changed, err := r.merge(mctx, key, local, apart)
+		cancel()
+		if s.obs != nil {
+			s.obs("merge", time.Since(start), err)
+		}
+		if err != nil {
+			return merged, err
+		}
+		if changed {
+			s.log.Info("cluster store: merged a breaker state", "key", key, "decided_locally", apart,
+				"local_generation", local.Generation, "local_open", local.Open,
+				"generation", st.Generation, "open", st.Open)
+			merged++
+			s.reconciled.Add(1)
+		}
+		s.local.Mirror(key, st)
+		delete(s.apart, key)
+	}
+	return merged, nil
+}

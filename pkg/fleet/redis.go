@@ -1,0 +1,214 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+)
+
+// redisStore is breaker.Store on Redis, with no fallback: every error is
+// the caller's to handle (Store falls back to its local copy).
+type redisStore struct {
+	client rueidis.Client
+	ks     keyspace
+	// cacheTTL bounds how long a client-side cached read may be served
+	// without the server: the backstop should an invalidation be lost.
+	cacheTTL time.Duration
+
+	mu       sync.Mutex
+	ownWrite map[string]time.Time // keys written here lately: read past the cache
+}
+
+// ownWriteWindow is how long reads of a key this instance wrote skip the
+// client-side cache. The server's invalidation of our own write travels
+// behind the write's reply, so a read made at once could still be served
+// the old value; the breaker re-reads right after its own writes (a
+// disable must show at once, rule 5) and must see them.
+const ownWriteWindow = time.Second
+
+func (r *redisStore) wrote(key string) {
+	r.mu.Lock()
+	if r.ownWrite == nil {
+		r.ownWrite = map[string]time.Time{}
+	}
+	r.ownWrite[key] = time.Now().Add(ownWriteWindow)
+	r.mu.Unlock()
+}
+
+func (r *redisStore) justWrote(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.ownWrite[key]
+	if ok && time.Now().After(until) {
+		delete(r.ownWrite, key)
+		return false
+	}
+	return ok
+}
+
+var _ breaker.Store = (*redisStore)(nil)
+
+// readScript reads the state in one consistent step, bypassing the
+// client-side cache (Store uses it right after its own writes).
+var readScript = rueidis.NewLuaScriptReadOnly(stateLua + `return state(1)`)
+
+// Read implements breaker.Store. A closed breaker, the common case, is
+// answered from the client-side cache (GET of the counter, the open entry
+// and the disable) until the server invalidates one of those keys (another
+// instance wrote it) or cacheTTL runs out. An open one is read from the
+// server in one script: its cooldown left is the cooldown key's TTL there,
+// which no cache keeps current.
+func (r *redisStore) Read(ctx context.Context, key string) (breaker.State, error) {
+	if r.justWrote(key) {
+		return r.readFresh(ctx, key)
+	}
+	cmds := []rueidis.CacheableTTL{
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldGen)).Cache(), r.cacheTTL),
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldOpen)).Cache(), r.cacheTTL),
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldDisabled)).Cache(), r.cacheTTL),
+	}
+	res := r.client.DoMultiCache(ctx, cmds...)
+	var vals [3]string
+	var present [3]bool
+	for i, rr := range res {
+		v, err := rr.ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return breaker.State{}, err
+		default:
+			vals[i], present[i] = v, true
+		}
+	}
+	if present[1] {
+		return r.readFresh(ctx, key)
+	}
+	st := breaker.State{Disabled: present[2]}
+	if present[0] {
+		g, err := strconv.ParseUint(vals[0], 10, 64)
+		if err != nil {
+			return breaker.State{}, fmt.Errorf("%s: %w", r.ks.key(key, fieldGen), err)
+		}
+		st.Generation = g
+	}
+	return st, nil
+}
+
+// readFresh reads the state from the server, never the cache.
+func (r *redisStore) readFresh(ctx context.Context, key string) (breaker.State, error) {
+	st, _, err := decodeState(readScript.Exec(ctx, r.client, r.ks.state(key), nil))
+	return st, err
+}
+
+// decodeState reads a script's {ok, generation, open, cooldown_ms,
+// cooldown_left_ms, disabled}.
+func decodeState(rr rueidis.RedisResult) (breaker.State, bool, error) {
+	arr, err := rr.ToArray()
+	if err != nil {
+		return breaker.State{}, false, err
+	}
+	if len(arr) != 6 {
+		return breaker.State{}, false, fmt.Errorf("state script answered %d values, want 6", len(arr))
+	}
+	var n [6]int64
+	for i := range arr {
+		if n[i], err = arr[i].AsInt64(); err != nil {
+			return breaker.State{}, false, fmt.Errorf("state script value %d: %w", i, err)
+		}
+	}
+	st := breaker.State{Generation: uint64(n[1]), Open: n[2] == 1, Disabled: n[5] == 1}
+	if st.Open {
+		st.Cooldown = time.Duration(n[3]) * time.Millisecond
+		st.CooldownLeft = time.Duration(n[4]) * time.Millisecond
+	}
+	return st, n[0] == 1, nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// Trip implements breaker.Store.
+func (r *redisStore) Trip(ctx context.Context, key string, seen uint64, cooldown, ttl time.Duration) (breaker.State, bool, error) {
+	defer r.wrote(key)
+	return decodeState(tripScript.Exec(ctx, r.client, r.ks.state(key),
+		[]string{strconv.FormatUint(seen, 10), ms(cooldown), ms(ttl)}))
+}
+
+// Close implements breaker.Store.
+func (r *redisStore) Close(ctx context.Context, key string, gen uint64) (breaker.State, bool, error) {
+	defer r.wrote(key)
+	return decodeState(closeScript.Exec(ctx, r.client, r.ks.state(key), []string{strconv.FormatUint(gen, 10)}))
+}
+
+// Reopen implements breaker.Store.
+func (r *redisStore) Reopen(ctx context.Context, key string, gen uint64, cooldown, ttl time.Duration) (breaker.State, bool, error) {
+	defer r.wrote(key)
+	return decodeState(reopenScript.Exec(ctx, r.client, r.ks.state(key),
+		[]string{strconv.FormatUint(gen, 10), ms(cooldown), ms(ttl)}))
+}
+
+// AcquireProbe implements breaker.Store: SET NX PX with the owner's token.
+func (r *redisStore) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	err := r.client.Do(ctx, r.client.B().Set().Key(r.ks.key(key, fieldProbe)).Value(owner).
+		Nx().PxMilliseconds(max(ttl.Milliseconds(), 1)).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil // NX: someone holds it
+	}
+	return err == nil, err
+}
+
+// ReleaseProbe implements breaker.Store: only the owner's token deletes.
+func (r *redisStore) ReleaseProbe(ctx context.Context, key, owner string) error {
+	return releaseScript.Exec(ctx, r.client, []string{r.ks.key(key, fieldProbe)}, []string{owner}).Error()
+}
+
+// Disable implements breaker.Store.
+func (r *redisStore) Disable(ctx context.Context, key string) error {
+	defer r.wrote(key)
+	return r.client.Do(ctx, r.client.B().Set().Key(r.ks.key(key, fieldDisabled)).Value("1").Build()).Error()
+}
+
+// Enable implements breaker.Store.
+func (r *redisStore) Enable(ctx context.Context, key string) error {
+	defer r.wrote(key)
+	return r.client.Do(ctx, r.client.B().Del().Key(r.ks.key(key, fieldDisabled)).Build()).Error()
+}
+
+// merge applies the reconcile rule to key with the local copy's state:
+// always when the key was decided on locally (apart), else only where
+// Redis is behind the local copy (it lost its data). ok reports whether
+// Redis changed.
+func (r *redisStore) merge(ctx context.Context, key string, local breaker.State, apart bool) (breaker.State, bool, error) {
+	defer r.wrote(key)
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	return decodeState(mergeScript.Exec(ctx, r.client, r.ks.state(key), []string{
+		strconv.FormatUint(local.Generation, 10), flag(local.Open), ms(local.Cooldown), ms(local.CooldownLeft), flag(local.Disabled), flag(apart),
+	}))
+}
+
+// mark sets the fleet's marker key if it is absent and reports whether it
+// was: on a Redis that had it before, an absent marker means the data is
+// gone (a restart without persistence, a flush, a failover to an empty
+// replica), so the local copies must be written back.
+func (r *redisStore) mark(ctx context.Context) (fresh bool, err error) {
+	err = r.client.Do(ctx, r.client.B().Set().Key(r.ks.prefix+"fleet").Value("1").Nx().Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ping is one round trip, for the store's health.
+func (r *redisStore) ping(ctx context.Context) error {
+	return r.client.Do(ctx, r.client.B().Ping().Build()).Error()
+}

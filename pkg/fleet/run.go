@@ -1,0 +1,104 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// rejoinEvery is how often an instance apart from Redis tries it again.
+const rejoinEvery = 500 * time.Millisecond
+
+// Run checks Redis every SyncInterval while it answers (and at once when
+// the client reconnected), and while it does not tries it every half
+// second (or SyncInterval, if shorter), merging what was decided locally
+// meanwhile before any decision is Redis's again. It returns when ctx is
+// done, after closing the client.
+func (s *Store) Run(ctx context.Context) {
+	defer s.Shutdown()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.kick:
+		}
+		if s.up.Load() {
+			s.check(ctx)
+		} else if err := s.rejoin(ctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("cluster store still unreachable", "error", err)
+		}
+		next := s.cfg.SyncInterval
+		if !s.up.Load() {
+			next = min(next, rejoinEvery)
+		}
+		timer.Reset(next)
+	}
+}
+
+// errDataLost is why the Store leaves Redis when the fleet's marker key is
+// gone: the local copies must be merged back before Redis decides again.
+var errDataLost = errors.New("the store lost the fleet's state (a restart without persistence, a flush or a failover to an empty replica): merging local copies back")
+
+// check is the health ping while up: one SET NX of the fleet's marker,
+// which also tells whether Redis still has the fleet's data.
+func (s *Store) check(ctx context.Context) {
+	var fresh bool
+	ok, err := s.call(ctx, "ping", func(ctx context.Context, r *redisStore) (err error) {
+		fresh, err = r.mark(ctx)
+		return err
+	})
+	if ok && err == nil && fresh {
+		s.resync.Store(true)
+		s.lost("ping", errDataLost)
+	}
+}
+
+// Shutdown closes the Redis client; the Store then decides locally.
+func (s *Store) Shutdown() {
+	s.up.Store(false)
+	if r := s.remote.Swap(nil); r != nil {
+		r.client.Close()
+	}
+}
+
+// rejoin connects if need be, marks the fleet's data, merges every key
+// decided on locally (and every key, if Redis lost its data), and only then
+// lets Redis decide again. On an error the Store stays apart for the next
+// try; keys merged so far stay merged.
+func (s *Store) rejoin(ctx context.Context) error {
+	if err := s.connect(); err != nil {
+		return err
+	}
+	r := s.remote.Load()
+	if r == nil {
+		return errors.New("cluster store shut down")
+	}
+	mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	fresh, err := r.mark(mctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if fresh {
+		s.resync.Store(true)
+	}
+	s.mu.Lock()
+	lost := s.resync.Load()
+	merged, err := s.reconcile(ctx, r, lost)
+	if err == nil {
+		s.resync.Store(false)
+		s.up.Store(true)
+		s.synced()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("merge after %d keys: %w", merged, err)
+	}
+	s.log.Info("cluster store reachable: decisions are the fleet's", "merged_keys", merged, "store_was_empty", lost)
+	s.notifyAll()
+	return nil
+}

@@ -1,0 +1,337 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+)
+
+// ErrStoreDown is wrapped by the error of an operation the Store refuses to
+// make alone while Redis is out of reach: an enable made on one instance
+// only would be undone, or worse, spread, by the next merge.
+var ErrStoreDown = errors.New("the cluster store is unreachable")
+
+// Options are a Store's injected dependencies; every field is optional.
+type Options struct {
+	Logger *slog.Logger
+	// Observe is called after every Redis operation with its name (read,
+	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
+	// merge, ping), how long it took and its error.
+	Observe func(op string, took time.Duration, err error)
+}
+
+// Store is the breaker.Store of an instance in a fleet. While Redis answers
+// within Config.Timeout every decision is Redis's; while it does not, the
+// instance decides alone on its local copy, marks what it changed, and
+// merges that back when Redis answers again (reconcile.go). It never
+// blocks longer than Config.Timeout per call.
+type Store struct {
+	cfg Config
+	ks  keyspace
+	opt rueidis.ClientOption
+	log *slog.Logger
+	obs func(string, time.Duration, error)
+
+	remote atomic.Pointer[redisStore] // nil until the first connect
+	up     atomic.Bool
+	local  *breaker.MemoryStore
+	kick   chan struct{} // wakes Run when an operation lost Redis
+
+	// mu orders local decisions against the merge: a key decided on
+	// locally is in apart until the merge has written it back.
+	mu    sync.Mutex
+	apart map[string]struct{}
+
+	wmu      sync.Mutex
+	watchers map[string]map[*watch]struct{}
+
+	resync        atomic.Bool  // Redis lost its data: write every local key back
+	lastSync      atomic.Int64 // unix nanoseconds of the last answer from Redis
+	invalidations atomic.Uint64
+	reconciled    atomic.Uint64
+}
+
+type watch struct{ changed func() }
+
+var (
+	_ breaker.Store    = (*Store)(nil)
+	_ breaker.Notifier = (*Store)(nil)
+)
+
+// New builds the Store and tries to join Redis once, for at most about
+// cfg.Timeout (a second at least to dial). An unreachable Redis is no
+// error: the instance starts deciding locally, says so, and Run keeps
+// trying. Bad options are.
+func New(cfg Config, opts Options) (*Store, error) {
+	cfg = cfg.withDefaults()
+	s := &Store{
+		cfg:      cfg,
+		ks:       keyspace{prefix: cfg.KeyPrefix},
+		log:      opts.Logger,
+		obs:      opts.Observe,
+		local:    breaker.NewMemoryStore(nil),
+		kick:     make(chan struct{}, 1),
+		apart:    map[string]struct{}{},
+		watchers: map[string]map[*watch]struct{}{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	opt, err := cfg.clientOption()
+	if err != nil {
+		return nil, err
+	}
+	opt.OnInvalidations = s.invalidated
+	s.opt = opt
+	if err := s.rejoin(context.Background()); err != nil {
+		s.log.Warn("cluster store unreachable at start: deciding locally until it answers", "error", err)
+	}
+	return s, nil
+}
+
+// connect makes the client if there is none yet.
+func (s *Store) connect() error {
+	if s.remote.Load() != nil {
+		return nil
+	}
+	c, err := rueidis.NewClient(s.opt)
+	if err != nil {
+		return err
+	}
+	s.remote.Store(&redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval})
+	return nil
+}
+
+// Up reports whether decisions are Redis's right now.
+func (s *Store) Up() bool { return s.up.Load() }
+
+// SnapshotAge is how long ago Redis last answered this instance: how old
+// its view of the fleet's state may be.
+func (s *Store) SnapshotAge() time.Duration {
+	last := s.lastSync.Load()
+	if last == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, last))
+}
+
+// Invalidations counts the keys the server said another writer changed.
+func (s *Store) Invalidations() uint64 { return s.invalidations.Load() }
+
+// Reconciled counts keys merged back after an outage.
+func (s *Store) Reconciled() uint64 { return s.reconciled.Load() }
+
+func (s *Store) synced() { s.lastSync.Store(time.Now().UnixNano()) }
+
+// call runs op on Redis if the Store is up, bounded by the timeout; ok
+// false means the caller must decide locally (Redis is, or just went,
+// out of reach).
+func (s *Store) call(ctx context.Context, name string, op func(ctx context.Context, r *redisStore) error) (ok bool, err error) {
+	r := s.remote.Load()
+	if r == nil || !s.up.Load() {
+		return false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	start := time.Now()
+	err = op(rctx, r)
+	cancel()
+	if s.obs != nil {
+		s.obs(name, time.Since(start), err)
+	}
+	if err == nil {
+		s.synced()
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return true, err // the caller gave up: says nothing about Redis
+	}
+	s.lost(name, err)
+	return false, nil
+}
+
+// lost turns the Store to local decisions and wakes Run to keep trying.
+func (s *Store) lost(op string, err error) {
+	if s.up.CompareAndSwap(true, false) {
+		s.log.Warn("cluster store unreachable: deciding locally until it answers again", "op", op, "error", err)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// mirror keeps the local copy at what Redis said, except for keys decided
+// on locally and not merged yet: their local decision is what the merge
+// must see.
+func (s *Store) mirror(key string, st breaker.State) {
+	s.mu.Lock()
+	if _, ok := s.apart[key]; !ok {
+		s.local.Mirror(key, st)
+	}
+	s.mu.Unlock()
+}
+
+// decideLocally runs op on the local copy while the Store is down, marking
+// the key apart when op changed it. retry is true when Redis came back
+// meanwhile, so the caller asks Redis instead.
+func (s *Store) decideLocally(key string, op func() (changed bool, err error)) (retry bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up.Load() {
+		return true, nil
+	}
+	changed, err := op()
+	if changed {
+		s.apart[key] = struct{}{}
+	}
+	return false, err
+}
+
+// Read implements breaker.Store.
+func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
+	for {
+		var st breaker.State
+		ok, err := s.call(ctx, "read", func(ctx context.Context, r *redisStore) (err error) {
+			st, err = r.Read(ctx, key)
+			return err
+		})
+		if ok {
+			if err == nil {
+				s.mirror(key, st)
+			}
+			return st, err
+		}
+		retry, err := s.decideLocally(key, func() (bool, error) {
+			st, err = s.local.Read(ctx, key)
+			return false, err
+		})
+		if !retry {
+			return st, err
+		}
+	}
+}
+
+// transition is Trip, Close and Reopen: the compare-and-set on Redis, or
+// on the local copy while apart.
+func (s *Store) transition(ctx context.Context, name, key string, op func(context.Context, breaker.Store) (breaker.State, bool, error)) (breaker.State, bool, error) {
+	for {
+		var st breaker.State
+		var done bool
+		ok, err := s.call(ctx, name, func(ctx context.Context, r *redisStore) (err error) {
+			st, done, err = op(ctx, r)
+			return err
+		})
+		if ok {
+			if err == nil {
+				s.mirror(key, st)
+			}
+			return st, done, err
+		}
+		retry, err := s.decideLocally(key, func() (bool, error) {
+			var err error
+			st, done, err = op(ctx, s.local)
+			return done, err
+		})
+		if !retry {
+			if done {
+				s.log.Info("cluster store unreachable: breaker decided locally, to be merged back", "key", key, "op", name, "generation", st.Generation)
+			}
+			return st, done, err
+		}
+	}
+}
+
+// Trip implements breaker.Store.
+func (s *Store) Trip(ctx context.Context, key string, seen uint64, cooldown, ttl time.Duration) (breaker.State, bool, error) {
+	return s.transition(ctx, "trip", key, func(ctx context.Context, st breaker.Store) (breaker.State, bool, error) {
+		return st.Trip(ctx, key, seen, cooldown, ttl)
+	})
+}
+
+// Close implements breaker.Store.
+func (s *Store) Close(ctx context.Context, key string, gen uint64) (breaker.State, bool, error) {
+	return s.transition(ctx, "close", key, func(ctx context.Context, st breaker.Store) (breaker.State, bool, error) {
+		return st.Close(ctx, key, gen)
+	})
+}
+
+// Reopen implements breaker.Store.
+func (s *Store) Reopen(ctx context.Context, key string, gen uint64, cooldown, ttl time.Duration) (breaker.State, bool, error) {
+	return s.transition(ctx, "reopen", key, func(ctx context.Context, st breaker.Store) (breaker.State, bool, error) {
+		return st.Reopen(ctx, key, gen, cooldown, ttl)
+	})
+}
+
+// AcquireProbe implements breaker.Store: the fleet-wide lock while Redis
+// answers, this instance's own while it does not.
+func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	for {
+		var got bool
+		ok, err := s.call(ctx, "acquire_probe", func(ctx context.Context, r *redisStore) (err error) {
+			got, err = r.AcquireProbe(ctx, key, owner, ttl)
+			return err
+		})
+		if ok {
+			return got, err
+		}
+		retry, err := s.decideLocally(key, func() (bool, error) {
+			var err error
+			got, err = s.local.AcquireProbe(ctx, key, owner, ttl)
+			return false, err
+		})
+		if !retry {
+			return got, err
+		}
+	}
+}
+
+// ReleaseProbe implements breaker.Store. The lock may have been taken on
+// either side of an outage, so both are released (only the owner's).
+func (s *Store) ReleaseProbe(ctx context.Context, key, owner string) error {
+	_, err := s.call(ctx, "release_probe", func(ctx context.Context, r *redisStore) error {
+		return r.ReleaseProbe(ctx, key, owner)
+	})
+	if lerr := s.local.ReleaseProbe(ctx, key, owner); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// Disable implements breaker.Store. While apart it is kept locally and
+// written back by the merge: a disable is always safe to spread.
+func (s *Store) Disable(ctx context.Context, key string) error {
+	for {
+		ok, err := s.call(ctx, "disable", func(ctx context.Context, r *redisStore) error {
+			return r.Disable(ctx, key)
+		})
+		if ok {
+			return err
+		}
+		retry, err := s.decideLocally(key, func() (bool, error) {
+			return true, s.local.Disable(ctx, key)
+		})
+		if !retry {
+			return err
+		}
+	}
+}
+
+// Enable implements breaker.Store. It needs Redis: an operator's enable
+// must reach the whole fleet or no one, and the merge never spreads one.
+func (s *Store) Enable(ctx context.Context, key string) error {
+	ok, err := s.call(ctx, "enable", func(ctx context.Context, r *redisStore) error {
+		return r.Enable(ctx, key)
+	})
+	if !ok {
+		return fmt.Errorf("enable %s: %w: retry when it is back (l4lb_cluster_store_up 1)", key, ErrStoreDown)
+	}
+	return err
+}
