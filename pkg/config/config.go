@@ -7,6 +7,7 @@ type Config struct {
 	Global    Global
 	Admin     Admin
 	Log       Log
+	Cluster   Cluster
 	Listeners []Listener       // in file order
 	Pools     map[string]*Pool // by name
 	PoolNames []string         // sorted, for deterministic iteration

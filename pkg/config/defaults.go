@@ -65,6 +65,31 @@ const AccessOff = "off"
 // AccessFormats lists the accepted [log] access values.
 func AccessFormats() []string { return []string{AccessOff, "text", "json"} }
 
+// Stores accepted in [cluster] store.
+const (
+	// StoreMemory keeps breaker state and manual disables in this
+	// process: the default, for an l4lb on its own.
+	StoreMemory = "memory"
+	// StoreRedis keeps them in Redis, shared by every l4lb using it.
+	StoreRedis = "redis"
+)
+
+// Stores lists the accepted [cluster] store values.
+func Stores() []string { return []string{StoreMemory, StoreRedis} }
+
+// RedisSchemes lists the URL schemes accepted in [cluster] redis_url:
+// rediss and valkeys are TLS, unix a socket path (unix:///run/redis.sock).
+func RedisSchemes() []string { return []string{"redis", "rediss", "unix", "valkey", "valkeys"} }
+
+// Bounds of the [cluster] keys.
+const (
+	MinSyncInterval = 100 * time.Millisecond
+	MaxSyncInterval = time.Hour
+	MinStoreTimeout = 10 * time.Millisecond // and below sync_interval
+	MaxKeyPrefixLen = 64                    // bytes
+	MaxInstanceLen  = 128                   // bytes
+)
+
 // Bounds of the numeric keys. They reject values that are certainly
 // mistakes (or would make l4lb allocate absurd amounts of memory), not
 // merely unusual ones.
@@ -99,6 +124,18 @@ func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090", MaxConnection
 
 // DefaultLog returns [log] with every key at its default.
 func DefaultLog() Log { return Log{Level: "info", Format: "text", Access: AccessOff} }
+
+// DefaultCluster returns [cluster] with every key at its default. Instance
+// stays "": the caller fills in its own (hostname-pid) when the file sets
+// none.
+func DefaultCluster() Cluster {
+	return Cluster{
+		Store:        StoreMemory,
+		KeyPrefix:    "l4lb:",
+		SyncInterval: 2 * time.Second,
+		Timeout:      250 * time.Millisecond,
+	}
+}
 
 // DefaultListener returns a [[listener]] with the optional keys at their
 // defaults; name, bind and pool have none.

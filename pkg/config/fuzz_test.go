@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +29,8 @@ func FuzzParse(f *testing.F) {
 		listeners([]string{`"0.0.0.0:80"`, `"[::]:80"`, `"127.0.0.1:80"`}, `"127.0.0.1:80"`, `"[::1]:81"`),
 		"[[listener]]\nname = \"a\"\nbind = \"[::]:1\"\npool = \"p\"\n[pool.p]\nalgorithm = \"consistent-hash\"\nring_vnodes = 9000\nbackend = [{addr = \"300.1.2.3:1\", weight = 0}, {addr = \"[::1]:1\", weight = 256}]\n",
 		validUDP + listenerOn("t", `"0.0.0.0:5353"`, "tcp", "web") + poolOf("web", `"127.0.0.1:5353"`) + "[pool.dns.health]\ntype = \"send-expect\"\nsend_hex = \"00\"\n",
+		validBase + "[cluster]\nstore = \"redis\"\nredis_url = \"rediss://u:p@h:1/2\"\nsentinel_master = \"m\"\nsentinel_addrs = [\"h:2\", \"[::1]:3\"]\nkey_prefix = \"l4lb:\"\nsync_interval = \"1s\"\ntimeout = \"999ms\"\ninstance = \"i\"\ntls_cert_file = \"c\"\ntls_key_file = \"k\"\n",
+		validBase + "[cluster]\nstore = \"memory\"\ntimeout = \"1s\"\nsentinel_addrs = [1, \"h\"]\nkey_prefix = \"{\"\nredis_url = \"unix://h/?db=x#y\"\n",
 		listenerOn("u", `"0.0.0.0:80"`, "udp", "p") + listenerOn("t", `"127.0.0.1:80"`, "tcp", "p") + "[pool.p]\nreply_timeout = \"1s\"\nidle_timeout = \"1s\"\nbackend = [{addr = \"127.0.0.1:80\"}]\n[pool.p.health]\nsend = \"a\"\nsend_hex = \"zz\"\n",
 	} {
 		f.Add([]byte(seed))
@@ -80,6 +84,16 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			binds[l.Protocol] = append(binds[l.Protocol], ap)
+		}
+		if cl := cfg.Cluster; cl.Store == StoreMemory {
+			if !reflect.DeepEqual(cl, Cluster{Store: StoreMemory, KeyPrefix: DefaultCluster().KeyPrefix, SyncInterval: DefaultCluster().SyncInterval,
+				Timeout: DefaultCluster().Timeout, Instance: cl.Instance}) {
+				t.Fatalf("memory store accepted with redis settings: %+v", cl)
+			}
+		} else if cl.Store != StoreRedis || cl.RedisURL == "" || cl.KeyPrefix == "" || strings.ContainsAny(cl.KeyPrefix, "{}") ||
+			cl.SyncInterval < MinSyncInterval || cl.SyncInterval > MaxSyncInterval || cl.Timeout < MinStoreTimeout || cl.Timeout >= cl.SyncInterval ||
+			(cl.TLSCertFile == "") != (cl.TLSKeyFile == "") || len(cl.SentinelAddrs) > 0 && cl.SentinelMaster == "" {
+			t.Fatalf("invalid [cluster] accepted: %+v", cl)
 		}
 		for _, p := range cfg.Pools {
 			if len(p.Backends) == 0 || !isPrime(p.MaglevTableSize) || p.MaglevTableSize < len(p.Backends) {

@@ -57,10 +57,11 @@ func syntaxError(filename string, err error) error {
 // compare tables with each other are in crossCheck.
 func decode(c *collector, raw map[string]any) *Config {
 	cfg := &Config{
-		Global: DefaultGlobal(),
-		Admin:  DefaultAdmin(),
-		Log:    DefaultLog(),
-		Pools:  map[string]*Pool{},
+		Global:  DefaultGlobal(),
+		Admin:   DefaultAdmin(),
+		Log:     DefaultLog(),
+		Cluster: DefaultCluster(),
+		Pools:   map[string]*Pool{},
 	}
 	root := newTable(c, "", raw)
 	if t := root.sub("global"); t != nil {
@@ -75,6 +76,9 @@ func decode(c *collector, raw map[string]any) *Config {
 		t.oneOf("access", &cfg.Log.Access, "setting for the access log", AccessFormats())
 		t.str("access_file", &cfg.Log.AccessFile)
 		t.done()
+	}
+	if t := root.sub("cluster"); t != nil {
+		decodeCluster(t, &cfg.Cluster)
 	}
 	for _, t := range root.tables("listener") {
 		cfg.Listeners = append(cfg.Listeners, decodeListener(t))

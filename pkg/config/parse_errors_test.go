@@ -20,7 +20,7 @@ func TestParseReportsEachProblem(t *testing.T) {
 		{"duplicate key is a syntax error", validBase + "[log]\nlevel = \"info\"\nlevel = \"warn\" #!\n", "", "already been defined"},
 
 		// Unknown keys, at every level.
-		{"unknown top-level table", validBase + "[metrics] #!\nport = 1\n", "metrics", "unknown key; allowed here: global, admin, log, listener, pool"},
+		{"unknown top-level table", validBase + "[metrics] #!\nport = 1\n", "metrics", "unknown key; allowed here: global, admin, log, cluster, listener, pool"},
 		{"unknown key in global with suggestion", validBase + "[global]\nshutdown_timout = \"1s\" #!\n", "global.shutdown_timout", `did you mean "shutdown_timeout"?`},
 		{"unknown key in admin", validBase + "[admin]\naddress = \"127.0.0.1:9090\" #!\n", "admin.address", "unknown key; allowed in admin: listen"},
 		{"unknown key in log", validBase + "[log]\nlevl = \"info\" #!\n", "log.levl", `did you mean "level"?`},

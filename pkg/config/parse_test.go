@@ -19,6 +19,8 @@ func TestParseFillsDefaults(t *testing.T) {
 		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576},
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text", Access: "off"},
+		Cluster: Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second,
+			Timeout: 250 * time.Millisecond},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
 				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0},
@@ -150,6 +152,21 @@ send_hex = "00ff"
 expect = "ok"
 [pool.dns.breaker]
 count_no_reply = true
+
+[cluster]
+store = "redis"
+redis_url = "rediss://l4lb@10.0.0.6:26379"
+password_file = "/etc/l4lb/redis.password"
+tls_ca_file = "/etc/l4lb/redis-ca.pem"
+tls_cert_file = "/etc/l4lb/redis-client.pem"
+tls_key_file = "/etc/l4lb/redis-client.key"
+tls_server_name = "redis.internal"
+sentinel_master = "l4lb"
+sentinel_addrs = ["10.0.0.7:26379", "[fd00::8]:26379"]
+key_prefix = "lb/prod:"
+sync_interval = "5s"
+timeout = "1s"
+instance = "lb-1"
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
@@ -168,6 +185,21 @@ count_no_reply = true
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json", Access: "off"},
+		Cluster: Cluster{
+			Store:          "redis",
+			RedisURL:       "rediss://l4lb@10.0.0.6:26379",
+			PasswordFile:   "/etc/l4lb/redis.password",
+			TLSCAFile:      "/etc/l4lb/redis-ca.pem",
+			TLSCertFile:    "/etc/l4lb/redis-client.pem",
+			TLSKeyFile:     "/etc/l4lb/redis-client.key",
+			TLSServerName:  "redis.internal",
+			SentinelMaster: "l4lb",
+			SentinelAddrs:  []string{"10.0.0.7:26379", "[fd00::8]:26379"},
+			KeyPrefix:      "lb/prod:",
+			SyncInterval:   5 * time.Second,
+			Timeout:        time.Second,
+			Instance:       "lb-1",
+		},
 		Listeners: []Listener{
 			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096},
 			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096},

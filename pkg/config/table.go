@@ -76,6 +76,35 @@ func (t *table) str(name string, dst *string) bool {
 	return true
 }
 
+// strs reads an array of strings, reporting whether one was set from the
+// file and every element is a string (an element that is not is reported
+// at its own key, name[i]).
+func (t *table) strs(name string, dst *[]string) bool {
+	v, ok := t.get(name)
+	if !ok {
+		return false
+	}
+	elems, ok := v.([]any)
+	if !ok {
+		t.c.add(t.keyOf(name), "must be an array of strings such as [\"a\", \"b\"], not %s", describe(v))
+		return false
+	}
+	out := make([]string, 0, len(elems))
+	for i, e := range elems {
+		s, ok := e.(string)
+		if !ok {
+			t.c.add(indexKey(t.keyOf(name), i), "must be a string, not %s", describe(e))
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) != len(elems) {
+		return false
+	}
+	*dst = out
+	return true
+}
+
 // oneOf reads a string that must be one of allowed. Like integer, it
 // reports false only for a present but unusable value.
 func (t *table) oneOf(name string, dst *string, what string, allowed []string) bool {
