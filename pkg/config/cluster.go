@@ -156,8 +156,12 @@ func decodeCluster(t *table, cl *Cluster) {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "sync_interval")), "timeout %v is not shorter than sync_interval %v: one store operation must end before the next sync is due; lower timeout or raise sync_interval", cl.Timeout, cl.SyncInterval)
 	}
 
-	if t.str("instance", &cl.Instance) && cl.Instance != "" {
-		checkWord(t.c, t.keyOf("instance"), cl.Instance, "an instance name", MaxInstanceLen)
+	if t.str("instance", &cl.Instance) && cl.Instance != "" &&
+		checkWord(t.c, t.keyOf("instance"), cl.Instance, "an instance name", MaxInstanceLen) &&
+		strings.ContainsFunc(cl.Instance, func(r rune) bool { return r > '~' }) {
+		// The store names its connections after it (CLIENT SETNAME), which
+		// takes printable ASCII only.
+		t.c.add(t.keyOf("instance"), "%q holds a character beyond ASCII: Redis takes printable ASCII in a client name", cl.Instance)
 	}
 	t.done()
 }

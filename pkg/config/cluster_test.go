@@ -206,6 +206,7 @@ func TestClusterRefuses(t *testing.T) {
 		{"instance with a space", withCluster("instance = \"lb 1\" #!\n"), "cluster.instance", "holds a space"},
 		{"instance with a tab", withCluster("instance = \"lb\\t1\" #!\n"), "cluster.instance", "must be printable"},
 		{"long instance", withCluster("instance = \"" + strings.Repeat("i", MaxInstanceLen+1) + "\" #!\n"), "cluster.instance", "is 129 bytes long"},
+		{"instance beyond ASCII", withCluster("instance = \"lb-é\" #!\n"), "cluster.instance", "printable ASCII"},
 		{"instance not a string", withCluster("instance = 1 #!\n"), "cluster.instance", "must be a string"},
 	}
 	// Every key of the redis store, set beside the memory one.
