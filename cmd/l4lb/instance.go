@@ -18,7 +18,7 @@ import (
 type instance struct {
 	log    *slog.Logger
 	pipes  *splice.PipePool
-	store  breaker.Store
+	store  *breakerStore
 	loops  int
 	server *proxy.Server
 	admin  *admin.Server
@@ -53,6 +53,8 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 // state and health. Inherited sockets nothing takes are closed.
 func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in *instance, err error) {
 	in = &instance{log: log, cfg: cfg, config: &admin.ConfigState{}}
+	bg, stopBG := context.WithCancel(context.Background())
+	in.stopBackground = stopBG
 	defer inh.closeRest(log)
 	defer func() {
 		if err != nil {
@@ -79,12 +81,20 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		MaxIdle: min(32, in.budget.MaxPipes),
 	})
 
-	// The same build step as check, so check accepts nothing run refuses.
-	store := breaker.NewMemoryStore(nil)
-	inh.restoreStore(store, log)
-	in.store = store
+	in.store, err = openStore(cfg.Cluster, log)
+	if err != nil {
+		return in, err
+	}
+	if in.store.fleet != nil {
+		in.poolsDone.Go(func() { in.store.fleet.Run(bg) })
+	} else {
+		// A fleet's state is in Redis; only the process's own store is
+		// handed over by an upgrade.
+		inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
+	}
 	in.loops = loops
-	in.pools, err = buildPools(cfg, pool.Deps{Store: in.store, Logger: log}, nil, inh.initialHealth(cfg))
+	// The same build step as check, so check accepts nothing run refuses.
+	in.pools, err = buildPools(cfg, in.store.deps(log), nil, inh.initialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
@@ -111,6 +121,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		src := admin.Sources{Live: in.livePools, Config: in.config, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}
 		src.Version = buildVersion()
+		src.Cluster = in.store.fleet
 		in.config.Reload = in.reloadForAPI
 		if ln := inh.adminListener(cfg.Admin.Listen, log); ln != nil {
 			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)
@@ -123,8 +134,6 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	}
 
 	in.runPools(in.pools)
-	bg, stopBG := context.WithCancel(context.Background())
-	in.stopBackground = stopBG
 	trim := newMemoryTrimmer(log)
 	in.poolsDone.Go(func() { trim.run(bg) })
 	in.server.Serve()

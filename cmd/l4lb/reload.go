@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -131,7 +132,8 @@ func (in *instance) apply() (reloadResult, []string) {
 	for _, p := range oldPools {
 		previous[p.Name] = p
 	}
-	pools, err := buildPools(cfg, pool.Deps{Store: in.store, Logger: in.log}, previous, nil)
+	deps := in.store.deps(in.log)
+	pools, err := buildPools(cfg, deps, previous, nil)
 	if err != nil {
 		return res, errorLines(err)
 	}
@@ -191,6 +193,7 @@ func needsRestart(old, cfg *config.Config) []string {
 	note("[global] pipe_size", old.Global.PipeSize != cfg.Global.PipeSize)
 	note("[admin]", old.Admin != cfg.Admin)
 	note("[log]", old.Log != cfg.Log)
+	note("[cluster]", !reflect.DeepEqual(old.Cluster, cfg.Cluster))
 	oldBacklog := map[string]int{}
 	for _, l := range old.Listeners {
 		oldBacklog[l.Bind] = l.Backlog

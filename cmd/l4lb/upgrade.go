@@ -231,7 +231,7 @@ func (u *upgrader) spawn(in *instance) (*newProcess, error) {
 		fds = append(fds, fd)
 	}
 	var store *breaker.MemoryStore
-	if ms, ok := in.store.(*breaker.MemoryStore); ok {
+	if ms, ok := in.store.store.(*breaker.MemoryStore); ok {
 		store = ms
 	}
 	state := captureHandoff(store, in.livePools())

@@ -3,6 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/l4lb/l4lb/pkg/fleet"
 	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
@@ -22,6 +23,9 @@ type Sources struct {
 	MaxConnections int
 	// Version is l4lb's version, for l4lb_build_info.
 	Version string
+	// Cluster is the fleet's shared breaker store; nil with the
+	// process's own (no l4lb_cluster_* metrics).
+	Cluster *fleet.Store
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -75,10 +79,12 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeObservability(ch)
+	describeCluster(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectObservability(ch)
+	collectCluster(ch, c.src.Cluster)
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}

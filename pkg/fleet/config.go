@@ -77,7 +77,12 @@ func (c Config) clientOption() (rueidis.ClientOption, error) {
 		if err != nil {
 			return opt, fmt.Errorf("cluster: password_file: %w", err)
 		}
-		opt.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		// The same trim as config.ReadRedisPassword, which check uses.
+		pw, ok := strings.CutSuffix(string(b), "\r\n")
+		if !ok {
+			pw = strings.TrimSuffix(pw, "\n")
+		}
+		opt.Password = pw
 	}
 	if c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSServerName != "" {
 		if opt.TLSConfig == nil {

@@ -50,9 +50,7 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 		start := time.Now()
 		st, changed, err := r.merge(mctx, key, local, apart)
 		cancel()
-		if s.obs != nil {
-			s.obs("merge", time.Since(start), err)
-		}
+		s.observe("merge", time.Since(start), err)
 		if err != nil {
 			return merged, err
 		}

@@ -78,8 +78,10 @@ func (s *Store) rejoin(ctx context.Context) error {
 		return errors.New("cluster store shut down")
 	}
 	mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	start := time.Now()
 	fresh, err := r.mark(mctx)
 	cancel()
+	s.observe("ping", time.Since(start), err)
 	if err != nil {
 		return err
 	}

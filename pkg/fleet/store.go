@@ -54,6 +54,7 @@ type Store struct {
 	watchers map[string]map[*watch]struct{}
 
 	resync        atomic.Bool  // Redis lost its data: write every local key back
+	stats         stats
 	lastSync      atomic.Int64 // unix nanoseconds of the last answer from Redis
 	invalidations atomic.Uint64
 	reconciled    atomic.Uint64
@@ -129,6 +130,13 @@ func (s *Store) Invalidations() uint64 { return s.invalidations.Load() }
 // Reconciled counts keys merged back after an outage.
 func (s *Store) Reconciled() uint64 { return s.reconciled.Load() }
 
+func (s *Store) observe(op string, took time.Duration, err error) {
+	s.stats.observe(op, took, err)
+	if s.obs != nil {
+		s.obs(op, took, err)
+	}
+}
+
 func (s *Store) synced() { s.lastSync.Store(time.Now().UnixNano()) }
 
 // call runs op on Redis if the Store is up, bounded by the timeout; ok
@@ -143,9 +151,7 @@ func (s *Store) call(ctx context.Context, name string, op func(ctx context.Conte
 	start := time.Now()
 	err = op(rctx, r)
 	cancel()
-	if s.obs != nil {
-		s.obs(name, time.Since(start), err)
-	}
+	s.observe(name, time.Since(start), err)
 	if err == nil {
 		s.synced()
 		return true, nil

@@ -26,6 +26,14 @@ type Deps struct {
 	Now func() time.Time
 	// BreakerRefresh is how often breaker snapshots are re-read; 0: default.
 	BreakerRefresh time.Duration
+	// RemoteStore says Store is shared over the network (a fleet): the
+	// breakers then make their transitions on their own goroutines
+	// (breaker.Options.Async), never on the event loop that reported the
+	// dial.
+	RemoteStore bool
+	// Owner is this instance's probe-lock token in the Store; "": random
+	// per breaker.
+	Owner string
 	// Previous is the pool of the same name in the configuration being
 	// replaced (a reload); nil at start. A backend of the same identity
 	// (id, else addr) carries its counters, load and slow start, and, at
@@ -134,6 +142,8 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		Events:          p.breakerEvents(b),
 		Probe:           p.probeFunc(b),
 		SnapshotRefresh: deps.BreakerRefresh,
+		Async:           deps.RemoteStore,
+		Owner:           deps.Owner,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)

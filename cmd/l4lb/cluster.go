@@ -1,0 +1,71 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/fleet"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// breakerStore is where the breakers of this process keep their state:
+// the process's own MemoryStore, or with [cluster] store = "redis" the
+// fleet's Store (whose Run the caller starts).
+type breakerStore struct {
+	store breaker.Store
+	fleet *fleet.Store // nil: memory
+	owner string       // probe-lock token: this instance, unique per process
+}
+
+// openStore opens [cluster]'s store. A Redis that does not answer is no
+// error (the fleet Store decides locally until it does); options that can
+// never work are.
+func openStore(c config.Cluster, log *slog.Logger) (*breakerStore, error) {
+	if c.Store != config.StoreRedis {
+		return &breakerStore{store: breaker.NewMemoryStore(nil)}, nil
+	}
+	name := instanceName(c)
+	fs, err := fleet.New(fleetConfig(c, name), fleet.Options{Logger: log.With("component", "cluster", "instance", name)})
+	if err != nil {
+		return nil, err
+	}
+	// The instance name may be shared by mistake (a copied file): the
+	// token must still be this process's alone, or two probers would
+	// release each other's lock.
+	var buf [4]byte
+	_, _ = rand.Read(buf[:])
+	return &breakerStore{store: fs, fleet: fs, owner: name + "/" + hex.EncodeToString(buf[:])}, nil
+}
+
+// fleetConfig is [cluster] as the fleet package takes it.
+func fleetConfig(c config.Cluster, instance string) fleet.Config {
+	return fleet.Config{
+		RedisURL: c.RedisURL, PasswordFile: c.PasswordFile,
+		TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSServerName: c.TLSServerName,
+		SentinelMaster: c.SentinelMaster, SentinelAddrs: c.SentinelAddrs,
+		KeyPrefix: c.KeyPrefix, SyncInterval: c.SyncInterval, Timeout: c.Timeout,
+		Instance: instance,
+	}
+}
+
+// instanceName is [cluster] instance, or hostname-pid.
+func instanceName(c config.Cluster) string {
+	if c.Instance != "" {
+		return c.Instance
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "l4lb"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// deps are the pool dependencies that come from the store.
+func (bs *breakerStore) deps(log *slog.Logger) pool.Deps {
+	return pool.Deps{Store: bs.store, Logger: log, RemoteStore: bs.fleet != nil, Owner: bs.owner}
+}
