@@ -24,12 +24,14 @@ var leaves = map[string][]string{
 	"pkg/listener": nil,
 	"pkg/config":   nil,
 	"pkg/sdnotify": nil,
+	"pkg/fleet":    {"pkg/breaker"},
 }
 
 // fenced third-party modules and the directories allowed to import them.
 var fenced = map[string][]string{
 	"github.com/BurntSushi/toml":          {"cmd/", "pkg/config"},
 	"github.com/prometheus/client_golang": {"cmd/", "pkg/admin"},
+	"github.com/redis/rueidis":            {"pkg/fleet"},
 }
 
 // imports maps each directory (relative to the repo) to the imports of its
