@@ -90,7 +90,7 @@ type Breaker struct {
 	snap     atomic.Pointer[snapshot]
 	reads    atomic.Uint64 // Store reads and CAS calls issued: see publishRead
 	probing  atomic.Bool
-	probeNow atomic.Bool   // ProbeNow asked; Run clears it when it acts
+	probeNow atomic.Uint64 // generation+1 ProbeNow asked to probe at; 0: none. Run clears it when it acts
 	wake     chan struct{} // ProbeNow and Store change notices wake Run; buffered 1
 
 	ops        chan func(context.Context) // Async transitions for Run

@@ -251,7 +251,7 @@ func (h *fuzzHarness) exec(op int, arg byte) {
 		i := h.inst(arg)
 		h.note("ProbeNow i%d", i)
 		h.b[i].ProbeNow()
-		h.m.inst[i].probeNow = true
+		h.m.inst[i].probeNow = h.m.state(i).Generation + 1
 	case opWake:
 		h.wake(h.inst(arg), int(arg>>2)%4)
 	case opSlowRefresh:
@@ -388,20 +388,23 @@ func (h *fuzzHarness) wake(i, delay int) {
 	}
 	started := false
 	s := b.State()
+	if req := b.probeNow.Load(); req != 0 && req-1 != s.Generation {
+		b.probeNow.CompareAndSwap(req, 0)
+	}
 	if !s.Open || s.Disabled {
-		b.probeNow.Store(false)
-	} else if early := b.probeNow.Load(); s.CooldownLeft > 0 && !early {
+		b.probeNow.Store(0)
+	} else if early := b.probeNow.Load() != 0; s.CooldownLeft > 0 && !early {
 		// wait for the cooldown
 	} else if b.probing.CompareAndSwap(false, true) {
 		started = true
-		b.probeNow.Store(false)
+		b.probeNow.Store(0)
 		if !w.plan.started || early != w.plan.early {
 			h.failf("Run starts a probe (early=%v); the model says %+v", early, w.plan)
 		}
 		h.nested(delay)
 		h.m.probeStart(i, &w.plan)
-		b.probe(ctx, early)
-		b.probeNow.Store(false)
+		b.probe(ctx, early, s.Generation)
+		b.probeNow.Store(0)
 		b.probing.Store(false)
 	}
 	if started != w.plan.started {
@@ -477,7 +480,7 @@ func (h *fuzzHarness) fakeProbe(i int) func(ctx context.Context) Result {
 			h.failf("two probes in flight")
 		case !st.Open || st.Disabled:
 			h.failf("probe of a closed or disabled backend: %+v", st)
-		case st.CooldownLeft > 0 && !w.plan.early:
+		case st.CooldownLeft > 0 && !(w.plan.early && st.Generation == w.plan.askedAt):
 			h.failf("probe %v before the cooldown ran out, not asked for", st.CooldownLeft)
 		case st.Generation != w.plan.gen:
 			h.failf("probe captured generation %d, the model says %d", st.Generation, w.plan.gen)

@@ -55,7 +55,7 @@ type modelInst struct {
 	recGen uint64
 	recN   int
 
-	probeNow bool // ProbeNow asked and not yet answered (Run's flag)
+	probeNow uint64 // generation+1 ProbeNow asked at and not yet answered (Run's request); 0: none
 	probing  bool // a probe runs in this instance (Run's flag)
 }
 
@@ -284,6 +284,7 @@ type probePlan struct {
 	locked  bool   // the probe took the Store's lock
 	dial    bool   // and dials: open, enabled, cooldown out or early
 	early   bool   // the probe was asked for (ProbeNow)
+	askedAt uint64 // the generation it was asked for
 	gen     uint64 // the generation the dial captures
 }
 
@@ -294,18 +295,21 @@ func (m *model) wake(i int) probePlan {
 	in := &m.inst[i]
 	m.publish(i)
 	s := m.state(i)
+	if in.probeNow != 0 && in.probeNow-1 != s.Generation {
+		in.probeNow = 0 // asked at a generation that has ended: moot
+	}
 	if !s.Open || s.Disabled {
-		in.probeNow = false // a request for a closed or disabled backend is not remembered
+		in.probeNow = 0 // a request for a closed or disabled backend is not remembered
 		return probePlan{}
 	}
-	if s.CooldownLeft > 0 && !in.probeNow {
+	if s.CooldownLeft > 0 && in.probeNow == 0 {
 		return probePlan{}
 	}
 	if in.probing {
 		return probePlan{} // the running probe answers the request
 	}
-	p := probePlan{started: true, early: in.probeNow}
-	in.probing, in.probeNow = true, false
+	p := probePlan{started: true, early: in.probeNow != 0, askedAt: s.Generation}
+	in.probing, in.probeNow = true, 0
 	return p
 }
 
@@ -320,7 +324,7 @@ func (m *model) probeStart(i int, p *probePlan) {
 	p.locked = true
 	m.publish(i)
 	st := m.storeState()
-	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !p.early) {
+	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(p.early && st.Generation == p.askedAt)) {
 		return
 	}
 	p.dial, p.gen = true, st.Generation
@@ -339,5 +343,5 @@ func (m *model) wakeEnd(i int, p probePlan, r Result) {
 		m.store.lockOwner, m.store.lockUntil = -1, time.Time{}
 	}
 	in := &m.inst[i]
-	in.probeNow, in.probing = false, false
+	in.probeNow, in.probing = 0, false
 }

@@ -165,3 +165,42 @@ func TestProbeNowDuringAFailingProbeDoesNotSkipTheDoubledCooldown(t *testing.T) 
 		}
 	})
 }
+
+// Instances sharing a Store that ask for an early probe at the same
+// generation make one probe: once it has failed (and re-opened at the next
+// generation) the others' requests are moot, and they wait out the new
+// cooldown instead of probing a backend the fleet just found down.
+func TestProbeNowAtTheSameGenerationProbesOnceAcrossInstances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{Cooldown: 30 * time.Second}, nil)
+		others := []*Breaker{f.add(Config{Cooldown: 30 * time.Second}, nil), f.add(Config{Cooldown: 30 * time.Second}, nil)}
+		all := append([]*Breaker{f.b}, others...)
+		for _, b := range all {
+			stop := run(b)
+			defer stop()
+		}
+		trip(t, f.b)
+		synctest.Wait()
+		for _, b := range all {
+			if err := b.Refresh(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.probe.answer(Failure, Failure, Failure)
+		for _, b := range all {
+			b.ProbeNow()
+		}
+		synctest.Wait()
+		if n := f.probe.calls.Load(); n != 1 {
+			t.Fatalf("probes after three instances asked at one generation: %d, want 1", n)
+		}
+		if st := f.storeState(); !st.Open || st.Generation != 2 {
+			t.Fatalf("after the failed probe: %+v, want open at generation 2", st)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := f.probe.calls.Load(); n != 1 {
+			t.Fatalf("probes during the new cooldown: %d, want still 1", n)
+		}
+	})
+}

@@ -211,7 +211,7 @@ func TestRule3_ProbeRechecksStoreUnderLock(t *testing.T) {
 		if _, ok, _ := f.store.Close(context.Background(), testKey, 1); !ok {
 			t.Fatal("close")
 		}
-		f.b.probe(context.Background(), false) // snapshot says open; the Store does not
+		f.b.probe(context.Background(), false, 0) // snapshot says open; the Store does not
 		if n := f.probe.calls.Load(); n != 0 {
 			t.Fatalf("probe dialed a closed backend %d times", n)
 		}

@@ -71,7 +71,7 @@ func TestRule5_ProbeRechecksDisableInStore(t *testing.T) {
 		if err := f.store.Disable(t.Context(), testKey); err != nil { // snapshot not refreshed
 			t.Fatal(err)
 		}
-		f.b.probe(t.Context(), false)
+		f.b.probe(t.Context(), false, 0)
 		if n := f.probe.calls.Load(); n != 0 {
 			t.Fatalf("probe dialed a disabled backend %d times", n)
 		}

@@ -36,21 +36,28 @@ func (b *Breaker) Run(ctx context.Context) {
 		}
 		wait := b.opts.SnapshotRefresh
 		s := b.State()
+		req := b.probeNow.Load()
+		if req != 0 && req-1 != s.Generation {
+			// Asked at a generation that has since ended (a probe
+			// elsewhere in the fleet answered it): the request is moot.
+			b.probeNow.CompareAndSwap(req, 0)
+			req = 0
+		}
 		if !s.Open || s.Disabled {
-			b.probeNow.Store(false) // nothing to probe: the request is moot
+			b.probeNow.Store(0) // nothing to probe: the request is moot
 		} else if b.opts.Probe != nil {
-			early := b.probeNow.Load()
+			early := req != 0
 			if s.CooldownLeft > 0 && !early {
 				wait = min(wait, s.CooldownLeft)
 			} else if b.probing.CompareAndSwap(false, true) {
-				b.probeNow.Store(false)
+				b.probeNow.Store(0)
 				probes.Go(func() {
 					defer b.probing.Store(false)
-					b.probe(ctx, early)
+					b.probe(ctx, early, s.Generation)
 					// A request made while this probe ran is answered by
 					// it: a failure must not be followed by a second
 					// early probe that skips the doubled cooldown.
-					b.probeNow.Store(false)
+					b.probeNow.Store(0)
 				})
 			}
 		}
@@ -71,13 +78,16 @@ func (b *Breaker) changed() {
 // ProbeNow asks Run for its recovery probe at once rather than when the
 // cooldown runs out: fresh evidence that the backend is back (active health
 // checks that all began after the trip, an operator's enable or request)
-// makes waiting pointless. Nothing else changes: the probe is still single
+// makes waiting pointless. The request is for the generation open now: once
+// any probe of that generation has ended, here or on another instance
+// sharing the Store (a success closes, a failure re-opens, both move the
+// generation), it is moot, so N instances asking together make one probe. Nothing else changes: the probe is still single
 // flight under the probe lock, it captures the Store's open generation, a
 // success closes by compare-and-set and a failure re-opens with the doubled
 // cooldown and the alert. A closed or disabled breaker ignores the request.
 // It never blocks.
 func (b *Breaker) ProbeNow() {
-	b.probeNow.Store(true)
+	b.probeNow.Store(b.snap.Load().Generation + 1)
 	select {
 	case b.wake <- struct{}{}:
 	default: // a wake-up is already pending
@@ -85,8 +95,9 @@ func (b *Breaker) ProbeNow() {
 }
 
 // probe makes one recovery dial if this instance wins the probe lock and the
-// Store still says open, not disabled, and cooldown run out unless early.
-func (b *Breaker) probe(ctx context.Context, early bool) {
+// Store still says open, not disabled, and cooldown run out, unless early
+// and still at the generation the early probe was asked for.
+func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
 	got, err := b.store.AcquireProbe(ctx, b.key, b.opts.Owner, b.opts.ProbeLockTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -112,7 +123,7 @@ func (b *Breaker) probe(ctx context.Context, early bool) {
 		return
 	}
 	b.publishRead(st, nr)
-	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !early) {
+	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(early && st.Generation == gen)) {
 		return
 	}
 	a := Attempt{Kind: KindProbe, Generation: st.Generation}
