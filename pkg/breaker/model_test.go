@@ -56,7 +56,7 @@ type modelInst struct {
 	recN   int
 
 	probeNow uint64 // generation+1 ProbeNow asked at and not yet answered (Run's request); 0: none
-	probing  bool // a probe runs in this instance (Run's flag)
+	probing  bool   // a probe runs in this instance (Run's flag)
 }
 
 type modelDial struct {
