@@ -34,14 +34,19 @@ func (connScenario) finish(sr *ScenarioResult) {
 	if note, ok := accessLogNote(sr); ok {
 		sr.Notes = append(sr.Notes, note)
 	}
+	if note, ok := storeNote(sr); ok {
+		sr.Notes = append(sr.Notes, note)
+	}
 }
 
 func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 	var res connResult
+	storeDone := storeSample(h, s) // l4lb-redis: what its redis-server did meanwhile
 	cpu, _ := measureCPU(s, func() error {
 		res = connLoad(s.addr(routeEcho), connWorkers, h.opts.runTime, 0, nil, nil)
 		return nil
 	})
+	storeDone(res.ok)
 	if res.ok == 0 {
 		return nil, fmt.Errorf("no connection succeeded (%d errors)", res.errors)
 	}

@@ -65,6 +65,7 @@ func systemCatalog() []systemSpec {
 		directSystem(),
 		l4lbSystem("l4lb", nil),
 		l4lbAccessLogSystem(),
+		l4lbRedisSystem(),
 		// l4lbSystem("l4lb-p1", []string{"GOMAXPROCS=1"}),
 		haproxySystem(),
 		nginxSystem(),
