@@ -30,6 +30,12 @@ type redisStore struct {
 // behind the write's reply, so a read made at once could still be served
 // the old value; the breaker re-reads right after its own writes (a
 // disable must show at once, rule 5) and must see them.
+//
+// Such reads still go through the cache first, their answers unused: the
+// write ended the server's tracking of the keys for this instance (the
+// writer is invalidated too), and only a cached read has the server track
+// them again. Without it the writer would hear of no other instance's
+// change until its next timed refresh.
 const ownWriteWindow = time.Second
 
 func (r *redisStore) wrote(key string) {
@@ -65,9 +71,6 @@ var readScript = rueidis.NewLuaScriptReadOnly(stateLua + `return state(1)`)
 // server in one script: its cooldown left is the cooldown key's TTL there,
 // which no cache keeps current.
 func (r *redisStore) Read(ctx context.Context, key string) (breaker.State, error) {
-	if r.justWrote(key) {
-		return r.readFresh(ctx, key)
-	}
 	cmds := []rueidis.CacheableTTL{
 		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldGen)).Cache(), r.cacheTTL),
 		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldOpen)).Cache(), r.cacheTTL),
@@ -86,7 +89,7 @@ func (r *redisStore) Read(ctx context.Context, key string) (breaker.State, error
 			vals[i], present[i] = v, true
 		}
 	}
-	if present[1] {
+	if present[1] || r.justWrote(key) {
 		return r.readFresh(ctx, key)
 	}
 	st := breaker.State{Disabled: present[2]}
