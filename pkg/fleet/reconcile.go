@@ -21,9 +21,10 @@ import (
 //     (Store.Enable refuses), so none is merged.
 //
 // When Redis has lost its data (lost true: the fleet's marker key was
-// gone), every key the local copy knows is written back by the same rule
-// where Redis is now behind it, so no instance is left holding a breaker
-// open at a generation Redis will never reach.
+// gone, or set again since this instance saw it), every key the local copy
+// knows is written back by the same rule where Redis is now behind it, so
+// no instance is left holding a breaker open at a generation Redis will
+// never reach.
 //
 // It runs with s.mu held, so no local decision races it, and returns how
 // many keys it merged before an error.

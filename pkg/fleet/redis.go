@@ -199,16 +199,14 @@ func (r *redisStore) merge(ctx context.Context, key string, local breaker.State,
 	}))
 }
 
-// mark sets the fleet's marker key if it is absent and reports whether it
-// was: on a Redis that had it before, an absent marker means the data is
-// gone (a restart without persistence, a flush, a failover to an empty
-// replica), so the local copies must be written back.
-func (r *redisStore) mark(ctx context.Context) (fresh bool, err error) {
-	err = r.client.Do(ctx, r.client.B().Set().Key(r.ks.prefix+"fleet").Value("1").Nx().Build()).Error()
-	if rueidis.IsRedisNil(err) {
-		return false, nil
-	}
-	return err == nil, err
+// mark sets the fleet's marker key to token if it is absent and returns
+// the marker's value: which copy of the fleet's data this Redis holds. On
+// a Redis that had a marker before, an absent one (this token answered) or
+// another one than an instance saw last means the data is gone (a restart
+// without persistence, a flush, a failover to an empty replica), so the
+// local copies must be written back (Store.mark).
+func (r *redisStore) mark(ctx context.Context, token string) (string, error) {
+	return markScript.Exec(ctx, r.client, []string{r.ks.prefix + "fleet"}, []string{token}).ToString()
 }
 
 // ping is one round trip, for the store's health.

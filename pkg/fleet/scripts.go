@@ -71,6 +71,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `)
 
+// markScript: KEYS the fleet's marker, ARGV a fresh token. Sets the
+// marker to the token if it is absent; answers the marker's value.
+var markScript = rueidis.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+`)
+
 // mergeScript: ARGV local generation, local open (0/1), local cooldown_ms,
 // local cooldown_left_ms, local disabled (0/1), apart (0/1). The reconcile
 // rule (reconcile.go): the generation becomes one above both sides; an

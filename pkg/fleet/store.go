@@ -54,6 +54,7 @@ type Store struct {
 	watchers map[string]map[*watch]struct{}
 
 	resync        atomic.Bool  // Redis lost its data: write every local key back
+	epoch         atomic.Value // string: the fleet marker's value when last seen
 	stats         stats
 	lastSync      atomic.Int64 // unix nanoseconds of the last answer from Redis
 	invalidations atomic.Uint64
