@@ -31,8 +31,10 @@ type Options struct {
 // Store is the breaker.Store of an instance in a fleet. While Redis answers
 // within Config.Timeout every decision is Redis's; while it does not, the
 // instance decides alone on its local copy, marks what it changed, and
-// merges that back when Redis answers again (reconcile.go). It never
-// blocks longer than Config.Timeout per call.
+// merges that back when Redis answers again (reconcile.go). A call waits
+// for Redis at most Config.Timeout, with two exceptions, both off the data
+// path: a call made while the client is dialing waits for the dial (a
+// second at least), and a local decision waits for a merge in progress.
 type Store struct {
 	cfg Config
 	ks  keyspace
