@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Config is one validated configuration file.
 type Config struct {
@@ -32,6 +35,11 @@ type Global struct {
 	EventLoops int
 	// PipeSize is the size in bytes of each splice pipe (F_SETPIPE_SZ).
 	PipeSize int
+	// StateFile is where runtime changes (manual disables, drains,
+	// weights) are kept across restarts; "" keeps them in memory only.
+	// CheckHost requires its directory to exist and be writable; the file
+	// itself may be missing.
+	StateFile string
 }
 
 // Admin is the metrics and admin API endpoint ([admin]).
@@ -78,6 +86,41 @@ type Listener struct {
 	// that backend. Off by default: a backend that sends more than
 	// Responses could reach the next client.
 	ReuseSockets bool
+
+	// Traffic policy (issue 14); see policy.go. Allow and Deny apply to
+	// both protocols, the rest to TCP listeners only.
+
+	// AcceptProxy: the client side speaks the PROXY protocol (v1 or v2,
+	// detected), and the address it carries is the client's.
+	AcceptProxy bool
+	// TrustedProxies are the peers allowed to send a PROXY header;
+	// non-empty exactly when AcceptProxy.
+	TrustedProxies []netip.Prefix
+	// ProxyTimeout bounds the wait for the PROXY header (AcceptProxy).
+	ProxyTimeout time.Duration
+	// Allow, when non-empty, is the only client addresses served; Deny
+	// are never served, and win over Allow. Canonical prefixes, IPv4 ones
+	// as IPv4 (never IPv4-mapped IPv6); nil when empty.
+	Allow []netip.Prefix
+	Deny  []netip.Prefix
+	// MaxConnsPerSource caps the connections of one client IP at once;
+	// 0: no cap.
+	MaxConnsPerSource int
+	// RatePerSource is the new connections a second of one client IP (a
+	// token bucket of BurstPerSource tokens); 0: no limit.
+	RatePerSource float64
+	// BurstPerSource is the bucket's size; 0 means max(1, ceil(rate)):
+	// see SourceBurst.
+	BurstPerSource int
+	// Keepalive is the client side's TCP keepalive: the idle time before
+	// the first probe (TCP_KEEPIDLE), whole seconds; 0: off.
+	Keepalive time.Duration
+	// KeepaliveInterval is the time between probes (TCP_KEEPINTVL), whole
+	// seconds; 0: the kernel's default. Only with Keepalive.
+	KeepaliveInterval time.Duration
+	// KeepaliveCount is the unanswered probes that end the connection
+	// (TCP_KEEPCNT); 0: the kernel's default. Only with Keepalive.
+	KeepaliveCount int
 }
 
 // Pool is one [pool.NAME] table with its backends, health and breaker.
@@ -104,6 +147,19 @@ type Pool struct {
 	Health       Health
 	Breaker      Breaker
 	Line         int // line of the [pool.NAME] header (or its first key)
+
+	// ProxyProtocol is the PROXY protocol header sent to backends before
+	// any client byte: "off" | "v1" | "v2" (UDP pools: "off" | "v2").
+	ProxyProtocol string
+	// QueueTimeout (TCP pools): when every candidate backend is at its
+	// MaxConnections, how long a client waits for a slot; 0: refused at
+	// once.
+	QueueTimeout time.Duration
+	// Keepalive, KeepaliveInterval and KeepaliveCount (TCP pools) are the
+	// backend side's TCP keepalive, as Listener's.
+	Keepalive         time.Duration
+	KeepaliveInterval time.Duration
+	KeepaliveCount    int
 }
 
 // Backend is one [[pool.NAME.backend]] table.
@@ -112,6 +168,9 @@ type Backend struct {
 	Weight int    // 0..256; 0 takes no new connections
 	ID     string // identity for hashing; "" means Addr
 	Line   int    // line of the [[pool.NAME.backend]] header
+	// MaxConnections caps what this backend holds at once: dials in
+	// flight and relays (sessions for UDP pools); 0: no cap.
+	MaxConnections int
 }
 
 // Identity is the name the backend is hashed by: its ID, or its Addr when

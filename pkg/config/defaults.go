@@ -140,7 +140,7 @@ func DefaultCluster() Cluster {
 // DefaultListener returns a [[listener]] with the optional keys at their
 // defaults; name, bind and pool have none.
 func DefaultListener() Listener {
-	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions}
+	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions, ProxyTimeout: DefaultProxyTimeout}
 }
 
 // DefaultMaxSessions is a UDP listener's max_sessions when the file does
@@ -202,5 +202,6 @@ func DefaultPool(name string) *Pool {
 		ReplyTimeout:      2 * time.Second,
 		Health:            DefaultHealth(),
 		Breaker:           DefaultBreaker(),
+		ProxyProtocol:     ProxyProtocolOff,
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzParse checks that Parse never panics and keeps its contract on any
@@ -32,6 +34,14 @@ func FuzzParse(f *testing.F) {
 		validBase + "[cluster]\nstore = \"redis\"\nredis_url = \"rediss://u:p@h:1/2\"\nsentinel_master = \"m\"\nsentinel_addrs = [\"h:2\", \"[::1]:3\"]\nkey_prefix = \"l4lb:\"\nsync_interval = \"1s\"\ntimeout = \"999ms\"\ninstance = \"i\"\ntls_cert_file = \"c\"\ntls_key_file = \"k\"\n",
 		validBase + "[cluster]\nstore = \"memory\"\ntimeout = \"1s\"\nsentinel_addrs = [1, \"h\"]\nkey_prefix = \"{\"\nredis_url = \"unix://h/?db=x#y\"\n",
 		listenerOn("u", `"0.0.0.0:80"`, "udp", "p") + listenerOn("t", `"127.0.0.1:80"`, "tcp", "p") + "[pool.p]\nreply_timeout = \"1s\"\nidle_timeout = \"1s\"\nbackend = [{addr = \"127.0.0.1:80\"}]\n[pool.p.health]\nsend = \"a\"\nsend_hex = \"zz\"\n",
+		// Traffic policy (issue 14): every key, valid, then every key wrong.
+		"[global]\nstate_file = \"/var/lib/l4lb/state.json\"\n" + listenerWeb + "accept_proxy = true\ntrusted_proxies = [\"10.0.0.0/8\", \"::ffff:192.0.2.0/120\", \"2001:db8::7\"]\nproxy_timeout = \"250ms\"\n" +
+			"allow = [\"0.0.0.0/0\", \"::/0\"]\ndeny = [\"192.0.2.7\"]\nmax_connections_per_source = 10\nrate_per_source = 0.5\nburst_per_source = 3\nkeepalive = \"60s\"\nkeepalive_interval = \"10s\"\nkeepalive_count = 5\n" +
+			"[pool.web]\nproxy_protocol = \"v1\"\nqueue_timeout = \"1s\"\nkeepalive = \"2h\"\nkeepalive_count = 127\n[[pool.web.backend]]\naddr = \"127.0.0.2:1\"\nmax_connections = 5\n" +
+			listenerOn("u", `"127.0.0.1:53"`, "udp", "u") + "allow = [\"10.0.0.0/8\"]\n[pool.u]\nproxy_protocol = \"v2\"\nbackend = [{addr = \"127.0.0.1:9053\", max_connections = 1}]\n",
+		"[global]\nstate_file = \"/x/\"\n" + listenerWeb + "trusted_proxies = [\"10.0.0.1/8\", \"fe80::1%eth0\", 1]\nproxy_timeout = \"1h\"\nallow = [\"::ffff:10.0.0.1/104\", \"10.0.0.0/33\", \"\"]\n" +
+			"deny = \"x\"\nburst_per_source = -1\nrate_per_source = nan\nkeepalive = \"1500ms\"\nkeepalive_interval = \"0s\"\nkeepalive_count = 128\n" + poolWeb +
+			listenerOn("u", `"127.0.0.1:53"`, "udp", "u") + "accept_proxy = true\nkeepalive = \"off\"\n[pool.u]\nproxy_protocol = \"v1\"\nqueue_timeout = \"1s\"\nkeepalive_count = 1\nbackend = [{addr = \"127.0.0.1:9053\", max_connections = -1}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -95,6 +105,7 @@ func FuzzParse(f *testing.F) {
 			(cl.TLSCertFile == "") != (cl.TLSKeyFile == "") || len(cl.SentinelAddrs) > 0 && cl.SentinelMaster == "" {
 			t.Fatalf("invalid [cluster] accepted: %+v", cl)
 		}
+		checkPolicy(t, cfg)
 		for _, p := range cfg.Pools {
 			if len(p.Backends) == 0 || !isPrime(p.MaglevTableSize) || p.MaglevTableSize < len(p.Backends) {
 				t.Fatalf("invalid pool accepted: %+v", *p)
@@ -123,4 +134,67 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkPolicy checks the traffic-policy keys (issue 14) of a Config Parse
+// accepted: every value in range, client networks canonical, and nothing
+// set that its protocol or the key it depends on rules out.
+func checkPolicy(t *testing.T, cfg *Config) {
+	t.Helper()
+	canonical := func(what string, ps []netip.Prefix) {
+		if ps != nil && len(ps) == 0 {
+			t.Fatalf("%s: empty but not nil", what)
+		}
+		for _, p := range ps {
+			if !p.IsValid() || p != p.Masked() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+				t.Fatalf("%s: %v accepted", what, p)
+			}
+		}
+	}
+	keepalive := func(what string, idle, interval time.Duration, count int) {
+		whole := func(d time.Duration) bool { return d%time.Second == 0 }
+		if idle != 0 && (idle < MinKeepalive || idle > MaxKeepalive || !whole(idle)) ||
+			interval != 0 && (idle == 0 || interval < MinKeepaliveInterval || interval > MaxKeepaliveInterval || !whole(interval)) ||
+			count != 0 && (idle == 0 || count < 0 || count > MaxKeepaliveCount) {
+			t.Fatalf("%s: keepalive %v interval %v count %d accepted", what, idle, interval, count)
+		}
+	}
+	if strings.HasSuffix(cfg.Global.StateFile, "/") {
+		t.Fatalf("state_file %q accepted", cfg.Global.StateFile)
+	}
+	for _, l := range cfg.Listeners {
+		what := "listener " + l.Name
+		canonical(what+" allow", l.Allow)
+		canonical(what+" deny", l.Deny)
+		canonical(what+" trusted_proxies", l.TrustedProxies)
+		if l.AcceptProxy != (len(l.TrustedProxies) > 0) {
+			t.Fatalf("%s: accept_proxy %v with trusted_proxies %v", what, l.AcceptProxy, l.TrustedProxies)
+		}
+		if l.ProxyTimeout < MinProxyTimeout || l.ProxyTimeout > MaxProxyTimeout || !l.AcceptProxy && l.ProxyTimeout != DefaultProxyTimeout {
+			t.Fatalf("%s: proxy_timeout %v accepted", what, l.ProxyTimeout)
+		}
+		if l.MaxConnsPerSource < 0 || l.MaxConnsPerSource > MaxConnectionsPerSource || l.RatePerSource < 0 || l.RatePerSource > MaxRatePerSource ||
+			l.BurstPerSource < 0 || l.RatePerSource == 0 && l.BurstPerSource != 0 {
+			t.Fatalf("%s: per-source limits %d %v %d accepted", what, l.MaxConnsPerSource, l.RatePerSource, l.BurstPerSource)
+		}
+		keepalive(what, l.Keepalive, l.KeepaliveInterval, l.KeepaliveCount)
+		if l.Protocol == ProtocolUDP && (l.AcceptProxy || l.MaxConnsPerSource != 0 || l.RatePerSource != 0 || l.Keepalive != 0) {
+			t.Fatalf("%s: tcp keys accepted on a udp listener: %+v", what, l)
+		}
+	}
+	for _, p := range cfg.Pools {
+		what := "pool " + p.Name
+		if !slices.Contains(ProxyProtocols(), p.ProxyProtocol) || p.QueueTimeout < 0 || p.QueueTimeout > MaxQueueTimeout {
+			t.Fatalf("%s: proxy_protocol %q queue_timeout %v accepted", what, p.ProxyProtocol, p.QueueTimeout)
+		}
+		keepalive(what, p.Keepalive, p.KeepaliveInterval, p.KeepaliveCount)
+		if p.Protocol == ProtocolUDP && (p.ProxyProtocol == ProxyProtocolV1 || p.QueueTimeout != 0 || p.Keepalive != 0) {
+			t.Fatalf("%s: tcp keys accepted in a udp pool: %+v", what, *p)
+		}
+		for _, b := range p.Backends {
+			if b.MaxConnections < 0 || b.MaxConnections > MaxBackendConnections {
+				t.Fatalf("%s: backend %s max_connections %d accepted", what, b.Addr, b.MaxConnections)
+			}
+		}
+	}
 }

@@ -18,8 +18,9 @@ type Host struct {
 // l4lb's own listeners through a wildcard bind and an interface address, a
 // backend or bind at a local network's broadcast address, an admin
 // token file that cannot be read or is empty, an access log file that
-// cannot be written, and [cluster] files (the Redis password, TLS CA,
-// certificate and key) that cannot be read or used. Both `l4lb check` and `l4lb
+// cannot be written, a state file that cannot be kept, and [cluster]
+// files (the Redis password, TLS CA, certificate and key) that cannot be
+// read or used. Both `l4lb check` and `l4lb
 // run` call it, so what check accepts, run can serve. Problems come back as
 // Errors, with the key and line of each, like Parse's.
 func (cfg *Config) CheckHost(h Host) error {
@@ -39,6 +40,7 @@ func (cfg *Config) CheckHost(h Host) error {
 	checkBroadcasts(c, cfg, h.Addrs)
 	checkTokenFile(c, cfg.Admin)
 	checkAccessFile(c, cfg.Log)
+	checkStateFile(c, cfg.Global)
 	checkClusterFiles(c, cfg.Cluster)
 	if len(c.errs) > 0 {
 		c.errs.sort()

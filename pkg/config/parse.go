@@ -117,6 +117,9 @@ func decodeGlobal(t *table, g *Global) {
 		t.integer("accept_loops", &g.EventLoops, 0, MaxEventLoops)
 	}
 	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
+	if t.str("state_file", &g.StateFile) {
+		checkStateFileName(t.c, t.keyOf("state_file"), g.StateFile)
+	}
 	t.done()
 }
 
@@ -183,6 +186,7 @@ func decodeListener(t *table) Listener {
 	if !t.misplaced("requests", udp, "%s", notUDP) {
 		t.integer("requests", &l.Requests, 0, math.MaxInt)
 	}
+	decodeListenerPolicy(t, &l, tcp)
 	t.done()
 	return l
 }
@@ -239,6 +243,7 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	}
 	vnodesOK := t.integer("ring_vnodes", &p.RingVnodes, 1, MaxRingVnodes)
 	maglevOK := t.integer("maglev_table_size", &p.MaglevTableSize, 1, MaxMaglevTableSize)
+	decodePoolPolicy(t, p, use)
 	var backendKeys []string
 	for _, bt := range t.tables("backend") {
 		p.Backends = append(p.Backends, decodeBackend(bt))
@@ -283,6 +288,7 @@ func decodeBackend(t *table) Backend {
 	}
 	t.integer("weight", &b.Weight, 0, MaxWeight)
 	t.str("id", &b.ID)
+	t.integer("max_connections", &b.MaxConnections, 0, MaxBackendConnections)
 	t.done()
 	return b
 }

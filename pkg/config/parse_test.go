@@ -23,7 +23,7 @@ func TestParseFillsDefaults(t *testing.T) {
 			Timeout: 250 * time.Millisecond},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
-				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0},
+				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0, ProxyTimeout: 3 * time.Second},
 		},
 		Pools: map[string]*Pool{"web": {
 			Name:              "web",
@@ -47,7 +47,8 @@ func TestParseFillsDefaults(t *testing.T) {
 				Cooldown: 30 * time.Second, MaxCooldown: 5 * time.Minute, Successes: 1, CountEarlyReset: false,
 				EarlyResetWindow: 5 * time.Second, CountNoReply: false,
 			},
-			Line: 5,
+			Line:          5,
+			ProxyProtocol: "off",
 		}},
 		PoolNames: []string{"web"},
 	}
@@ -201,10 +202,10 @@ instance = "lb-1"
 			Instance:       "lb-1",
 		},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096},
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second},
 			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 73,
-				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3},
+				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3, ProxyTimeout: 3 * time.Second},
 		},
 		Pools: map[string]*Pool{
 			"pg": {
@@ -231,7 +232,8 @@ instance = "lb-1"
 					Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Second, Successes: 3, CountEarlyReset: true,
 					EarlyResetWindow: 30 * time.Second,
 				},
-				Line: 28,
+				Line:          28,
+				ProxyProtocol: "off",
 			},
 			"spare": spare,
 			"dns":   dns,

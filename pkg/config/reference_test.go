@@ -15,7 +15,7 @@ const referencePath = "../../config.toml"
 // designKeys is every key of "Configuration shape" in DESIGN.md and of the
 // issues since (connect_budget, early_reset_window, token_file and the
 // admin max_connections come from issue 8; the UDP keys from issue 11; the
-// access log's from issue 12), with
+// access log's from issue 12; the traffic policy's from issue 14), with
 // its default ("" where the reference writes another value, or none). A key
 // that applies to one protocol only is written where it applies: listener[0]
 // and pool NAME are TCP, listener[1] and pool UDPNAME are UDP. The backend
@@ -25,6 +25,7 @@ var designKeys = []struct{ key, value string }{
 	{"global.max_connections", "0"},
 	{"global.event_loops", "0"},
 	{"global.pipe_size", "1048576"},
+	{"global.state_file", `""`},
 	{"admin.listen", `"127.0.0.1:9090"`},
 	{"admin.token_file", `""`},
 	{"admin.max_connections", "64"},
@@ -37,11 +38,19 @@ var designKeys = []struct{ key, value string }{
 	{"listener[0].protocol", `"tcp"`},
 	{"listener[0].pool", ""},
 	{"listener[0].backlog", "0"},
+	{"listener[0].allow", "[]"},
+	{"listener[0].deny", "[]"},
+	{"listener[0].accept_proxy", "false"},
+	{"listener[0].max_connections_per_source", "0"},
+	{"listener[0].rate_per_source", "0.0"},
+	{"listener[0].keepalive", `"off"`},
 	{"listener[1].protocol", ""},
 	{"listener[1].session_timeout", `"60s"`},
 	{"listener[1].max_sessions", "4096"},
 	{"listener[1].responses", "0"},
 	{"listener[1].requests", "0"},
+	{"listener[1].allow", "[]"},
+	{"listener[1].deny", "[]"},
 	{"pool.NAME.algorithm", `"round-robin"`},
 	{"pool.NAME.hash_key", `"source-ip"`},
 	{"pool.NAME.connect_timeout", `"2s"`},
@@ -53,9 +62,14 @@ var designKeys = []struct{ key, value string }{
 	{"pool.NAME.hash_balance_factor", "0.0"},
 	{"pool.NAME.ring_vnodes", "160"},
 	{"pool.NAME.maglev_table_size", "65537"},
+	{"pool.NAME.proxy_protocol", `"off"`},
+	{"pool.UDPNAME.proxy_protocol", `"off"`},
+	{"pool.NAME.queue_timeout", `"0s"`},
+	{"pool.NAME.keepalive", `"off"`},
 	{"pool.NAME.backend[0].addr", ""},
 	{"pool.NAME.backend[0].weight", "1"},
 	{"pool.NAME.backend[0].id", `""`},
+	{"pool.NAME.backend[0].max_connections", "0"},
 	{"pool.NAME.health.enabled", "true"},
 	{"pool.NAME.health.type", `"connect"`},
 	{"pool.NAME.health.port", "0"},
@@ -102,6 +116,22 @@ var clusterKeys = []struct{ key, value string }{
 // the other form of a key it writes, and the two exclude each other.
 var commentedKeys = []string{"send_hex", "expect_hex"}
 
+// dependentKeys (issue 14) mean something only beside another key's
+// non-default value (accept_proxy = true, rate_per_source above 0,
+// keepalive on), and are errors without it, even at their defaults.
+// config.toml, which writes those other keys at their defaults, describes
+// each in a comment "# KEY = VALUE" inside the table it belongs to, with
+// its default ("" where it has none).
+var dependentKeys = []struct{ key, value string }{
+	{"listener[0].trusted_proxies", ""}, // required with accept_proxy = true
+	{"listener[0].proxy_timeout", `"3s"`},
+	{"listener[0].burst_per_source", "0"},
+	{"listener[0].keepalive_interval", `"0s"`},
+	{"listener[0].keepalive_count", "0"},
+	{"pool.NAME.keepalive_interval", `"0s"`},
+	{"pool.NAME.keepalive_count", "0"},
+}
+
 // designKey is k with the pool placeholders replaced by tcp and udp.
 func designKey(k, tcp, udp string) string {
 	return strings.Replace(strings.Replace(k, "UDPNAME", udp, 1), "NAME", tcp, 1)
@@ -123,12 +153,12 @@ func TestReferenceConfigIsValid(t *testing.T) {
 	def := DefaultListener()
 	wantTCP := def
 	wantTCP.Name, wantTCP.Bind, wantTCP.Pool, wantTCP.Line = "echo", "127.0.0.1:8080", "echo", cfg.Listeners[0].Line
-	if l := cfg.Listeners[0]; l != wantTCP {
+	if l := cfg.Listeners[0]; !reflect.DeepEqual(l, wantTCP) {
 		t.Errorf("listener[0] = %+v, want echo on 127.0.0.1:8080 to pool echo, tcp, with the defaults %+v", l, wantTCP)
 	}
 	wantUDP := def
 	wantUDP.Name, wantUDP.Bind, wantUDP.Protocol, wantUDP.Pool, wantUDP.Line = "udp-echo", "127.0.0.1:8081", ProtocolUDP, "udp-echo", cfg.Listeners[1].Line
-	if l := cfg.Listeners[1]; l != wantUDP {
+	if l := cfg.Listeners[1]; !reflect.DeepEqual(l, wantUDP) {
 		t.Errorf("listener[1] = %+v, want udp-echo on 127.0.0.1:8081 to pool udp-echo, udp, with the defaults %+v", l, wantUDP)
 	}
 	if cfg.Admin.Listen != "127.0.0.1:9090" {
@@ -166,8 +196,8 @@ func TestReferenceConfigIsValid(t *testing.T) {
 		want.Protocol, want.Backends, want.Line = tt.protocol, p.Backends, p.Line
 		tt.health(&want.Health)
 		for _, b := range p.Backends {
-			if b.Weight != DefaultBackend().Weight || b.ID != "" {
-				t.Errorf("pool %s backend %s: weight %d id %q, want the defaults", tt.pool, b.Addr, b.Weight, b.ID)
+			if b.Weight != DefaultBackend().Weight || b.ID != "" || b.MaxConnections != 0 {
+				t.Errorf("pool %s backend %s: weight %d id %q max_connections %d, want the defaults", tt.pool, b.Addr, b.Weight, b.ID, b.MaxConnections)
 			}
 		}
 		if !reflect.DeepEqual(p, want) {
@@ -206,6 +236,36 @@ func TestReferenceConfigWritesEveryKey(t *testing.T) {
 			t.Errorf("config.toml does not describe %s in a comment", k)
 		}
 	}
+	for _, k := range dependentKeys {
+		key := designKey(k.key, "echo", "udp-echo")
+		dot := strings.LastIndexByte(key, '.')
+		table, name := key[:dot], key[dot+1:]
+		// The table's lines: from its first key to the next table header.
+		first := 0
+		for k, n := range pos.lines {
+			if strings.HasPrefix(k, table+".") && (first == 0 || n < first) {
+				first = n
+			}
+		}
+		if first == 0 {
+			t.Errorf("config.toml has no %s", table)
+			continue
+		}
+		comment := regexp.MustCompile(`^#\s*` + name + ` = ` + regexp.QuoteMeta(k.value))
+		found := false
+		for _, line := range lines[first-1:] {
+			if strings.HasPrefix(line, "[") {
+				break
+			}
+			if comment.MatchString(line) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("config.toml does not describe %s in a comment \"# %s = %s\" in %s", key, name, k.value, table)
+		}
+	}
 }
 
 // TestDesignKeysAreAccepted checks that the schema accepts every key of the
@@ -217,6 +277,7 @@ shutdown_timeout = "30s"
 max_connections = 0
 event_loops = 0
 pipe_size = 1048576
+state_file = ""
 [admin]
 listen = "127.0.0.1:9090"
 token_file = ""
@@ -232,6 +293,12 @@ bind = "127.0.0.1:8080"
 protocol = "tcp"
 pool = "web"
 backlog = 0
+allow = []
+deny = []
+accept_proxy = false
+max_connections_per_source = 0
+rate_per_source = 0.0
+keepalive = "off"
 [[listener]]
 name = "dns"
 bind = "127.0.0.1:8080"
@@ -241,8 +308,11 @@ session_timeout = "60s"
 max_sessions = 4096
 responses = 0
 requests = 0
+allow = []
+deny = []
 [pool.dns]
 reply_timeout = "2s"
+proxy_protocol = "off"
 [[pool.dns.backend]]
 addr = "127.0.0.1:9053"
 [pool.dns.health]
@@ -262,10 +332,14 @@ slow_start = "0s"
 hash_balance_factor = 0.0
 ring_vnodes = 160
 maglev_table_size = 65537
+proxy_protocol = "off"
+queue_timeout = "0s"
+keepalive = "off"
 [[pool.web.backend]]
 addr = "127.0.0.1:9001"
 weight = 1
 id = ""
+max_connections = 0
 [pool.web.health]
 enabled = true
 type = "connect"
@@ -299,7 +373,33 @@ early_reset_window = "5s"
 	if !reflect.DeepEqual(redisCfg, wantCluster) {
 		t.Errorf("[cluster] written at its defaults decodes as %+v, want %+v", redisCfg, wantCluster)
 	}
-	for _, src := range []string{src, hexForms, cluster} {
+	// The keys that need another's non-default value: accept_proxy = true,
+	// a rate, keepalive on; written at their defaults.
+	dependents := `[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+pool = "web"
+accept_proxy = true
+trusted_proxies = ["10.0.0.0/8"]
+proxy_timeout = "3s"
+rate_per_source = 1.0
+burst_per_source = 0
+keepalive = "60s"
+keepalive_interval = "0s"
+keepalive_count = 0
+[pool.web]
+keepalive = "60s"
+keepalive_interval = "0s"
+keepalive_count = 0
+[[pool.web.backend]]
+addr = "127.0.0.1:9001"
+`
+	dep := mustParse(t, dependents)
+	if l, p := dep.Listeners[0], dep.Pools["web"]; l.ProxyTimeout != DefaultProxyTimeout || l.SourceBurst() != 1 || l.KeepaliveInterval != 0 || l.KeepaliveCount != 0 ||
+		p.KeepaliveInterval != 0 || p.KeepaliveCount != 0 {
+		t.Errorf("the dependent keys at their defaults decode as %+v, %+v", l, *p)
+	}
+	for _, src := range []string{src, hexForms, cluster, dependents} {
 		mustParse(t, src)
 		for k := range locate([]byte(src)).lines {
 			accepted[k] = true
@@ -318,6 +418,11 @@ early_reset_window = "5s"
 	for _, k := range clusterKeys {
 		if !accepted[k.key] {
 			t.Errorf("cluster key %s is not in this test's source", k.key)
+		}
+	}
+	for _, k := range dependentKeys {
+		if key := designKey(k.key, "web", "dns"); !accepted[key] {
+			t.Errorf("dependent key %s is not in this test's source", key)
 		}
 	}
 }
