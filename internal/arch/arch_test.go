@@ -25,6 +25,8 @@ var leaves = map[string][]string{
 	"pkg/config":   nil,
 	"pkg/sdnotify": nil,
 	"pkg/fleet":    {"pkg/breaker"},
+
+	"pkg/proxyproto": nil,
 }
 
 // fenced third-party modules and the directories allowed to import them.
