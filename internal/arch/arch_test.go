@@ -27,6 +27,8 @@ var leaves = map[string][]string{
 	"pkg/fleet":    {"pkg/breaker"},
 
 	"pkg/proxyproto": nil,
+
+	"pkg/srclimit": nil,
 }
 
 // fenced third-party modules and the directories allowed to import them.

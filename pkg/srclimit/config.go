@@ -1,0 +1,54 @@
+package srclimit
+
+import (
+	"math"
+	"time"
+)
+
+// Config is the admission policy of one listener.
+type Config struct {
+	// MaxConns is the number of concurrent connections per source address;
+	// 0 (or less) means no cap.
+	MaxConns int
+	// Rate is the number of new connections per second per source address;
+	// 0 (or less, NaN or +Inf) means no rate limit.
+	Rate float64
+	// Burst is the bucket size; 0 (or less) means max(1, ceil(Rate)).
+	Burst int
+	// Epoch is time 0 of the Limiter's clock (Limiter.Now), best a reading
+	// of time.Now so that the clock is monotonic; the zero value means the
+	// time of New.
+	Epoch time.Time
+}
+
+const (
+	maxInterval = int64(1) << 53 // ~104 days per token: slower rates are this one
+	maxTau      = int64(1) << 60 // ~36 years of refill: bigger buckets are this one
+)
+
+// params are the limits derived from a Config.
+type params struct {
+	maxConns int32 // 0: no cap
+	interval int64 // ns per token; 0: no rate limit
+	tau      int64 // ns an empty bucket takes to fill: Burst·interval
+}
+
+func (c Config) params() params {
+	var p params
+	if c.MaxConns > 0 {
+		p.maxConns = int32(min(c.MaxConns, math.MaxInt32))
+	}
+	if c.Rate > 0 && !math.IsInf(c.Rate, 1) { // NaN fails c.Rate > 0
+		burst := c.Burst
+		if burst <= 0 {
+			burst = int(max(1, math.Ceil(min(c.Rate, 1e9))))
+		}
+		p.interval = max(1, min(maxInterval, int64(math.Round(1e9/c.Rate))))
+		if int64(burst) > maxTau/p.interval {
+			p.tau = maxTau
+		} else {
+			p.tau = int64(burst) * p.interval
+		}
+	}
+	return p
+}
