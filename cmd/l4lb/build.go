@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 )
@@ -46,10 +47,11 @@ func buildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Po
 // frontends turns cfg's listeners into the server's frontends, in file
 // order, each with its built pool (pools by name, from buildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
-func frontends(cfg *config.Config, pools map[string]*pool.Pool) []proxy.Frontend {
+func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*loop.Policy) []proxy.Frontend {
 	fronts := make([]proxy.Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
-		f := proxy.Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool]}
+		f := proxy.Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
+			Policy: pols[l.Name], Keepalive: clientKeepalive(l)}
 		switch l.Protocol {
 		case config.ProtocolUDP:
 			f.SessionTimeout, f.MaxSessions = l.SessionTimeout, l.MaxSessions

@@ -9,6 +9,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/splice"
@@ -23,12 +24,16 @@ type instance struct {
 	server *proxy.Server
 	admin  *admin.Server
 	access *accesslog.Log // nil: access log off
+	state  *stateFile     // nil: no state_file
 
 	// What a reload replaces (reload.go), under mu.
 	mu     sync.Mutex
 	cfg    *config.Config
 	pools  []*pool.Pool
 	budget fdBudget
+	// policies are the listeners' policies by name (a reload keeps a
+	// listener's per-source Limiter when its limits are unchanged).
+	policies map[string]*loop.Policy
 	// config is the running file as the admin endpoint shows it, and the
 	// way to reload it (path set: the file reload re-reads).
 	config   *admin.ConfigState
@@ -92,9 +97,19 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		// handed over by an upgrade.
 		inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
 	}
+	in.state = newStateFile(cfg.Global.StateFile, log)
+	runtime, disabled, err := in.state.load()
+	if err != nil {
+		return in, err
+	}
+	if in.store.fleet == nil {
+		restoreDisables(in.store.store, disabled, log)
+	}
 	in.loops = loops
 	// The same build step as check, so check accepts nothing run refuses.
-	in.pools, err = buildPools(cfg, in.store.deps(log), nil, inh.initialHealth(cfg))
+	deps := in.poolDeps()
+	deps.Runtime = runtime
+	in.pools, err = buildPools(cfg, deps, nil, inh.initialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
@@ -103,7 +118,8 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		byName[p.Name] = p
 	}
 
-	fronts := frontends(cfg, byName)
+	in.policies = policies(cfg, nil)
+	fronts := frontends(cfg, byName, in.policies)
 	inh.frontends(fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
@@ -179,4 +195,18 @@ func (in *instance) stop() {
 	if in.pipes != nil {
 		in.pipes.Trim()
 	}
+}
+
+// poolDeps are the pools' dependencies on this process: the store, and the
+// hooks of runtime control (a drain's deadline cuts through the server;
+// every change is written to the state file).
+func (in *instance) poolDeps() pool.Deps {
+	d := in.store.deps(in.log)
+	d.CutBackend = func(b *pool.Backend) {
+		if in.server != nil {
+			in.server.CutBackend(b)
+		}
+	}
+	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools()) }
+	return d
 }

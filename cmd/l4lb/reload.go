@@ -132,8 +132,7 @@ func (in *instance) apply() (reloadResult, []string) {
 	for _, p := range oldPools {
 		previous[p.Name] = p
 	}
-	deps := in.store.deps(in.log)
-	pools, err := buildPools(cfg, deps, previous, nil)
+	pools, err := buildPools(cfg, in.poolDeps(), previous, nil)
 	if err != nil {
 		return res, errorLines(err)
 	}
@@ -146,7 +145,8 @@ func (in *instance) apply() (reloadResult, []string) {
 		backends += len(p.Backends)
 	}
 	budget := deriveBudget(nofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, adminConns(old.Admin), udpSessions(cfg))
-	st, err := in.server.Reload(frontends(cfg, byName), budget.MaxConnections)
+	pols := policies(cfg, in.policies)
+	st, err := in.server.Reload(frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {
 		return res, []string{err.Error()}
 	}
@@ -159,7 +159,7 @@ func (in *instance) apply() (reloadResult, []string) {
 	}
 	in.runPools(pools)
 	in.mu.Lock()
-	in.cfg, in.pools, in.budget = cfg, pools, budget
+	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
 	in.mu.Unlock()
 	hash := fileHash(data)
 	in.config.Loaded(hash, time.Now())
@@ -194,6 +194,7 @@ func needsRestart(old, cfg *config.Config) []string {
 	note("[admin]", old.Admin != cfg.Admin)
 	note("[log]", old.Log != cfg.Log)
 	note("[cluster]", !reflect.DeepEqual(old.Cluster, cfg.Cluster))
+	note("[global] state_file", old.Global.StateFile != cfg.Global.StateFile)
 	oldBacklog := map[string]int{}
 	for _, l := range old.Listeners {
 		oldBacklog[l.Bind] = l.Backlog

@@ -25,6 +25,7 @@ var leaves = map[string][]string{
 	"pkg/config":   nil,
 	"pkg/sdnotify": nil,
 	"pkg/fleet":    {"pkg/breaker"},
+	"pkg/sockopt":  nil,
 
 	"pkg/proxyproto": nil,
 

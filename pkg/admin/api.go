@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -30,6 +32,20 @@ type backendJSON struct {
 	Disabled          bool        `json:"disabled"`
 	ActiveConnections int64       `json:"active_connections"`
 	Breaker           breakerJSON `json:"breaker"`
+	// Runtime control: the weight the file gives (weight is the one in
+	// use), the connection cap (0: none) and a drain in progress or done.
+	ConfiguredWeight int        `json:"configured_weight"`
+	MaxConnections   int64      `json:"max_connections"`
+	Drain            *drainJSON `json:"drain,omitempty"`
+}
+
+// drainJSON is a drain's progress: the connections still open
+// (active_connections) end by themselves or are reset at the deadline.
+type drainJSON struct {
+	Since               time.Time `json:"since"`
+	Deadline            time.Time `json:"deadline"`
+	DeadlineLeftSeconds float64   `json:"deadline_left_seconds"`
+	Remaining           int64     `json:"remaining"`
 }
 
 type breakerJSON struct {
@@ -47,12 +63,18 @@ func backendView(b *pool.Backend) backendJSON {
 	if st.Open {
 		state = "open"
 	}
-	return backendJSON{
-		Addr: b.Addr, Weight: b.Weight, Usable: b.Usable(), Health: health, Disabled: st.Disabled,
+	v := backendJSON{
+		Addr: b.Addr, Weight: b.Weight(), Usable: b.Usable(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
 		Breaker: breakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
+		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
 	}
+	if d, ok := b.DrainState(); ok {
+		v.Drain = &drainJSON{Since: d.Since, Deadline: d.Deadline,
+			DeadlineLeftSeconds: max(0, time.Until(d.Deadline).Seconds()), Remaining: b.Active()}
+	}
+	return v
 }
 
 func poolView(p *pool.Pool) poolJSON {
@@ -124,13 +146,55 @@ var backendActions = map[string]struct {
 	// the request is accepted, not done; the state returned is the
 	// breaker's as the probe starts.
 	"probe": {(*pool.Pool).Probe, http.StatusAccepted},
+	// drain?timeout=30s: no new connections at once; those left are reset
+	// at the deadline (202: the drain runs on). weight?value=N: new picks
+	// use N at once.
+	"drain":  {nil, http.StatusAccepted},
+	"weight": {nil, http.StatusOK},
+}
+
+// errBadParam is wrapped by the error of a drain or weight request whose
+// query parameter is missing or wrong (400).
+var errBadParam = errors.New("bad parameter")
+
+// withParams binds the query parameters of drain and weight to the pool's
+// call.
+func withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
+	q := r.URL.Query()
+	switch action {
+	case "drain":
+		return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error {
+			timeout := 30 * time.Second
+			if v := q.Get("timeout"); v != "" {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return fmt.Errorf("%w: timeout=%q is not a duration >= 0 such as 30s", errBadParam, v)
+				}
+				timeout = d
+			}
+			return p.Drain(ctx, b, timeout)
+		}
+	case "weight":
+		return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error {
+			v := q.Get("value")
+			w, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%w: value=%q is not an integer weight (0..256)", errBadParam, v)
+			}
+			if err := p.SetWeight(ctx, b, w); err != nil {
+				return fmt.Errorf("%w: %w", errBadParam, err)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
 	act, known := backendActions[action]
 	if !known {
-		writeError(w, http.StatusNotFound, "unknown action "+quote(action)+": use disable, enable or probe")
+		writeError(w, http.StatusNotFound, "unknown action "+quote(action)+": use disable, enable, probe, drain or weight")
 		return
 	}
 	if !allowMethod(w, r, http.MethodPost) {
@@ -148,9 +212,15 @@ func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	switch err := act.do(p, ctx, b); {
+	do := act.do
+	if do == nil {
+		do = withParams(action, r)
+	}
+	switch err := do(p, ctx, b); {
 	case err == nil:
 		writeJSON(w, act.status, backendView(b))
+	case errors.Is(err, errBadParam):
+		writeError(w, http.StatusBadRequest, action+" refused: "+err.Error())
 	case errors.Is(err, pool.ErrBreakerClosed), errors.Is(err, pool.ErrDisabled):
 		// The backend's state refuses the request; nothing failed.
 		writeError(w, http.StatusConflict, action+" refused: "+err.Error())

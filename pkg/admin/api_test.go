@@ -78,8 +78,8 @@ func TestListPoolsShape(t *testing.T) {
 	}
 	raw, _ := json.Marshal(v)
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
-		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":3},` +
-		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"disabled":false,"health":"up","usable":true,"weight":1}` +
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"health":"up","max_connections":0,"usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"health":"up","max_connections":0,"usable":true,"weight":1}` +
 		`],"name":"web","protocol":"tcp"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
@@ -115,7 +115,10 @@ func TestAPIErrors(t *testing.T) {
 	}{
 		{"unknown pool", "POST", "/api/v1/pools/nope/backends/127.0.0.1:9001/disable", nil, 404, `unknown pool "nope"`},
 		{"unknown backend", "POST", "/api/v1/pools/web/backends/127.0.0.1:1/disable", nil, 404, `unknown backend "127.0.0.1:1"`},
-		{"unknown action", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/drain", nil, 404, "unknown action"},
+		{"unknown action", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/flush", nil, 404, "unknown action"},
+		{"drain with a bad timeout", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/drain?timeout=soon", nil, 400, "not a duration"},
+		{"weight without a value", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/weight", nil, 400, "not an integer weight"},
+		{"weight out of range", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/weight?value=257", nil, 400, "out of range"},
 		{"unknown route", "GET", "/api/v1/whatever", nil, 404, "no such route"},
 		{"GET on disable", "GET", "/api/v1/pools/web/backends/127.0.0.1:9001/disable", nil, 405, "use POST"},
 		{"POST on pools", "POST", "/api/v1/pools", nil, 405, "use GET"},

@@ -58,7 +58,7 @@ var (
 	descUDPSessions   = desc("l4lb_udp_sessions_total", "UDP sessions ended, by result: timeout, responses, evicted (max_sessions), refused (ICMP), moved (backend left rotation), error, shutdown.", "listener", "result")
 	descUDPDatagrams  = desc("l4lb_udp_datagrams_total", "UDP datagrams relayed, by direction (to_backend, to_client).", "listener", "direction")
 	descUDPBytes      = desc("l4lb_udp_bytes_total", "UDP payload bytes relayed, by direction (to_backend, to_client).", "listener", "direction")
-	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop.", "listener", "reason")
+	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop, denied.", "listener", "reason")
 	descUDPUnanswered = desc("l4lb_udp_unanswered_total", "UDP sessions whose first datagram had no reply within the pool's reply_timeout.", "listener")
 	descAdminRejected = desc("l4lb_admin_connections_rejected_total", "Admin connections closed at once because max_connections were open.")
 )
@@ -99,6 +99,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descBreakerGen, float64(st.Generation), p.Name, b.Addr)
 			gauge(descHealthUp, b01(b.HealthUp()), p.Name, b.Addr)
 			gauge(descDisabled, b01(st.Disabled), p.Name, b.Addr)
+			gauge(descBackendDraining, b01(b.Draining()), p.Name, b.Addr)
+			gauge(descBackendWeight, float64(b.Weight()), p.Name, b.Addr)
 			for _, k := range pool.DialKinds {
 				ok, failed := b.Dials(k)
 				counter(descDials, ok, p.Name, b.Addr, k.String(), "success")

@@ -13,20 +13,31 @@ import (
 // backends take to accept, what build runs, and the access log's losses.
 var (
 	descClientCloses = desc("l4lb_client_connections_closed_total",
-		"TCP client connections ended, by reason: completed, client_reset, backend_reset, idle_timeout, shutdown (relayed); "+
-			"connection_cap, no_backend, local_error, loop, client_left (refused). Counted with the access log on or off.",
+		"TCP client connections ended, by reason: completed, client_reset, backend_reset, idle_timeout, shutdown, drained (relayed); "+
+			"connection_cap, no_backend, local_error, loop, client_left, denied, source_connections, source_rate, backend_cap, "+
+			"proxy_untrusted, proxy_header, proxy_timeout (refused). Counted with the access log on or off.",
 		"listener", "reason")
 	descConnectTime = desc("l4lb_backend_connect_seconds",
 		"Time from connect(2) to the socket turning writable, of client dials that connected, on the dialing event loop's clock.",
 		"pool", "backend")
 	descBuildInfo = desc("l4lb_build_info",
 		"Always 1; the labels say which build runs.", "version", "goversion")
+	descQueued = desc("l4lb_client_queued_total",
+		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served, timeout, left.",
+		"listener", "result")
+	descSources = desc("l4lb_policy_sources",
+		"Client addresses the listener's per-source limits track now (max_connections_per_source, rate_per_source).", "listener")
+	descBackendDraining = desc("l4lb_backend_draining",
+		"1 while an operator drains the backend (no new connections; the rest are reset at the deadline), until it is enabled.", backendLabels...)
+	descBackendWeight = desc("l4lb_backend_weight",
+		"The backend's weight for new picks: the configured one or an operator's.", backendLabels...)
 	descAccessDropped = desc("l4lb_access_log_dropped_total",
 		"Access log records lost: the queue was full (the writer fell behind) or writing them failed. 0 with the access log off.")
 )
 
 func describeObservability(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped} {
+	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
+		descQueued, descSources, descBackendDraining, descBackendWeight} {
 		ch <- d
 	}
 }
@@ -45,6 +56,10 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 		for r := range loop.NumCloseReasons {
 			ch <- prometheus.MustNewConstMetric(descClientCloses, prometheus.CounterValue, float64(lc.Closed[r]), lc.Name, r.String())
 		}
+		for i, r := range loop.QueueResults {
+			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.CounterValue, float64(lc.Queued[i]), lc.Name, r)
+		}
+		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(lc.Sources), lc.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descAccessDropped, prometheus.CounterValue, float64(s.AccessLogDropped()))
 }

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"github.com/l4lb/l4lb/pkg/sockopt"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,6 +56,27 @@ func (l *Loop) DetachListener(f *Front) {
 	}
 	clear(l.lsocks[len(kept):])
 	l.lsocks = kept
+}
+
+// ListenerKeepalive sets client-side keepalive on the loop's sockets of
+// listener f (a reload): connections accepted from then on inherit it.
+// Turning it off clears SO_KEEPALIVE. Call it on the loop (Do).
+func (l *Loop) ListenerKeepalive(f *Front, ka sockopt.Keepalive) error {
+	for _, s := range l.lsocks {
+		if s.f != f {
+			continue
+		}
+		if !ka.On() {
+			if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := ka.Apply(s.fd); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RenameListener makes the loop's sockets of listener old accept for f

@@ -31,6 +31,9 @@ const (
 	// of time (shutdown_timeout, a second signal) or the loops stopped;
 	// a client still being dialed for is cut too (result rejected).
 	CloseShutdown
+	// CloseDrained: cut with a reset on both sides when an operator's
+	// drain of its backend reached its deadline.
+	CloseDrained
 
 	// Refused clients (never connected to a backend).
 
@@ -47,15 +50,37 @@ const (
 	// backend leading back to a listener); reset.
 	CloseLoop
 	// CloseClientLeft: the client reset (or closed both ways) while its
-	// backend was being dialed; the dial was called off.
+	// backend was being dialed (or its PROXY header awaited, or a slot
+	// queued for); the dial was called off.
 	CloseClientLeft
+	// CloseDenied: the client's address is in the listener's deny list,
+	// or not in its allow list.
+	CloseDenied
+	// CloseSourceConnections: the client's address had
+	// max_connections_per_source connections open.
+	CloseSourceConnections
+	// CloseSourceRate: the client's address went past rate_per_source.
+	CloseSourceRate
+	// CloseBackendCap: every usable backend was at its max_connections
+	// (and stayed so for queue_timeout).
+	CloseBackendCap
+	// CloseProxyUntrusted: a peer outside trusted_proxies on a listener
+	// that accepts PROXY headers; reset before reading a byte.
+	CloseProxyUntrusted
+	// CloseProxyHeader: the PROXY header was malformed (or the peer
+	// closed before sending one); nothing was forwarded.
+	CloseProxyHeader
+	// CloseProxyTimeout: no complete PROXY header within proxy_timeout.
+	CloseProxyTimeout
 
 	NumCloseReasons
 )
 
 var closeReasonNames = [NumCloseReasons]string{
-	"completed", "client_reset", "backend_reset", "idle_timeout", "shutdown",
+	"completed", "client_reset", "backend_reset", "idle_timeout", "shutdown", "drained",
 	"connection_cap", "no_backend", "local_error", "loop", "client_left",
+	"denied", "source_connections", "source_rate", "backend_cap",
+	"proxy_untrusted", "proxy_header", "proxy_timeout",
 }
 
 func (r CloseReason) String() string {

@@ -19,6 +19,8 @@ const (
 	phaseDialing phase = iota + 1
 	phaseRelaying
 	phaseClosed
+	phaseProxy  // reading the client's PROXY header (accept_proxy)
+	phaseQueued // waiting for a backend slot (queue_timeout)
 )
 
 // endpoint is one socket of a connection with the readiness the loop
@@ -88,6 +90,12 @@ type conn struct {
 	own   conn4
 	owned bool
 
+	policy   *Policy        // the listener's when the client was accepted
+	sourced  bool           // counted by policy.Sources until close
+	dst      netip.AddrPort // what the client connected to, from its PROXY header; invalid: ask the socket
+	waiting  bool           // on the loop's queue for a backend slot
+	queuedAt int64          // when it began waiting, on the loop's clock
+
 	prev, next *conn // the loop's connList
 }
 
@@ -132,11 +140,18 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 			return
 		}
 	}
-	c.startDial()
+	c.begin()
 }
 
 func (c *conn) event(e *endpoint) {
 	switch c.phase {
+	case phaseProxy:
+		c.readProxyHeader()
+	case phaseQueued:
+		if e.hup {
+			c.leaveQueue(queueLeft)
+			c.clientLeftMidDial()
+		}
 	case phaseDialing:
 		if e.client {
 			if e.hup {
@@ -185,6 +200,11 @@ func (c *conn) checkHangUp(e *endpoint) {
 
 func (c *conn) onTimer(now int64) {
 	switch c.phase {
+	case phaseProxy:
+		c.refuseBy(CloseProxyTimeout, true)
+	case phaseQueued:
+		c.leaveQueue(queueTimeout)
+		c.refuseBy(CloseBackendCap, false)
 	case phaseDialing:
 		c.dialFailed(unix.ETIMEDOUT)
 	case phaseRelaying:
@@ -271,9 +291,16 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 			c.settle.Settle(v)
 		}
 		c.pool.EndRelay(c.backend)
+		l.slotFreed()
 		if o == splice.ClientReset || o == splice.BackendReset {
 			c.debugRelay(o)
 		}
+	}
+	if c.sourced {
+		c.policy.Sources.Release(c.src.Addr())
+	}
+	if c.waiting {
+		c.leaveQueue(queueLeft)
 	}
 	c.record(why, relaying)
 	l.held.remove(c)

@@ -21,6 +21,7 @@ type dialState struct {
 	cur      pool.Dial
 	started  int64 // the current dial's connect(2), on the loop's clock
 	cut      bool  // the current dial got less than connect_timeout
+	full     bool  // a candidate was skipped for want of a slot
 	last     error
 }
 
@@ -29,6 +30,10 @@ type dialState struct {
 func (c *conn) startDial() {
 	d := &dialState{}
 	cands, force := c.pool.Plan(c.src, d.cands[:0])
+	if len(cands) == 0 && !force {
+		c.queueForSlot() // every usable backend is at its max_connections
+		return
+	}
 	d.n, d.force = len(cands), force
 	d.deadline = c.l.clock() + int64(c.pool.ConnectBudget())
 	c.dial = d
@@ -55,9 +60,14 @@ func (c *conn) tryNext() {
 				break
 			}
 		}
-		d.cur = p.BeginDial(b, d.force) // the generation, before connect(2)
+		cur, ok := p.TryBeginDial(b, d.force) // the generation, before connect(2)
+		if !ok {
+			d.full = true // another loop took its last slot since the plan
+			continue
+		}
+		d.cur = cur
 		d.started = c.l.clock()
-		fd, err := connectTo(b.AddrPort)
+		fd, err := connectTo(b.AddrPort, p.Keepalive())
 		if fd >= 0 {
 			c.be = endpoint{c: c, fd: fd}
 			if rerr := c.l.register(fd, &c.be); rerr != nil {
@@ -81,6 +91,10 @@ func (c *conn) tryNext() {
 			return
 		}
 		d.last = &dialer.DialError{Backend: b.Addr, Err: err}
+	}
+	if d.full && d.last == nil {
+		c.queueForSlot()
+		return
 	}
 	c.noBackend(errors.Join(pool.ErrNoBackend, d.last))
 }
@@ -168,6 +182,9 @@ func (c *conn) connected(pump bool) {
 	c.lastActive = c.l.clock()
 	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
+	if v := p.ProxyProtocol(); v != 0 && !c.sendProxyHeader(v) {
+		return
+	}
 	if pump {
 		c.pump()
 	}

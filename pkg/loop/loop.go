@@ -2,6 +2,8 @@ package loop
 
 import (
 	"fmt"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,13 @@ type Loop struct {
 
 	lsocks []*lsock
 	held   connList // every connection the loop holds
+
+	// waiting are the clients queued for a backend slot (queue.go), and
+	// queueTimer their retry; hdr holds a PROXY header being read or
+	// written.
+	waiting    []*conn
+	queueTimer timer
+	hdr        [proxyproto.MaxLength]byte
 
 	// UDP: the loop's socket of each UDP listener, and the batches its
 	// datagrams move in (allocated with the first UDP listener).
@@ -274,6 +283,20 @@ func (l *Loop) Stop() { l.Post(func() { l.stopping = true }) }
 func (l *Loop) CutAll() {
 	l.Post(func() {
 		l.held.each(func(c *conn) { c.cut(splice.Aborted) })
+	})
+}
+
+// CutBackend resets, on both sides, the relays this loop holds to backend
+// b (or to a backend of an earlier configuration that b carries on): an
+// operator's drain reached its deadline. Clients still being dialed for
+// are left alone; the drain already keeps new ones away.
+func (l *Loop) CutBackend(b *pool.Backend) {
+	l.Post(func() {
+		l.held.each(func(c *conn) {
+			if c.phase == phaseRelaying && c.backend.Is(b) {
+				c.close(CloseDrained, true, true)
+			}
+		})
 	})
 }
 

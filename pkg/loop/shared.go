@@ -35,6 +35,12 @@ type Front struct {
 	// cheap (a rate-limited log); nil: nothing.
 	OnNoBackend func()
 	OnLoop      func()
+
+	policy atomic.Pointer[Policy]
+	// Queued counts clients that waited for a backend slot (queue_timeout),
+	// by how the wait ended: served (a slot came free), timeout, left
+	// (the client went away).
+	Queued [numQueueResults]atomic.Int64
 }
 
 // NewFront returns the listener name feeding pool p.

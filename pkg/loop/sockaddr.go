@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"github.com/l4lb/l4lb/pkg/sockopt"
 	"net/netip"
 	"unsafe"
 
@@ -59,7 +60,7 @@ func ntohs(p uint16) uint16 {
 // starts connecting
 // it to ap. It returns the fd and the connect's error: nil or EINPROGRESS
 // mean under way.
-func connectTo(ap netip.AddrPort) (int, error) {
+func connectTo(ap netip.AddrPort, ka sockopt.Keepalive) (int, error) {
 	family, sa := sockaddrFor(ap)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
@@ -72,6 +73,10 @@ func connectTo(ap netip.AddrPort) (int, error) {
 	// Urgent data stays in the stream (relayed as ordinary bytes) instead
 	// of being read aside and lost.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := ka.Apply(fd); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

@@ -183,3 +183,27 @@ func buildCtl(out *[replyCtlSpace]byte, level, typ int32, size int) int {
 	h.SetLen(unix.CmsgLen(size))
 	return unix.CmsgSpace(size)
 }
+
+// sendDatagramAfter sends hdr and p as one datagram (writev on the
+// connected socket): a PROXY header before the client's payload.
+func sendDatagramAfter(fd int, hdr, p []byte) error {
+	var iov [2]unix.Iovec
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	n := 1
+	if len(p) > 0 {
+		iov[1].Base = &p[0]
+		iov[1].SetLen(len(p))
+		n = 2
+	}
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+}

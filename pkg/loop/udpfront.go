@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,9 @@ type UDPSettings struct {
 	// ReuseSockets parks the backend socket of a session that ended
 	// cleanly for the next session to that backend (udppark.go).
 	ReuseSockets bool
+	// Allow (when not empty) and Deny decide which clients may open a
+	// session; deny wins.
+	Allow, Deny []netip.Prefix
 }
 
 // NewUDPFront returns the UDP listener name with settings s.
@@ -135,11 +139,14 @@ const (
 	// DropLoop: the datagram came from one of this l4lb's own sessions: a
 	// backend of the pool leads back to the listener.
 	DropLoop
+	// DropDenied: the client's address is in the listener's deny list, or
+	// not in its allow list; no session is opened.
+	DropDenied
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop"}
+var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop", "denied"}
 
 // String is the metric label value.
 func (r DropReason) String() string { return dropReasonNames[r] }

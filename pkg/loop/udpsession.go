@@ -42,6 +42,20 @@ type session struct {
 	// Loop detection, as for TCP: the socket's ends while the backend is
 	// a local address on a port l4lb listens on (rare: a pointer).
 	own *conn4
+
+	// proxyHdr is the PROXY v2 header (DGRAM) every datagram to the
+	// backend starts with, when the pool's proxy_protocol asks for it;
+	// nil otherwise.
+	proxyHdr []byte
+}
+
+// send sends one client datagram on the session's socket, behind the
+// PROXY header when the pool wants one.
+func (s *session) send(p []byte) error {
+	if s.proxyHdr != nil {
+		return sendDatagramAfter(s.fd, s.proxyHdr, p)
+	}
+	return sendDatagram(s.fd, p)
 }
 
 // udpDial is a session's first datagram as breaker evidence (a "dial"):
@@ -232,7 +246,7 @@ func (s *session) failed(err error) bool {
 		if d.first != nil {
 			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
 			if s.dialNext() == dialStarted {
-				if sendDatagram(s.fd, d.first) == nil {
+				if s.send(d.first) == nil {
 					s.sent(len(d.first))
 				}
 				return true

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"net/netip"
 	"sync/atomic"
 
@@ -161,8 +162,12 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 	if s == nil || from >= to {
 		return
 	}
-	if to-from == 1 {
-		u.one(in, from)
+	if to-from == 1 || s.proxyHdr != nil {
+		// One by one: a burst cannot carry a header before each
+		// datagram (GSO segments one buffer).
+		for i := from; i < to; i++ {
+			u.one(in, i)
+		}
 		return
 	}
 	out := u.l.udpRun
@@ -240,7 +245,7 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 				return // dropped and counted
 			}
 		}
-		err := sendDatagram(s.fd, p)
+		err := s.send(p)
 		if err == nil {
 			s.sent(len(p))
 			return
@@ -259,6 +264,13 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 
 // open starts a session for a new client.
 func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
+	if set := u.f.Settings(); len(set.Deny) > 0 || len(set.Allow) > 0 {
+		a := src.Addr().Unmap()
+		if inPrefixes(a, set.Deny) || (len(set.Allow) > 0 && !inPrefixes(a, set.Allow)) {
+			u.drop(DropDenied)
+			return nil
+		}
+	}
 	if !u.reserve() {
 		// The cap is held by the other loops' sessions: this datagram is
 		// dropped, and they evict their longest-idle one each, so the
@@ -276,6 +288,10 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		if ok {
 			s.ctlLen, dst = uint8(n), to
 		}
+	}
+	if s.pool.ProxyProtocol() == 2 {
+		s.proxyHdr = proxyproto.AppendV2(nil, proxyproto.Datagram,
+			netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(dst.Unmap(), u.local.Port()))
 	}
 	if u.l.sh.own.has(conn4{local: src, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
 		u.f.sockets.Add(-1)

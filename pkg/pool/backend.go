@@ -41,8 +41,12 @@ type Backend struct {
 	// AddrPort is Addr parsed, for dialers that make their own sockets.
 	AddrPort netip.AddrPort
 	ID       string // hashing identity
-	Weight   int
 	index    int
+
+	weight    atomic.Int32 // for new picks: the configured weight or an operator's
+	cfgWeight int
+	maxConns  int64                 // max_connections; 0: no cap
+	drain     atomic.Pointer[Drain] // an operator's drain; nil: none
 
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off

@@ -27,14 +27,18 @@ var (
 const MaxCandidates = 17
 
 // Plan returns the backends, by index, to try in order for a client at
-// src: up to 1+retries usable ones. When none is usable it returns the one
-// backend to force-try (breaker rule 6) with force set, or nothing when
-// every backend is disabled.
+// src: up to 1+retries usable ones with a free slot. When none is usable it
+// returns the one backend to force-try (breaker rule 6) with force set, or
+// nothing when every backend is disabled or draining. Nothing without
+// force means the pool is Full: usable backends exist, all at their cap.
 func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 	n := min(1+p.cfg.Retries, MaxCandidates)
-	cands = p.picker.Pick(src, n, buf[:0])
+	cands = p.picker().Pick(src, n, buf[:0])
 	if len(cands) > 0 {
 		return cands, false
+	}
+	if p.Full() {
+		return buf[:0], false
 	}
 	i, ok := p.forceTarget(src)
 	if !ok {
@@ -48,10 +52,14 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 func (p *Pool) forceTarget(src netip.AddrPort) (int, bool) {
 	var order [64]int
 	var states [64]breaker.State
-	idx := p.picker.Order(src, order[:0])
+	idx := p.picker().Order(src, order[:0])
 	st := states[:0]
 	for _, i := range idx {
-		st = append(st, p.backends[i].breaker.State())
+		s := p.backends[i].breaker.State()
+		// A draining backend takes no new client, force-tried or not:
+		// the operator took it out as surely as a disable does.
+		s.Disabled = s.Disabled || p.backends[i].Draining()
+		st = append(st, s)
 	}
 	k, ok := breaker.ChooseForceTry(st)
 	if !ok {
@@ -76,11 +84,15 @@ type Dial struct {
 // generation. Call it right before connect(2), and EndDial (or Pending)
 // with the outcome.
 func (p *Pool) BeginDial(b *Backend, force bool) Dial {
+	b.active.Add(1)
+	return p.beginDial(b, force)
+}
+
+func (p *Pool) beginDial(b *Backend, force bool) Dial {
 	k, bk := DialClient, breaker.KindClient
 	if force {
 		k, bk = DialForce, breaker.KindForce
 	}
-	b.active.Add(1)
 	return Dial{Backend: b, kind: k, attempt: b.breaker.Begin(bk)}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -34,6 +35,15 @@ type Deps struct {
 	// Owner is this instance's probe-lock token in the Store; "": random
 	// per breaker.
 	Owner string
+	// CutBackend resets the connections still open to a backend whose
+	// drain ran out of time (the event loops hold them); nil: none cut.
+	CutBackend func(*Backend)
+	// OnRuntimeChange is called after an operator's drain or weight
+	// change (the state file is rewritten); nil: nothing.
+	OnRuntimeChange func()
+	// Runtime gives, by "pool/identity", the drain and weight a backend
+	// not carried from Previous starts with (the state file at start).
+	Runtime map[string]Runtime
 	// Previous is the pool of the same name in the configuration being
 	// replaced (a reload); nil at start. A backend of the same identity
 	// (id, else addr) carries its counters, load and slow start, and, at
@@ -53,10 +63,23 @@ type Pool struct {
 	Algorithm string
 	cfg       *config.Pool
 	backends  []*Backend
-	picker    pick.Picker
+	pick      atomic.Pointer[pick.Picker] // rebuilt when an operator sets a weight
+	pickCfg   pick.Config
+	wmu       sync.Mutex // serialises picker rebuilds
 	dialer    *dialer.Dialer
 	now       func() time.Time
 	log       *slog.Logger
+	cut       func(*Backend)
+	onChange  func()
+}
+
+// Runtime is what an operator changed on one backend at run time, as the
+// state file keeps it: a weight other than the configured one (with the
+// configured weight it replaced, so a file edited since wins) and a drain.
+type Runtime struct {
+	Weight           *int
+	ConfiguredWeight int
+	Drained          bool
 }
 
 // New builds a pool from its configuration. Nothing runs until Run.
@@ -81,6 +104,8 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		dialer:    dialer.New(cfg.ConnectTimeout),
 		now:       deps.Now,
 		log:       log.With("pool", cfg.Name),
+		cut:       deps.CutBackend,
+		onChange:  deps.OnRuntimeChange,
 	}
 	pickBackends := make([]pick.Backend, len(cfg.Backends))
 	for i, bc := range cfg.Backends {
@@ -90,9 +115,9 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		}
 		b.usable.Store(b.HealthUp())
 		p.backends = append(p.backends, b)
-		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight}
+		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight()}
 	}
-	picker, err := pick.New(pickBackends, p, pick.Config{
+	p.pickCfg = pick.Config{
 		Algorithm:         cfg.Algorithm,
 		HashKey:           cfg.HashKey,
 		SlowStart:         cfg.SlowStart,
@@ -100,11 +125,12 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		RingVnodes:        cfg.RingVnodes,
 		MaglevTableSize:   cfg.MaglevTableSize,
 		Now:               deps.Now,
-	})
+	}
+	picker, err := pick.New(pickBackends, p, p.pickCfg)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
 	}
-	p.picker = picker
+	p.pick.Store(&picker)
 	return p, nil
 }
 
@@ -113,15 +139,19 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 	}
-	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(), Weight: bc.Weight, index: i}
+	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(),
+		cfgWeight: bc.Weight, maxConns: int64(bc.MaxConnections), index: i}
+	b.weight.Store(int32(bc.Weight))
 	prev := deps.Previous.backend(bc.Identity())
 	if prev != nil {
 		b.counters = prev.counters
 		if since := prev.usableSince.Load(); since != nil {
 			b.usableSince.Store(since)
 		}
+		p.carryRuntime(b, prev)
 	} else {
 		b.counters = &counters{}
+		p.restoreRuntime(b, deps.Runtime[p.Name+"/"+b.ID])
 	}
 	// One logger names the backend for every line about it, so the breaker
 	// and the prober add no backend attribute of their own.
@@ -264,6 +294,7 @@ func (p *Pool) Disable(ctx context.Context, b *Backend) error {
 	}
 	p.log.Info("backend disabled by operator", "backend", b.Addr)
 	b.refreshUsable(p.now)
+	p.changed()
 	return nil
 }
 
@@ -274,7 +305,9 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 		return err
 	}
 	st := b.breaker.State()
-	p.log.Info("backend enabled by operator", "backend", b.Addr, "breaker_open", st.Open)
+	drained := p.undrain(b)
+	p.log.Info("backend enabled by operator", "backend", b.Addr, "breaker_open", st.Open, "was_draining", drained)
+	p.changed()
 	if st.Open {
 		b.breaker.ProbeNow()
 	}
@@ -284,7 +317,13 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 
 // The pick.State the picker reads on every pick.
 
-func (p *Pool) Usable(i int) bool  { return p.backends[i].refreshUsable(p.now) }
+// Usable, for the picker, is also "takes new clients": a draining backend
+// and one at its max_connections are skipped like unusable ones, without
+// touching the moment usability came back (slow start).
+func (p *Pool) Usable(i int) bool {
+	b := p.backends[i]
+	return b.refreshUsable(p.now) && !b.Draining() && !b.Full()
+}
 func (p *Pool) Active(i int) int64 { return p.backends[i].active.Load() }
 func (p *Pool) UsableSince(i int) time.Time {
 	if t := p.backends[i].usableSince.Load(); t != nil {

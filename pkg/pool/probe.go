@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"net"
 	"strconv"
 
@@ -60,12 +61,27 @@ func (p *Pool) healthCheck(b *Backend) health.Check {
 	case h.Type == config.HealthICMP:
 		return health.UDPRefusalCheck(nil, b.Addr, dialer.IsLocal)
 	case p.sendExpect() && p.udp():
-		return health.UDPSendExpectCheck(nil, b.Addr, h.Send, h.Expect, dialer.IsLocal)
+		return health.UDPSendExpectCheck(nil, b.Addr, p.checkRequest(), h.Expect, dialer.IsLocal)
 	case p.sendExpect():
-		return health.TCPSendExpectCheck(p.dialer.DialContext, b.Addr, h.Send, h.Expect, dialer.IsLocal)
+		return health.TCPSendExpectCheck(p.dialer.DialContext, b.Addr, p.checkRequest(), h.Expect, dialer.IsLocal)
 	default:
 		return health.TCPCheck(p.dialer.DialContext, p.connectAddr(b), dialer.IsLocal)
 	}
+}
+
+// checkRequest is what a send-expect check sends: the configured bytes,
+// behind a PROXY header of the LOCAL kind when the pool's backends expect
+// one (a backend that requires the header would drop a request without it;
+// LOCAL says "the proxy itself, no client", as HAProxy's check-send-proxy).
+func (p *Pool) checkRequest() []byte {
+	send := p.cfg.Health.Send
+	switch p.ProxyProtocol() {
+	case 1:
+		return append([]byte("PROXY UNKNOWN\r\n"), send...)
+	case 2:
+		return append(proxyproto.AppendV2Local(nil), send...)
+	}
+	return send
 }
 
 // connectAddr is where b's connect check goes: b's address, or its host at
@@ -95,7 +111,7 @@ func (p *Pool) probeFunc(b *Backend) func(ctx context.Context) breaker.Result {
 		check, bound := health.UDPRefusalCheck(nil, b.Addr, dialer.IsLocal), p.cfg.ReplyTimeout
 		if p.sendExpect() {
 			h := p.cfg.Health
-			check, bound = health.UDPSendExpectCheck(nil, b.Addr, h.Send, h.Expect, dialer.IsLocal), h.Timeout
+			check, bound = health.UDPSendExpectCheck(nil, b.Addr, p.checkRequest(), h.Expect, dialer.IsLocal), h.Timeout
 		}
 		return func(ctx context.Context) breaker.Result {
 			if bound > 0 { // else the breaker's probe deadline bounds it

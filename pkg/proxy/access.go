@@ -22,6 +22,11 @@ func (s *Server) AccessLogDropped() int64 {
 type ListenerCloses struct {
 	Name   string
 	Closed [loop.NumCloseReasons]int64
+	// Queued counts waits for a backend slot by how they ended, in the
+	// order of loop.QueueResults; Sources the client addresses the
+	// per-source limits track now.
+	Queued  [len(loop.QueueResults)]int64
+	Sources int64
 }
 
 // Closes returns the per-listener close counts, in the order of Stats.
@@ -33,6 +38,12 @@ func (s *Server) Closes() []ListenerCloses {
 		out[i].Name = f.Name
 		for r := range loop.NumCloseReasons {
 			out[i].Closed[r] = f.Closed[r].Load()
+		}
+		for r := range out[i].Queued {
+			out[i].Queued[r] = f.Queued[r].Load()
+		}
+		if pol := f.Policy(); pol != nil {
+			out[i].Sources = int64(pol.Sources.Sources())
 		}
 	}
 	return out

@@ -3,6 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
+
+	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
 // ReloadStats says what a reload changed.
@@ -94,6 +97,8 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 			ui++
 		} else {
 			keepTCP[ti].SetPool(fc.Pool)
+			keepTCP[ti].SetPolicy(fc.Policy)
+			s.setKeepalive(keepTCP[ti].Front, fc.Keepalive)
 			ti++
 		}
 	}
@@ -163,5 +168,18 @@ func (s *Server) logListeners(opened []*bound) {
 		} else {
 			s.log.Info("listener started", "listener", b.tcp.Name, "protocol", "tcp", "addr", b.tcp.addr.String(), "loops", len(s.loops))
 		}
+	}
+}
+
+// setKeepalive applies a reloaded listener's client-side keepalive to its
+// listening sockets (the loops hold them): clients accepted from then on
+// inherit it. An error is logged; the listener keeps serving.
+func (s *Server) setKeepalive(f *loop.Front, ka sockopt.Keepalive) {
+	for _, l := range s.loops {
+		l.Do(func() {
+			if err := l.ListenerKeepalive(f, ka); err != nil {
+				s.log.Error("reload: listener keepalive not applied", "listener", f.Name, "error", err)
+			}
+		})
 	}
 }

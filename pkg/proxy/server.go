@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/l4lb/l4lb/pkg/sockopt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -24,6 +25,14 @@ type Frontend struct {
 	Protocol string // "tcp" (or "") | "udp"
 	Backlog  int    // tcp only
 	Pool     *pool.Pool
+
+	// Policy is what the listener checks of a client before any dial
+	// (PROXY header, allow/deny, per-source limits); nil: nothing. UDP
+	// listeners use its allow and deny lists.
+	Policy *loop.Policy
+	// Keepalive is TCP keepalive on the client side, set on the listening
+	// sockets so accepted connections inherit it.
+	Keepalive sockopt.Keepalive
 
 	// UDP listeners only; see loop.UDPFront.
 	SessionTimeout      time.Duration
@@ -153,7 +162,14 @@ func (s *Server) open(fc Frontend) (*bound, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, fd := range socks.FDs {
+		if err := fc.Keepalive.Apply(fd); err != nil {
+			socks.Close()
+			return nil, fmt.Errorf("listener %s: keepalive: %w", fc.Name, err)
+		}
+	}
 	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr}
+	f.SetPolicy(fc.Policy)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})
@@ -296,6 +312,14 @@ func (s *Server) Stats() []ListenerStats {
 // PathBytes reports the bytes relayed by splice and by copy.
 func (s *Server) PathBytes() (spliced, copied int64) {
 	return s.sh.Spliced.Load(), s.sh.Copied.Load()
+}
+
+// CutBackend resets the relays every loop holds to b (an operator's drain
+// reached its deadline).
+func (s *Server) CutBackend(b *pool.Backend) {
+	for _, l := range s.loops {
+		l.CutBackend(b)
+	}
 }
 
 // Shutdown stops accepting, waits for open connections to finish until

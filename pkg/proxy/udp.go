@@ -62,8 +62,12 @@ func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func()) error, live boo
 }
 
 func udpSettings(fc Frontend) loop.UDPSettings {
-	return loop.UDPSettings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
+	set := loop.UDPSettings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
 		Responses: fc.Responses, Requests: fc.Requests, ReuseSockets: fc.ReuseSockets}
+	if fc.Policy != nil {
+		set.Allow, set.Deny = fc.Policy.Allow, fc.Policy.Deny
+	}
+	return set
 }
 
 // UDPAddr returns the bound address of the named UDP listener.

@@ -1,0 +1,66 @@
+package loop
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/srclimit"
+)
+
+// Policy is what a listener checks of a client before any dial: who may
+// send a PROXY header, who may connect at all, and how much each source
+// may take. A reload swaps it whole (Front.SetPolicy); a connection keeps
+// the verdicts it was given.
+type Policy struct {
+	// AcceptProxy: the client side speaks the PROXY protocol; only peers
+	// in Trusted may, and the header must arrive within ProxyTimeout.
+	AcceptProxy  bool
+	Trusted      []netip.Prefix
+	ProxyTimeout time.Duration
+	// Allow (when not empty) and Deny are checked against the client's
+	// address (the original one when it came in a PROXY header); deny
+	// wins.
+	Allow, Deny []netip.Prefix
+	// Sources caps connections and their rate per client address; nil:
+	// no per-source limit. SourceLimits is what it was built from, so a
+	// reload that keeps the limits keeps the Limiter and its counts.
+	Sources      *srclimit.Limiter
+	SourceLimits srclimit.Config
+}
+
+// SetPolicy makes p the listener's policy for clients accepted from now.
+func (f *Front) SetPolicy(p *Policy) { f.policy.Store(p) }
+
+// Policy is the listener's policy now; nil: none.
+func (f *Front) Policy() *Policy { return f.policy.Load() }
+
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit is the access control and per-source verdict for a client at a
+// (unmapped): CloseCompleted means admitted (and, with per-source limits,
+// counted until release).
+func (p *Policy) admit(a netip.Addr) CloseReason {
+	if p == nil {
+		return CloseCompleted
+	}
+	if inPrefixes(a, p.Deny) || (len(p.Allow) > 0 && !inPrefixes(a, p.Allow)) {
+		return CloseDenied
+	}
+	switch p.Sources.Admit(a, p.Sources.Now()) {
+	case srclimit.OverConns:
+		return CloseSourceConnections
+	case srclimit.OverRate:
+		return CloseSourceRate
+	}
+	return CloseCompleted
+}
+
+// trusted reports whether a peer may send a PROXY header.
+func (p *Policy) trusted(a netip.Addr) bool { return inPrefixes(a, p.Trusted) }
