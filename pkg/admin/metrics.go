@@ -92,6 +92,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	for _, p := range c.src.pools() {
+		counter(descPortsExhausted, p.Exhausted(), p.Name)
 		for _, b := range p.Backends() {
 			st := b.Breaker()
 			gauge(descBackendUp, b01(b.Usable()), p.Name, b.Addr)

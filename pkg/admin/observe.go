@@ -31,13 +31,15 @@ var (
 		"1 while an operator drains the backend (no new connections; the rest are reset at the deadline), until it is enabled.", backendLabels...)
 	descBackendWeight = desc("l4lb_backend_weight",
 		"The backend's weight for new picks: the configured one or an operator's.", backendLabels...)
+	descPortsExhausted = desc("l4lb_pool_ports_exhausted_total",
+		"Client dials that found no local port toward their backend (EADDRNOTAVAIL from every source address): local trouble, no backend blamed.", "pool")
 	descAccessDropped = desc("l4lb_access_log_dropped_total",
 		"Access log records lost: the queue was full (the writer fell behind) or writing them failed. 0 with the access log off.")
 )
 
 func describeObservability(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
-		descQueued, descSources, descBackendDraining, descBackendWeight} {
+		descQueued, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
 		ch <- d
 	}
 }

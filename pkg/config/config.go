@@ -160,6 +160,10 @@ type Pool struct {
 	Keepalive         time.Duration
 	KeepaliveInterval time.Duration
 	KeepaliveCount    int
+	// Sources are the local addresses the pool dials from, in turn; a
+	// source whose ports toward a backend are all in use gives way to the
+	// next. Empty: the kernel's choice (TCP pools only).
+	Sources []Source
 }
 
 // Backend is one [[pool.NAME.backend]] table.

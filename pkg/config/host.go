@@ -37,6 +37,7 @@ func (cfg *Config) CheckHost(h Host) error {
 		return false
 	}
 	checkSelfDials(c, cfg, isLocal)
+	checkSources(c, cfg, isLocal)
 	checkBroadcasts(c, cfg, h.Addrs)
 	checkTokenFile(c, cfg.Admin)
 	checkAccessFile(c, cfg.Log)

@@ -154,6 +154,7 @@ func decodePoolPolicy(t *table, p *Pool, use poolUse) {
 	}
 	notFor := func(k string) string { return use.notFor(k, "UDP has no connection to keep alive") }
 	decodeKeepalive(t, tcp, notFor, &p.Keepalive, &p.KeepaliveInterval, &p.KeepaliveCount)
+	decodeSources(t, p, tcp, use.notFor("source", "a UDP session's socket takes the address the route gives it"))
 }
 
 // decodeKeepalive reads keepalive, keepalive_interval and keepalive_count,

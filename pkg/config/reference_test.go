@@ -66,6 +66,7 @@ var designKeys = []struct{ key, value string }{
 	{"pool.UDPNAME.proxy_protocol", `"off"`},
 	{"pool.NAME.queue_timeout", `"0s"`},
 	{"pool.NAME.keepalive", `"off"`},
+	{"pool.NAME.source", "[]"},
 	{"pool.NAME.backend[0].addr", ""},
 	{"pool.NAME.backend[0].weight", "1"},
 	{"pool.NAME.backend[0].id", `""`},
@@ -335,6 +336,7 @@ maglev_table_size = 65537
 proxy_protocol = "off"
 queue_timeout = "0s"
 keepalive = "off"
+source = []
 [[pool.web.backend]]
 addr = "127.0.0.1:9001"
 weight = 1

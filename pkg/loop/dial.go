@@ -67,7 +67,8 @@ func (c *conn) tryNext() {
 		}
 		d.cur = cur
 		d.started = c.l.clock()
-		fd, err := connectTo(b.AddrPort, p.Keepalive())
+		c.l.srcNext++
+		fd, err := connectTo(b.AddrPort, p.Keepalive(), p.SourcesFor(b.AddrPort), int(c.l.srcNext))
 		if fd >= 0 {
 			c.be = endpoint{c: c, fd: fd}
 			if rerr := c.l.register(fd, &c.be); rerr != nil {
@@ -86,6 +87,9 @@ func (c *conn) tryNext() {
 		}
 		o := dialer.Classify(err)
 		p.EndDial(d.cur, o)
+		if err == unix.EADDRNOTAVAIL {
+			p.PortsExhausted()
+		}
 		if o == dialer.Local {
 			c.refuse(&dialer.DialError{Backend: b.Addr, Err: err})
 			return

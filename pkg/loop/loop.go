@@ -53,6 +53,7 @@ type Loop struct {
 	// written.
 	waiting    []*conn
 	queueTimer timer
+	srcNext    uint32 // turns the pools' source addresses (sockaddr.go)
 	hdr        [proxyproto.MaxLength]byte
 
 	// UDP: the loop's socket of each UDP listener, and the batches its

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 	"net/netip"
 	"unsafe"
@@ -60,7 +61,28 @@ func ntohs(p uint16) uint16 {
 // starts connecting
 // it to ap. It returns the fd and the connect's error: nil or EINPROGRESS
 // mean under way.
-func connectTo(ap netip.AddrPort, ka sockopt.Keepalive) (int, error) {
+func connectTo(ap netip.AddrPort, ka sockopt.Keepalive, srcs []config.Source, first int) (int, error) {
+	if len(srcs) == 0 {
+		return connectFrom(ap, ka, nil)
+	}
+	// From each source in turn, starting at first: a source whose ports
+	// toward this backend are all in use (EADDRNOTAVAIL at connect, the
+	// port being chosen by the full 4-tuple) gives way to the next. All
+	// of them out of ports is local trouble.
+	var err error
+	for k := range srcs {
+		fd, e := connectFrom(ap, ka, &srcs[(first+k)%len(srcs)])
+		if fd >= 0 || (e != unix.EADDRNOTAVAIL && e != unix.EADDRINUSE) {
+			return fd, e
+		}
+		err = e
+	}
+	return -1, err
+}
+
+// connectFrom starts a non-blocking connect to ap from src (nil: the
+// kernel's choice of address and port).
+func connectFrom(ap netip.AddrPort, ka sockopt.Keepalive, src *config.Source) (int, error) {
 	family, sa := sockaddrFor(ap)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
@@ -80,6 +102,12 @@ func connectTo(ap netip.AddrPort, ka sockopt.Keepalive) (int, error) {
 		unix.Close(fd)
 		return -1, err
 	}
+	if src != nil {
+		if err := bindSource(fd, family, src); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
 	for {
 		if err = unix.Connect(fd, sa); err != unix.EINTR {
 			break
@@ -90,6 +118,27 @@ func connectTo(ap netip.AddrPort, ka sockopt.Keepalive) (int, error) {
 		return -1, err
 	}
 	return fd, err
+}
+
+// bindSource binds fd to src's address without a port: with
+// IP_BIND_ADDRESS_NO_PORT the kernel picks the port at connect(2), unique
+// for the full 4-tuple, so one source serves a port range per backend
+// rather than one range for all of them. A source's port range narrows the
+// choice (IP_LOCAL_PORT_RANGE, Linux 6.3+).
+func bindSource(fd, family int, src *config.Source) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+		return err
+	}
+	if src.PortLo != 0 {
+		r := int(src.PortLo) | int(src.PortHi)<<16
+		if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_LOCAL_PORT_RANGE, r); err != nil {
+			return err
+		}
+	}
+	if family == unix.AF_INET {
+		return unix.Bind(fd, &unix.SockaddrInet4{Addr: src.Addr.As4()})
+	}
+	return unix.Bind(fd, &unix.SockaddrInet6{Addr: src.Addr.As16()})
 }
 
 // sockaddrFor is a backend's address (unmapped) as a socket address, with

@@ -71,6 +71,7 @@ type Pool struct {
 	log       *slog.Logger
 	cut       func(*Backend)
 	onChange  func()
+	srcs      *sources
 }
 
 // Runtime is what an operator changed on one backend at run time, as the
@@ -101,7 +102,8 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		Name:      cfg.Name,
 		Algorithm: cfg.Algorithm,
 		cfg:       cfg,
-		dialer:    dialer.New(cfg.ConnectTimeout),
+		dialer:    dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
+		srcs:      newSources(cfg.Sources, deps.Previous),
 		now:       deps.Now,
 		log:       log.With("pool", cfg.Name),
 		cut:       deps.CutBackend,
