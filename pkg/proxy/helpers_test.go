@@ -48,14 +48,22 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	store := breaker.NewMemoryStore(nil)
 	var fronts []Frontend
 	for _, name := range cfg.PoolNames {
-		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, BreakerRefresh: 20 * time.Millisecond})
+		// A drain's deadline cuts through the server, as cmd/l4lb wires it
+		// (the server is made after the pools; a cut comes later still).
+		cut := func(b *pool.Backend) {
+			if l.server != nil {
+				l.server.CutBackend(b)
+			}
+		}
+		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: store, BreakerRefresh: 20 * time.Millisecond, CutBackend: cut})
 		if err != nil {
 			t.Fatal(err)
 		}
 		l.pools[name] = p
 	}
 	for _, lc := range cfg.Listeners {
-		fronts = append(fronts, Frontend{Name: lc.Name, Bind: lc.Bind, Pool: l.pools[lc.Pool]})
+		fronts = append(fronts, Frontend{Name: lc.Name, Bind: lc.Bind, Pool: l.pools[lc.Pool],
+			Policy: listenerPolicy(lc), Keepalive: listenerKeepalive(lc)})
 	}
 	if maxConns == 0 {
 		maxConns = 1000
