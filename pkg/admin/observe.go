@@ -23,7 +23,7 @@ var (
 	descBuildInfo = desc("l4lb_build_info",
 		"Always 1; the labels say which build runs.", "version", "goversion")
 	descQueued = desc("l4lb_client_queued_total",
-		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served, timeout, left.",
+		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served (dialed once the pool had room again), timeout, left (the client went away).",
 		"listener", "result")
 	descSources = desc("l4lb_policy_sources",
 		"Client addresses the listener's per-source limits track now (max_connections_per_source, rate_per_source).", "listener")

@@ -245,7 +245,9 @@ func (c *conn) loopCut() {
 // deadline, loop stop): o is splice.Aborted, the one way a connection is
 // cut from outside, which ends it as CloseShutdown.
 func (c *conn) cut(o splice.Outcome) {
-	if c.phase == phaseDialing {
+	if c.phase != phaseRelaying && c.phase != phaseClosed {
+		// Never relayed (dialing, queued for a slot, reading its PROXY
+		// header): a refused client, so the results add up to the closes.
 		c.f.Rejected.Add(1)
 	}
 	c.close(CloseShutdown, true, true)

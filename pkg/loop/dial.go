@@ -186,7 +186,9 @@ func (c *conn) connected(pump bool) {
 	c.lastActive = c.l.clock()
 	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
-	if v := p.ProxyProtocol(); v != 0 && !c.sendProxyHeader(v) {
+	// A connect found reset (pump false) is the relay's to end as a
+	// backend reset: no header goes to a socket that is gone.
+	if v := p.ProxyProtocol(); v != 0 && pump && !c.sendProxyHeader(v) {
 		return
 	}
 	if pump {

@@ -44,6 +44,12 @@ func (c *conn) sendProxyHeader(version int) bool {
 	if err == nil && n != len(hdr) {
 		err = errors.New("short write")
 	}
+	if err == unix.ECONNRESET || err == unix.EPIPE {
+		// The backend reset right after accepting: its doing, judged as
+		// any reset before its first byte (count_early_reset).
+		c.broken(&c.be, err)
+		return false
+	}
 	if err != nil {
 		c.debug("PROXY header not sent", fmt.Errorf("%d of %d bytes: %w", n, len(hdr), err))
 		c.close(CloseLocalError, true, true)

@@ -46,13 +46,13 @@ func (p *Pool) TryBeginDial(b *Backend, force bool) (Dial, bool) {
 
 // Full reports whether the pool refuses new clients only for want of a
 // slot: some backend is usable (enabled, health-up, breaker closed, not
-// draining) and every such one is at its max_connections. The loop then
+// draining, weight above 0) and every such one is at its max_connections. The loop then
 // queues the client for queue_timeout, or refuses it as backend_cap.
 func (p *Pool) Full() bool {
 	full := false
 	for _, b := range p.backends {
-		if !b.Usable() || b.Draining() {
-			continue
+		if !b.Usable() || b.Draining() || b.Weight() == 0 {
+			continue // never picked for a new client: no slot to wait for
 		}
 		if !b.Full() {
 			return false

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -401,11 +400,6 @@ func TestPolicySetWeight(t *testing.T) {
 // counted once by reason (shutdown) and once by result (rejected: never
 // relayed).
 func TestPolicyShutdownCutsWaitingClients(t *testing.T) {
-	if os.Getenv("L4LB_BUG_TESTS") == "" {
-		t.Skip("BUG: pkg/loop/conn.go (*conn).cut counts a cut client as rejected only in phaseDialing; " +
-			"one cut in phaseQueued or phaseProxy is counted by reason (shutdown) but by no result " +
-			"(l4lb_client_connections_total misses it). Run with L4LB_BUG_TESTS=1")
-	}
 	shutdown := func(t *testing.T, l *lb) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -458,11 +452,6 @@ func TestPolicyShutdownCutsWaitingClients(t *testing.T) {
 // at its max_connections the next client is refused (or queued), never
 // sent past a cap.
 func TestPolicyBackendCapWithZeroWeightBackend(t *testing.T) {
-	if os.Getenv("L4LB_BUG_TESTS") == "" {
-		t.Skip("BUG: pkg/pool/capacity.go (*Pool).Full counts a weight-0 backend as usable with a free slot, so Plan " +
-			"(pkg/pool/dial.go) falls through to the force-try, and TryBeginDial(force) ignores max_connections: " +
-			"the capped backend gets a connection past its cap. Run with L4LB_BUG_TESTS=1")
-	}
 	noLeaks(t)
 	a := testnet.StartBackend(t, "A", "")
 	b := testnet.StartBackend(t, "B", "")

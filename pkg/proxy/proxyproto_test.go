@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -379,11 +378,6 @@ func TestAcceptProxyRefusals(t *testing.T) {
 func TestProxyProtocolBackendResetAtConnect(t *testing.T) {
 	for _, pp := range []string{"off", "v1", "v2"} {
 		t.Run(pp, func(t *testing.T) {
-			if pp != "off" && os.Getenv("L4LB_BUG_TESTS") == "" {
-				t.Skip("BUG: pkg/loop/dial.go connectDone: a backend reset found at connect (SO_ERROR ECONNRESET, consumed) " +
-					"goes to connected(false), whose PROXY header write (pkg/loop/proxyout.go sendProxyHeader) then fails with EPIPE " +
-					"and closes the client as local_error, not backend_reset (and the dial settles as no evidence). Run with L4LB_BUG_TESTS=1")
-			}
 			noLeaks(t)
 			k := testnet.StartTaker(t)
 			capped, release := make(chan struct{}), make(chan struct{})
