@@ -26,6 +26,12 @@ const (
 // is for); one-way sessions live until session_timeout. logKeys are more [log] keys (a variant's access
 // log), or "".
 func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
+	return l4lbConfigWith(routes, acceptLoops, logKeys, "", "")
+}
+
+// l4lbConfigWith is l4lbConfig with more keys in every TCP listener and
+// every TCP pool (the l4lb-policy variant's).
+func l4lbConfigWith(routes []route, acceptLoops int, logKeys, listenerKeys, poolKeys string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
 	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n" + logKeys)
@@ -44,9 +50,15 @@ func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
 		if r.udp == udpRRMode {
 			b.WriteString("responses = 1\nreuse_sockets = true\n")
 		}
+		if r.udp == udpNone {
+			b.WriteString(listenerKeys)
+		}
 	}
 	for _, r := range routes {
 		fmt.Fprintf(&b, "\n[pool.%s]\nalgorithm = \"round-robin\"\n", r.name)
+		if r.udp == udpNone {
+			b.WriteString(poolKeys)
+		}
 		for _, be := range r.backends {
 			fmt.Fprintf(&b, "\n[[pool.%s.backend]]\naddr = %q\n", r.name, be)
 		}
@@ -111,7 +123,8 @@ func startL4lb(h *harness, s *system, bin string, env []string, logKeys func(s *
 	if logKeys != nil {
 		extra = logKeys(s)
 	}
-	if err := os.WriteFile(cfg, []byte(l4lbConfig(s.routes, h.threads, extra)), 0o644); err != nil {
+	text := l4lbConfigWith(s.routes, h.threads, extra, s.spec.l4lbListenerKeys, s.spec.l4lbPoolKeys)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
 	if s.hasUDP() {

@@ -37,6 +37,9 @@ func (connScenario) finish(sr *ScenarioResult) {
 	if note, ok := storeNote(sr); ok {
 		sr.Notes = append(sr.Notes, note)
 	}
+	if note, ok := policyNote(sr); ok {
+		sr.Notes = append(sr.Notes, note)
+	}
 }
 
 func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
