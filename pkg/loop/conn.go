@@ -226,6 +226,9 @@ func (c *conn) noBackend(err error) {
 // backend is blamed).
 func (c *conn) refuse(err error) {
 	c.f.Rejected.Add(1)
+	if c.f.OnLocalError != nil {
+		c.f.OnLocalError()
+	}
 	c.debug("client refused: local trouble", err)
 	c.close(CloseLocalError, false, false)
 }

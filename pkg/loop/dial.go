@@ -22,6 +22,7 @@ type dialState struct {
 	started  int64 // the current dial's connect(2), on the loop's clock
 	cut      bool  // the current dial got less than connect_timeout
 	full     bool  // a candidate was skipped for want of a slot
+	portsOut error // a candidate had no local port left (EADDRNOTAVAIL)
 	last     error
 }
 
@@ -88,7 +89,12 @@ func (c *conn) tryNext() {
 		o := dialer.Classify(err)
 		p.EndDial(d.cur, o)
 		if err == unix.EADDRNOTAVAIL {
+			// Ports run out per destination: this backend has none left
+			// from any source, the next candidate may. Local trouble
+			// either way: no backend is blamed.
 			p.PortsExhausted()
+			d.portsOut = &dialer.DialError{Backend: b.Addr, Err: err}
+			continue
 		}
 		if o == dialer.Local {
 			c.refuse(&dialer.DialError{Backend: b.Addr, Err: err})
@@ -98,6 +104,10 @@ func (c *conn) tryNext() {
 	}
 	if d.full && d.last == nil {
 		c.queueForSlot()
+		return
+	}
+	if d.portsOut != nil && d.last == nil {
+		c.refuse(d.portsOut) // every candidate tried was out of local ports
 		return
 	}
 	c.noBackend(errors.Join(pool.ErrNoBackend, d.last))

@@ -35,6 +35,10 @@ type Front struct {
 	// cheap (a rate-limited log); nil: nothing.
 	OnNoBackend func()
 	OnLoop      func()
+	// OnLocalError is called for each client refused for this host's
+	// trouble (out of ports toward a backend, fds, memory); cheap, as the
+	// others.
+	OnLocalError func()
 
 	policy atomic.Pointer[Policy]
 	// Queued counts clients that waited for a backend slot (queue_timeout),

@@ -89,6 +89,7 @@ type front struct {
 	// logged at most once a second each, with a count.
 	noBackendLog *refusalLog
 	loopLog      *refusalLog
+	localLog     *refusalLog
 }
 
 // New creates the event loops and binds every listener (so a busy address
@@ -177,7 +178,11 @@ func (s *Server) open(fc Frontend) (*bound, error) {
 		s.log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
 			"listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})
-	f.OnNoBackend, f.OnLoop = f.noBackendLog.note, f.loopLog.note
+	f.localLog = newRefusalLog(time.Second, func(k int64) {
+		s.log.Warn("clients refused: local trouble (out of local ports toward a backend, file descriptors or memory); no backend blamed",
+			"listener", f.Name, "pool", f.Pool().Name, "refused", k, "see", "l4lb_pool_ports_exhausted_total")
+	})
+	f.OnNoBackend, f.OnLoop, f.OnLocalError = f.noBackendLog.note, f.loopLog.note, f.localLog.note
 	return &bound{tcp: f, tcpSock: socks}, nil
 }
 
@@ -228,7 +233,7 @@ func (s *Server) add(b *bound) {
 		return
 	}
 	s.fronts = append(s.fronts, b.tcp)
-	s.stopLogs = append(s.stopLogs, b.tcp.noBackendLog.stop, b.tcp.loopLog.stop)
+	s.stopLogs = append(s.stopLogs, b.tcp.noBackendLog.stop, b.tcp.loopLog.stop, b.tcp.localLog.stop)
 }
 
 // frontKey is what a reload matches listeners on: protocol and address.
