@@ -31,6 +31,7 @@ type Maglev struct {
 	table    []int32 // node index per slot; -1 only when no node has weight
 	weights  []int32
 	weighted int
+	bits     bitsets // for long walks over many nodes
 }
 
 // NewMaglev builds a table of size slots (0 means DefaultMaglevSize) over
@@ -135,7 +136,7 @@ func (m *Maglev) Successors(key uint64, dst []int, n int, accept func(node int) 
 	if m.weighted == 0 {
 		return dst
 	}
-	return walk(m.table, int(key%uint64(len(m.table))), m.weights, m.weighted, dst, n, accept)
+	return walk(m.table, int(key%uint64(len(m.table))), m.weights, m.weighted, dst, n, accept, &m.bits)
 }
 
 func isPrime(n int) bool {

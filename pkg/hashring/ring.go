@@ -34,6 +34,7 @@ type Ring struct {
 	// search over the whole ring (~1 MiB at 1000 nodes).
 	index []int32
 	shift uint
+	bits  bitsets // for long walks over many nodes
 }
 
 // NewRing builds a ring over nodes with vnodes points per unit of weight
@@ -161,12 +162,13 @@ func (r *Ring) Lookup(key uint64) int {
 // and nodes already in dst. The first node appended is the owner of key
 // among the accepted nodes, the rest are its fallbacks.
 //
-// It allocates nothing beyond growing dst for rings of up to 1024 nodes; for
-// larger rings and n > 8 it allocates one bitmap. accept must not retain
+// It allocates nothing beyond growing dst: rings of more than 1024 nodes
+// asked for n > 8 recycle a bitmap, which is allocated only until the ring
+// has one for each concurrent walk. accept must not retain
 // anything: it is called on the caller's goroutine before Successors returns.
 func (r *Ring) Successors(key uint64, dst []int, n int, accept func(node int) bool) []int {
 	if len(r.hashes) == 0 {
 		return dst
 	}
-	return walk(r.owners, r.search(key), r.weights, r.weighted, dst, n, accept)
+	return walk(r.owners, r.search(key), r.weights, r.weighted, dst, n, accept, &r.bits)
 }

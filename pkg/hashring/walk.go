@@ -1,5 +1,7 @@
 package hashring
 
+import "sync"
+
 // smallSetWords bounds the on-stack bitmap used to remember visited nodes:
 // up to 64*smallSetWords nodes a walk allocates nothing and stops as soon as
 // it has met every node.
@@ -7,6 +9,24 @@ const smallSetWords = 16
 
 // bitset is a fixed-size set of node indices.
 type bitset []uint64
+
+// bitsets recycles the bitmaps of walks over more than 64*smallSetWords
+// nodes, so that they allocate only until the pool is warm.
+type bitsets struct{ pool sync.Pool }
+
+func (b *bitsets) get(words int) *bitset {
+	if s, ok := b.pool.Get().(*bitset); ok && len(*s) == words {
+		return s
+	}
+	s := make(bitset, words)
+	return &s
+}
+
+// put clears s and keeps it for the next walk.
+func (b *bitsets) put(s *bitset) {
+	clear(*s)
+	b.pool.Put(s)
+}
 
 func (b bitset) has(i int) bool { return b[i>>6]&(1<<(uint(i)&63)) != 0 }
 func (b bitset) add(i int)      { b[i>>6] |= 1 << (uint(i) & 63) }
@@ -20,7 +40,10 @@ func (b bitset) add(i int)      { b[i>>6] |= 1 << (uint(i) & 63) }
 // soon as every node occurring in seq has been considered, so a walk over a
 // pool whose nodes are all rejected costs about as many steps as a coupon
 // collector needs, not a whole table.
-func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n int, accept func(node int) bool) []int {
+//
+// Walks over more than 64*smallSetWords nodes that want more than 8 nodes
+// take a recycled bitmap from big (a new one when big is nil).
+func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n int, accept func(node int) bool, big *bitsets) []int {
 	if n <= 0 || len(seq) == 0 {
 		return dst
 	}
@@ -31,9 +54,15 @@ func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n in
 	case nodes <= smallSetWords*64:
 		seen = small[:(nodes+63)/64]
 	case n > 8:
-		// Long walks (a full preference order) would be quadratic with
-		// the scan below.
-		seen = make(bitset, (nodes+63)/64)
+		// Long walks (a full preference order, or many retries) would be
+		// quadratic with the scan below.
+		if big == nil {
+			seen = make(bitset, (nodes+63)/64)
+			break
+		}
+		b := big.get((nodes + 63) / 64)
+		defer big.put(b)
+		seen = *b
 	}
 	met := 0
 	if seen != nil {

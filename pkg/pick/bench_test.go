@@ -2,6 +2,8 @@ package pick
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -43,3 +45,87 @@ func BenchmarkNew(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPickScale measures one Pick (a chosen backend and two
+// fallbacks, as a pool with retries = 2 asks) against pool size, for every
+// algorithm, on a realistic pool: one backend in 50 unusable, Active spread
+// over 0..40, and connections coming and going as picks are made (the
+// chosen backend gains one, a random backend loses one), so that the
+// load-ordered pickers see churn. The "notified" rows tell the picker about
+// every change through Changed, as a pool that calls the hook does; the
+// others leave it to poll.
+func BenchmarkPickScale(b *testing.B) {
+	type variant struct {
+		name     string
+		alg      string
+		factor   float64
+		notified bool
+	}
+	var variants []variant
+	for _, alg := range Algorithms {
+		variants = append(variants, variant{name: alg, alg: alg})
+		if alg == ConsistentHash {
+			variants = append(variants, variant{name: "consistent-hash-bounded", alg: alg, factor: 1.25})
+		}
+	}
+	for _, v := range slices.Clone(variants) {
+		if v.alg == LeastConn || v.alg == WeightedRoundRobin || v.factor != 0 {
+			v.name += "-notified"
+			v.notified = true
+			variants = append(variants, v)
+		}
+	}
+	for _, v := range variants {
+		for _, n := range []int{10, 100, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s/%d", v.name, n), func(b *testing.B) {
+				st := benchState(n)
+				cfg := Config{Algorithm: v.alg, HashBalanceFactor: v.factor}
+				if v.notified {
+					setNotified(&cfg)
+				}
+				p := mustNew(b, equalBackends(n), st, cfg)
+				hook, _ := p.(interface{ Changed(int) })
+				if !v.notified {
+					hook = nil
+				}
+				dst := make([]int, 0, 3)
+				x := uint64(0x9e3779b97f4a7c15)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					dst = p.Pick(client(i), 3, dst[:0])
+					if len(dst) > 0 {
+						st.active[dst[0]].Add(1)
+						if hook != nil {
+							hook.Changed(dst[0])
+						}
+					}
+					x ^= x << 13
+					x ^= x >> 7
+					x ^= x << 17
+					if j := int(x % uint64(n)); st.active[j].Load() > 0 {
+						st.active[j].Add(-1)
+						if hook != nil {
+							hook.Changed(j)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchState is a pool in service: one backend in 50 unusable, loads
+// spread over 0..40.
+func benchState(n int) *fakeState {
+	st := newState(n)
+	r := rand.New(rand.NewPCG(uint64(n), 7))
+	for i := range n {
+		st.active[i].Store(int64(r.IntN(41)))
+		if i%50 == 17 {
+			st.down[i].Store(true)
+		}
+	}
+	return st
+}
+
+func setNotified(cfg *Config) { cfg.Notified = true }

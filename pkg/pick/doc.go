@@ -12,4 +12,13 @@
 // their ID, never by their position in the list, so a fleet of instances
 // configured with the same backends in any order sends each client to the
 // same backend, and to the same fallbacks.
+//
+// No pick costs in proportion to the pool. least-conn keeps the backends in
+// a heap by load per weight, weighted-round-robin keeps one heap per
+// distinct effective weight (nginx's sequence, exactly), and
+// consistent-hash with a balance factor keeps the totals its capacities
+// need; they learn of changes from Notified.Changed when the pool calls it,
+// else by polling a few backends per pick, and they always read the live
+// state of what they return. The others need no structure: round-robin,
+// random and p2c touch a few backends, ip-hash and maglev look up a table.
 package pick

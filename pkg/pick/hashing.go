@@ -19,11 +19,14 @@ func nodesOf(backends []Backend) []hashring.Node {
 // unit of weight; fallbacks are the next distinct backends clockwise. With
 // HashBalanceFactor > 1 a backend at or above its bounded-load capacity is
 // passed over like an unusable one (and offered after all those below it,
-// if n asks for more).
+// if n asks for more). The capacity depends on the total load and weight of
+// the usable backends, which loadTotals keeps without summing the pool on
+// every pick; each backend the walk considers is judged by its live load.
 type consistentHash struct {
 	common
 	ring   *hashring.Ring
 	factor float64
+	loads  *loadTotals // nil without a balance factor
 }
 
 func newConsistentHash(c common, backends []Backend, cfg Config) (Picker, error) {
@@ -31,7 +34,18 @@ func newConsistentHash(c common, backends []Backend, cfg Config) (Picker, error)
 	if err != nil {
 		return nil, fmt.Errorf("pick: consistent-hash: %w", err)
 	}
-	return &consistentHash{common: c, ring: ring, factor: cfg.HashBalanceFactor}, nil
+	p := &consistentHash{common: c, ring: ring, factor: cfg.HashBalanceFactor}
+	if p.factor != 0 {
+		p.loads = newLoadTotals(&p.common, cfg.Notified)
+	}
+	return p, nil
+}
+
+// Changed implements Notified (it matters only with a balance factor).
+func (p *consistentHash) Changed(i int) {
+	if p.loads != nil {
+		p.loads.changes.Changed(i)
+	}
 }
 
 func (p *consistentHash) Pick(src netip.AddrPort, n int, dst []int) []int {
@@ -45,17 +59,16 @@ func (p *consistentHash) Pick(src netip.AddrPort, n int, dst []int) []int {
 		tail = p.ring.Successors(key, tail, n, p.st.Usable)
 		return append(dst[:from], tail...)
 	}
-	// Bounded loads need the average over the usable backends: O(backends).
-	var total int64
-	var totalWeight int
-	for i, w := range p.weights {
-		if w > 0 && p.st.Usable(i) {
-			total += p.st.Active(i)
-			totalWeight += int(w)
-		}
-	}
+	p.loads.absorb()
+	total, totalWeight := p.loads.totals()
 	tail = p.ring.Successors(key, tail, n, func(i int) bool {
-		return p.st.Usable(i) && p.st.Active(i) < hashring.Capacity(p.factor, total, int(p.weights[i]), totalWeight)
+		usable := p.st.Usable(i)
+		var active int64
+		if usable {
+			active = p.st.Active(i)
+		}
+		p.loads.count(i, usable, active)
+		return usable && active < hashring.Capacity(p.factor, total, int(p.weights[i]), totalWeight)
 	})
 	if len(tail) < n {
 		tail = p.ring.Successors(key, tail, n-len(tail), p.st.Usable)

@@ -22,6 +22,11 @@ type ipHash struct {
 	ends   []uint64 // ends[j]: cumulative weight of sorted[:j+1]
 	pos    []int    // pos[i]: i's position in sorted
 	total  uint64
+	// index[b] is the position owning the first key of bucket b, where
+	// bucket b holds the keys x (mod total) with x·buckets/total = b, and
+	// index[buckets] is the last position: slot searches only between
+	// index[b] and index[b+1], usually one or two positions.
+	index []int32
 }
 
 func newIPHash(c common, backends []Backend) *ipHash {
@@ -37,13 +42,36 @@ func newIPHash(c common, backends []Backend) *ipHash {
 		p.ends = append(p.ends, p.total)
 		p.pos[i] = j
 	}
+	p.buildIndex()
 	return p
+}
+
+// buildIndex makes about one bucket per weighted backend.
+func (p *ipHash) buildIndex() {
+	if p.total == 0 {
+		return
+	}
+	buckets := uint64(len(p.sorted))
+	p.index = make([]int32, buckets+1)
+	j := 0
+	for b := range buckets {
+		// The first key of bucket b: the least x with x·buckets/total >= b.
+		x := (b*p.total + buckets - 1) / buckets
+		for p.ends[j] <= x {
+			j++
+		}
+		p.index[b] = int32(j)
+	}
+	p.index[buckets] = int32(len(p.sorted) - 1)
 }
 
 // slot returns the sorted position owning key.
 func (p *ipHash) slot(key uint64) int {
 	x := key % p.total
-	lo, hi := 0, len(p.ends)
+	// total <= MaxWeight × backends and there is one bucket per backend,
+	// so the product cannot overflow for any pool that fits in memory.
+	b := x * uint64(len(p.sorted)) / p.total
+	lo, hi := int(p.index[b]), int(p.index[b+1])
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if p.ends[mid] <= x {

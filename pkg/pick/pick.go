@@ -38,7 +38,12 @@ type Config struct {
 	MaglevTableSize   int                 // prime; 0 = 65537
 	Hash              func([]byte) uint64 // nil = xxhash.Sum64
 	Now               func() time.Time    // nil = time.Now (slow start)
-	Rand              func() uint64       // nil = math/rand/v2 (random, p2c, least-conn tie-break); must be concurrency-safe
+	Rand              func() uint64       // nil = math/rand/v2 (random, p2c); must be concurrency-safe
+	// Notified promises that the caller calls Changed on the picker (when
+	// it implements Notified) for every change of a backend's Active count
+	// and whenever its usability may have changed; the picker then polls
+	// one backend per pick instead of up to pollBudget (see Notified).
+	Notified bool
 }
 
 // Picker chooses backends for client connections.
@@ -117,9 +122,9 @@ func New(backends []Backend, st State, cfg Config) (Picker, error) {
 	case RoundRobin:
 		return &roundRobin{common: c}, nil
 	case WeightedRoundRobin:
-		return &weightedRoundRobin{common: c, current: make([]int64, len(backends))}, nil
+		return newWeightedRoundRobin(c, cfg.Notified), nil
 	case LeastConn:
-		return &leastConn{common: c}, nil
+		return newLeastConn(c, cfg.Notified), nil
 	case Random:
 		return &random{common: c}, nil
 	case P2C:

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 )
 
 // weightedRoundRobin is nginx's smooth weighted round robin: on every pick
@@ -13,12 +14,208 @@ import (
 // pool gets a a b a c a a, never five in a row.
 //
 // Fallbacks are the runners-up by current weight after the pick. The state
-// is a slice guarded by a mutex: the algorithm is only smooth when one
-// sequence serves the whole pool.
+// is guarded by a mutex: the algorithm is only smooth when one sequence
+// serves the whole pool.
+//
+// Backends of the same effective weight gain the same amount on every
+// pick, so their order by current weight only changes when one of them
+// wins. They therefore share a class: a max-heap ordered by current weight
+// (then index) whose common gain is one counter. A pick adds each class's
+// weight to its counter, compares the classes' tops and requeues the
+// winner: O(classes + log n), and the sequence is nginx's exactly. Pools
+// have few distinct weights; a backend in its slow-start ramp joins the
+// class of its weight rounded to 1/32 of its configured weight (see
+// rampWeight), so classes stay few however many backends ramp at once.
+//
+// Usability is read live for every backend a pick returns; one found
+// unusable is parked with its current weight frozen, as if it had sat out
+// this pick, and the winner gets back the share of the total it was charged
+// for it. Parked backends come back when Changed, polling (see Notified) or
+// the construction-time check finds them usable.
 type weightedRoundRobin struct {
 	common
+	changes
 	mu      sync.Mutex
-	current []int64
+	classes []*wrrClass         // classes with members
+	byW     map[int64]*wrrClass // every class made, by weight
+	class   []*wrrClass         // class[i]: i's class; nil when parked (or weight 0)
+	key     []int64             // member: current weight minus its class's gain; parked: current weight
+	hpos    []int32             // i's index in its class's heap; -1 while taken out by a pick
+	total   int64               // effective weight of all members
+	taken   [maxTaken]int32     // backends a pick took out of their heaps
+	ramp    rampSet
+	polls   int
+	cursor  int
+}
+
+// maxTaken bounds the candidates one pick takes out of the heaps; further
+// fallbacks (n > maxTaken) are found without taking them out.
+const maxTaken = 32
+
+// wrrClass is the backends of one effective weight.
+type wrrClass struct {
+	w       int64   // every member's effective weight
+	gain    int64   // added to every member's current weight since the class was last empty
+	heap    []int32 // members by current weight, highest first, then lowest index
+	members int     // in heap or taken out by the pick in progress
+	at      int     // index in classes, -1 when empty
+}
+
+// gainLimit bounds a class's gain before it is folded into its members'
+// keys, far from overflow (weights are at most 2^18).
+const gainLimit = 1 << 52
+
+func newWeightedRoundRobin(c common, notified bool) *weightedRoundRobin {
+	n := len(c.weights)
+	p := &weightedRoundRobin{
+		common:  c,
+		changes: newChanges(n),
+		byW:     make(map[int64]*wrrClass),
+		class:   make([]*wrrClass, n),
+		key:     make([]int64, n),
+		hpos:    make([]int32, n),
+		polls:   pollsFor(n, notified),
+	}
+	if c.slowStart > 0 {
+		p.ramp = newRampSet(n)
+	}
+	// One class per configured weight, sized for all its backends, so that
+	// a pool without slow start never allocates after this.
+	count := make(map[int64]int)
+	for i := range n {
+		if w := p.fullWeight(i); w > 0 {
+			count[w]++
+		}
+	}
+	for w, k := range count {
+		p.byW[w] = &wrrClass{w: w, heap: make([]int32, 0, k), at: -1}
+	}
+	now := p.clock()
+	for i := range n {
+		if p.weights[i] > 0 && p.st.Usable(i) {
+			p.join(i, p.rampWeight(i, now))
+		}
+	}
+	return p
+}
+
+// rampWeight is i's effective weight, rounded during the slow-start ramp to
+// a multiple of 1/32 of its configured weight (so that ramping backends
+// share few classes). Outside the ramp it is the full weight.
+func (p *weightedRoundRobin) rampWeight(i int, now time.Time) int64 {
+	w, full := p.effectiveWeight(i, now), p.fullWeight(i)
+	if w >= full {
+		return full
+	}
+	step := full / 32
+	level := min(max((w+step/2)/step, 1), 32)
+	return level * step
+}
+
+func (p *weightedRoundRobin) current(i int) int64 {
+	if c := p.class[i]; c != nil {
+		return p.key[i] + c.gain
+	}
+	return p.key[i]
+}
+
+// join makes parked i a member of the class of weight w, keeping its
+// current weight.
+func (p *weightedRoundRobin) join(i int, w int64) {
+	c := p.byW[w]
+	if c == nil {
+		c = &wrrClass{w: w, at: -1}
+		p.byW[w] = c
+	}
+	if c.at < 0 {
+		c.gain = 0
+		c.at = len(p.classes)
+		p.classes = append(p.classes, c)
+	}
+	p.key[i] -= c.gain
+	p.class[i] = c
+	c.members++
+	p.total += w
+	p.push(c, i)
+	if p.slowStart > 0 {
+		p.ramp.set(i, w < p.fullWeight(i))
+	}
+}
+
+// leave parks member i (in its heap, not taken out), freezing its current
+// weight.
+func (p *weightedRoundRobin) leave(i int) {
+	c := p.class[i]
+	p.removeAt(c, int(p.hpos[i]))
+	p.key[i] += c.gain
+	p.class[i] = nil
+	c.members--
+	p.total -= c.w
+	if c.members == 0 {
+		last := p.classes[len(p.classes)-1]
+		p.classes[c.at] = last
+		last.at = c.at
+		p.classes = p.classes[:len(p.classes)-1]
+		c.at = -1
+	}
+}
+
+// refresh re-reads i's usability and effective weight between picks,
+// parking, unparking or moving it to another class.
+func (p *weightedRoundRobin) refresh(i int, now time.Time) {
+	if p.weights[i] == 0 {
+		return
+	}
+	if !p.st.Usable(i) {
+		if p.class[i] != nil {
+			p.leave(i)
+		}
+		if p.slowStart > 0 {
+			p.ramp.set(i, false)
+		}
+		return
+	}
+	w := p.rampWeight(i, now)
+	if c := p.class[i]; c != nil {
+		if c.w == w {
+			return
+		}
+		p.leave(i)
+	}
+	p.join(i, w)
+}
+
+func (p *weightedRoundRobin) absorb(now time.Time) {
+	p.drain(func(i int) { p.refresh(i, now) })
+	for range p.polls {
+		p.refresh(p.cursor, now)
+		if p.cursor++; p.cursor == len(p.weights) {
+			p.cursor = 0
+		}
+	}
+	if p.slowStart > 0 {
+		for range rampPolls {
+			if i := p.ramp.take(); i >= 0 {
+				p.refresh(i, now)
+			}
+		}
+	}
+}
+
+// best returns the member with the highest current weight (the lowest
+// index on ties) among those in the heaps, or -1.
+func (p *weightedRoundRobin) best() int {
+	best, bestCur := -1, int64(0)
+	for _, c := range p.classes {
+		if len(c.heap) == 0 {
+			continue
+		}
+		i := int(c.heap[0])
+		if cur := p.key[i] + c.gain; best < 0 || cur > bestCur || (cur == bestCur && i < best) {
+			best, bestCur = i, cur
+		}
+	}
+	return best
 }
 
 func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
@@ -26,31 +223,87 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 		return dst
 	}
 	now := p.clock()
-	from := len(dst)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	best := -1
-	var total int64
-	for i := range p.weights {
-		if !p.usable(i) {
-			continue
-		}
-		w := p.effectiveWeight(i, now)
-		p.current[i] += w
-		total += w
-		if best < 0 || p.current[i] > p.current[best] {
-			best = i
-		}
-	}
-	if best < 0 {
+	p.absorb(now)
+	if len(p.classes) == 0 {
 		return dst
 	}
-	p.current[best] -= total
-	dst = append(dst, best)
+	// Every member gains its weight.
+	for _, c := range p.classes {
+		c.gain += c.w
+		if c.gain > gainLimit {
+			for _, i := range c.heap {
+				p.key[i] += c.gain
+			}
+			c.gain = 0
+		}
+	}
+	winner := -1
+	for {
+		winner = p.best()
+		if winner < 0 {
+			return dst
+		}
+		if p.st.Usable(winner) {
+			break
+		}
+		// It sat this pick out: no gain, and no share of the total.
+		w := p.class[winner].w
+		p.leave(winner)
+		p.key[winner] -= w
+	}
+	c := p.class[winner]
+	p.key[winner] -= p.total
+	p.down(c, int(p.hpos[winner]))
+	dst = append(dst, winner)
+	if n == 1 {
+		return dst
+	}
+	// Runners-up: take each out of its heap so the next best shows.
+	from := len(dst) - 1
+	taken := p.taken[:0]
+	p.takeOut(winner)
+	taken = append(taken, int32(winner))
+	for len(dst)-from < n {
+		next := p.best()
+		if next < 0 {
+			break
+		}
+		if !p.st.Usable(next) {
+			// It sat this pick out too: the winner was charged its
+			// weight in the total, give it back.
+			w := p.class[next].w
+			p.leave(next)
+			p.key[next] -= w
+			p.key[winner] += w
+			continue
+		}
+		dst = append(dst, next)
+		if len(taken) < cap(taken) {
+			p.takeOut(next)
+			taken = append(taken, int32(next))
+		} else {
+			dst = p.restByCurrent(n, from, dst)
+			break
+		}
+	}
+	for _, i := range taken {
+		p.push(p.class[i], int(i))
+	}
+	return dst
+}
+
+// restByCurrent appends the remaining fallbacks, highest current weight
+// first, by a scan (only for n > maxTaken).
+func (p *weightedRoundRobin) restByCurrent(n, from int, dst []int) []int {
 	for len(dst)-from < n {
 		next := -1
 		for i := range p.weights {
-			if p.usable(i) && !contains(dst[from:], i) && (next < 0 || p.current[i] > p.current[next]) {
+			if p.class[i] == nil || contains(dst[from:], i) || !p.st.Usable(i) {
+				continue
+			}
+			if next < 0 || p.current(i) > p.current(next) {
 				next = i
 			}
 		}
@@ -62,6 +315,76 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 	return dst
 }
 
+// takeOut removes member i from its heap for the rest of the pick.
+func (p *weightedRoundRobin) takeOut(i int) {
+	p.removeAt(p.class[i], int(p.hpos[i]))
+}
+
+// Heap of a class: higher current weight first, then lower index. The
+// class's gain is common to all, so keys compare as current weights do.
+func (p *weightedRoundRobin) before(a, b int32) bool {
+	if p.key[a] != p.key[b] {
+		return p.key[a] > p.key[b]
+	}
+	return a < b
+}
+
+func (p *weightedRoundRobin) swap(c *wrrClass, j, k int) {
+	c.heap[j], c.heap[k] = c.heap[k], c.heap[j]
+	p.hpos[c.heap[j]] = int32(j)
+	p.hpos[c.heap[k]] = int32(k)
+}
+
+func (p *weightedRoundRobin) up(c *wrrClass, k int) {
+	for k > 0 {
+		parent := (k - 1) / 2
+		if !p.before(c.heap[k], c.heap[parent]) {
+			return
+		}
+		p.swap(c, k, parent)
+		k = parent
+	}
+}
+
+func (p *weightedRoundRobin) down(c *wrrClass, k int) {
+	n := len(c.heap)
+	for {
+		l := 2*k + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && p.before(c.heap[r], c.heap[l]) {
+			m = r
+		}
+		if !p.before(c.heap[m], c.heap[k]) {
+			return
+		}
+		p.swap(c, k, m)
+		k = m
+	}
+}
+
+func (p *weightedRoundRobin) push(c *wrrClass, i int) {
+	p.hpos[i] = int32(len(c.heap))
+	c.heap = append(c.heap, int32(i))
+	p.up(c, len(c.heap)-1)
+}
+
+func (p *weightedRoundRobin) removeAt(c *wrrClass, k int) {
+	i := c.heap[k]
+	last := len(c.heap) - 1
+	if k != last {
+		p.swap(c, k, last)
+	}
+	c.heap = c.heap[:last]
+	p.hpos[i] = -1
+	if k != last {
+		p.up(c, k)
+		p.down(c, k)
+	}
+}
+
 // Order lists the weighted backends by current weight, highest first: the
 // order the next picks would favour.
 func (p *weightedRoundRobin) Order(_ netip.AddrPort, dst []int) []int {
@@ -69,6 +392,6 @@ func (p *weightedRoundRobin) Order(_ netip.AddrPort, dst []int) []int {
 	dst = p.scan(0, from, from+len(p.weights), false, dst)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	slices.SortStableFunc(dst[from:], func(a, b int) int { return cmp.Compare(p.current[b], p.current[a]) })
+	slices.SortStableFunc(dst[from:], func(a, b int) int { return cmp.Compare(p.current(b), p.current(a)) })
 	return dst
 }

@@ -1,0 +1,61 @@
+package hashring
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestLongWalksOverManyNodes: walks over more than 1024 nodes asking for
+// more than 8 (a pool with many retries, or a full preference order) give
+// the same nodes as the plain scan of the sequence, and stop allocating
+// once their recycled bitmap is warm.
+func TestLongWalksOverManyNodes(t *testing.T) {
+	const nodes = 3000
+	r, err := NewRing(equalNodes(nodes), 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMaglev(equalNodes(nodes), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := func(i int) bool { return i%2 == 1 }
+	for _, tc := range []struct {
+		name  string
+		succ  func(key uint64, dst []int, n int, accept func(int) bool) []int
+		seq   []int32
+		start func(key uint64) int
+	}{
+		{"ring", r.Successors, r.owners, r.search},
+		{"maglev", m.Successors, m.table, func(key uint64) int { return int(key % uint64(len(m.table))) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k := range 50 {
+				key := keyOf(k)
+				for _, n := range []int{9, 17, nodes / 2} {
+					got := tc.succ(key, nil, n, odd)
+					// The reference: the sequence from key's position,
+					// first occurrences of accepted nodes.
+					var want []int
+					for j := range tc.seq {
+						node := int(tc.seq[(tc.start(key)+j)%len(tc.seq)])
+						if odd(node) && !slices.Contains(want, node) {
+							want = append(want, node)
+							if len(want) == n {
+								break
+							}
+						}
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("key %d n %d: got %d nodes %v..., want %d %v...", k, n, len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
+					}
+				}
+			}
+			dst := make([]int, 0, 17)
+			tc.succ(keyOf(1), dst, 17, nil) // warm the bitmap
+			if allocs := testing.AllocsPerRun(100, func() { dst = tc.succ(keyOf(2), dst[:0], 17, odd) }); allocs != 0 {
+				t.Errorf("%v allocations per walk of 17 over %d nodes", allocs, nodes)
+			}
+		})
+	}
+}
