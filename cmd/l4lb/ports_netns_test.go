@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ import (
 // so l4lb's backend-side socket sends the first FIN on that connection and
 // is the one left in TIME_WAIT; the backend, closing second, is not.
 //
-// Three listeners, three pools, one backend process (a port each, so one
+// Four listeners, four pools, one backend process (a port each, so one
 // phase's TIME_WAIT does not touch the next one's 4-tuples):
 //
 //   - "plain" (no source): a burst of portsPlainConns connections, more
@@ -64,6 +65,18 @@ import (
 //     TIME_WAIT moves to l4lb's client side (the listener's port, no
 //     ephemeral port held) and to the backend; l4lb's backend side has
 //     none.
+//   - "twoback" (no source, round-robin over two backend ports A and B,
+//     retries = 2): ports run out per destination. The test itself
+//     first takes every port of the range toward A (its own connections,
+//     closed first, left in TIME_WAIT: anything else on the host talking
+//     to A would do the same), then runs portsTwoConns clients: those
+//     whose first candidate is A find no port (counted in
+//     l4lb_pool_ports_exhausted_total) and move on to B; every client is
+//     served, none refused as local_error, no backend blamed. Then the
+//     test takes what is left toward B too, and portsTwoOutConns clients
+//     are refused as local_error (both candidates out, two exhausted
+//     dials each), which l4lb's log says in a rate-limited warn line for
+//     the listener.
 //
 // TIME_WAIT is counted on each side with ss after each phase.
 
@@ -105,9 +118,16 @@ const (
 	portsFirstN   = 50
 	portsHealthIv = 300 * time.Millisecond // the plain pool's health interval
 
+	portsTwoLn       = "127.0.0.1:7104"
+	portsTwoA        = portsBackIP + ":8004" // the test takes every port toward it first
+	portsTwoB        = portsBackIP + ":8005"
+	portsTwoConns    = 60 // through twoback with only A out of ports: all served
+	portsTwoOutConns = 20 // through twoback with A and B out: all refused
+
 	// First client source ports by purpose, all below the narrowed range
 	// and never used twice in one namespace.
 	portsPlainFrom, portsSrcFrom, portsReadyFrom, portsAdminFrom, portsVethFrom, portsFirstFrom = 20000, 21000, 22000, 30000, 23000, 24000
+	portsTwoFrom, portsTwoOutFrom                                                               = 25000, 26000
 )
 
 func TestSourcePortsOverVethInNamespace(t *testing.T) {
@@ -131,7 +151,7 @@ func TestSourcePortsOverVethInNamespace(t *testing.T) {
 		portsReadSysctl(t, "net/ipv4/tcp_max_tw_buckets"), portsReadSysctl(t, "net/ipv4/tcp_timestamps"))
 
 	peer := portsPeerNetns(t)
-	echo := portsStartEcho(t, peer, portsPlainBE, portsSrcBE, portsFirstBE)
+	echo := portsStartEcho(t, peer, portsPlainBE, portsSrcBE, portsFirstBE, portsTwoA, portsTwoB)
 	portsWaitVeth(t)
 
 	dir := t.TempDir()
@@ -278,9 +298,135 @@ func TestSourcePortsOverVethInNamespace(t *testing.T) {
 		t.Errorf("backfirst: TIME_WAIT on l4lb's backend side %d (want 0), on l4lb's client side %d (want one per client, %d), in the backend's namespace %d (want some)",
 			twFirst.backend[portsFirstBE], twFirst.lbClient, greeted, twPeer5.total)
 	}
-	t.Logf("summary: range %d ports, tcp_tw_reuse 0; plain: %d conns at %.0f/s, %d served, %d refused (exhausted %v), 0 blamed; sourced: %d conns at %.0f/s, %d served, exhausted %v; TIME_WAIT at the end: l4lb's namespace %s, backend's %d",
+
+	// Phase 4: two backends, no source. Ports run out per destination:
+	// with every port toward A taken, a client whose first candidate is A
+	// moves on to B; with B's taken too, clients are refused.
+	tw6 := portsCountTimeWait(t, "")
+	outStart := time.Now() // the TIME_WAIT taken here ends 60 s on: the phase must end well before
+	heldA := portsTakeAllPorts(t, portsTwoA)
+	portsWaitIdle(t, adm, echo)
+	tw7 := portsCountTimeWait(t, "")
+	twA := tw7.sub(tw6)
+	t.Logf("twoback: the test took %d ports toward %s before connect found none (EADDRNOTAVAIL); new TIME_WAIT in l4lb's namespace (the test's own toward A): %s",
+		heldA, portsTwoA, twA)
+	if heldA != portsRangeHi-portsRangeLo+1 || twA.backend[portsTwoA] != heldA {
+		t.Errorf("twoback: the test took %d ports toward %s, %d of them in TIME_WAIT; want the whole range (%d), all in TIME_WAIT",
+			heldA, portsTwoA, twA.backend[portsTwoA], portsRangeHi-portsRangeLo+1)
+	}
+	twoWarn := func() (lines int, refused int) { return portsLocalTroubleLogged(lb.stderr.String(), "twoback") }
+
+	m6 := adm.mustScrape(t)
+	two := portsBurst(portsTwoLn, portsTwoConns, portsTwoFrom)
+	portsWaitIdle(t, adm, echo)
+	m7 := adm.mustScrape(t)
+	tw8 := portsCountTimeWait(t, "")
+	two.log(t, "twoback (no port left toward A)")
+	twoCounts := func(m1, m0 portsMetrics) (exh, localErr, completed, noBackend, rejected, failed, okA, okB, failA, failB float64) {
+		dial := func(be, result string) float64 {
+			return d(m1, m0, "l4lb_backend_dials_total", "backend", be, "kind", "client", "pool", "twoback", "result", result)
+		}
+		closed := func(reason string) float64 {
+			return d(m1, m0, "l4lb_client_connections_closed_total", "listener", "twoback", "reason", reason)
+		}
+		return d(m1, m0, "l4lb_pool_ports_exhausted_total", "pool", "twoback"), closed("local_error"), closed("completed"), closed("no_backend"),
+			d(m1, m0, "l4lb_client_connections_total", "listener", "twoback", "result", "rejected"),
+			d(m1, m0, "l4lb_client_connections_total", "listener", "twoback", "result", "failed"),
+			dial(portsTwoA, "success"), dial(portsTwoB, "success"), dial(portsTwoA, "failure"), dial(portsTwoB, "failure")
+	}
+	twoBlamed := func(m portsMetrics) (trips, open float64) {
+		for _, be := range []string{portsTwoA, portsTwoB} {
+			trips += m.get("l4lb_breaker_trips_total", "backend", be, "pool", "twoback")
+			open += m.get("l4lb_breaker_open", "backend", be, "pool", "twoback")
+		}
+		return trips, open
+	}
+	tExh, tLocalErr, tCompleted, tNoBackend, tRejected, tFailed, tOKA, tOKB, tFailA, tFailB := twoCounts(m7, m6)
+	tTrips, tOpen := twoBlamed(m7)
+	twTwo := tw8.sub(tw7)
+	t.Logf("twoback: l4lb counted exhausted %v (clients whose first candidate was A), closed local_error %v, completed %v, no_backend %v; clients rejected %v, failed %v; client dials to A success %v failure %v, to B success %v failure %v; breaker trips %v, open %v",
+		tExh, tLocalErr, tCompleted, tNoBackend, tRejected, tFailed, tOKA, tFailA, tOKB, tFailB, tTrips, tOpen)
+	t.Logf("twoback: new TIME_WAIT in l4lb's namespace: %s", twTwo)
+	if two.served != portsTwoConns || two.refused != 0 || two.failed != 0 {
+		t.Errorf("twoback: with ports toward A only out, %d of %d clients served, %d refused, %d failed (first: %v); want every one served through B",
+			two.served, portsTwoConns, two.refused, two.failed, two.failures)
+	}
+	if tExh == 0 || tExh > portsTwoConns {
+		t.Errorf("twoback: exhausted rose by %v over %d clients round-robin over A and B; want more than none (the clients sent to A first), at most one a client",
+			tExh, portsTwoConns)
+	}
+	if tOKA != 0 || tOKB != portsTwoConns || tCompleted != portsTwoConns {
+		t.Errorf("twoback: client dials succeeded to A %v (want 0: no port), to B %v, completed %v (want %d each)", tOKA, tOKB, tCompleted, portsTwoConns)
+	}
+	if tLocalErr != 0 || tRejected != 0 || tNoBackend != 0 || tFailed != 0 {
+		t.Errorf("twoback: with B's ports left, local_error %v, rejected %v, no_backend %v, failed clients %v; want none: A out of ports gives way to B",
+			tLocalErr, tRejected, tNoBackend, tFailed)
+	}
+	if tFailA != 0 || tFailB != 0 || tTrips != 0 || tOpen != 0 {
+		t.Errorf("twoback: a backend was blamed for this host's shortage: client dial failures to A %v, to B %v, breaker trips %v, open %v",
+			tFailA, tFailB, tTrips, tOpen)
+	}
+	if twTwo.backend[portsTwoB] != portsTwoConns || twTwo.backend[portsTwoA] != 0 {
+		t.Errorf("twoback: new TIME_WAIT toward B %d (want one per client, %d), toward A %d (want none: no port)",
+			twTwo.backend[portsTwoB], portsTwoConns, twTwo.backend[portsTwoA])
+	}
+	warnLines0, warnRefused0 := twoWarn()
+	if warnLines0 != 0 {
+		t.Errorf("twoback: %d warn lines of clients refused for local trouble (%d clients) while none was refused", warnLines0, warnRefused0)
+	}
+
+	// Both out: the test takes what is left toward B.
+	heldB := portsTakeAllPorts(t, portsTwoB)
+	portsWaitIdle(t, adm, echo)
+	tw9 := portsCountTimeWait(t, "")
+	t.Logf("twoback: the test took the %d ports left toward %s; TIME_WAIT toward A %d, toward B %d (l4lb's %d, the test's %d)",
+		heldB, portsTwoB, tw9.backend[portsTwoA], tw9.backend[portsTwoB], twTwo.backend[portsTwoB], heldB)
+	if heldB+twTwo.backend[portsTwoB] != portsRangeHi-portsRangeLo+1 {
+		t.Errorf("twoback: the test took %d ports toward B after l4lb's %d; want the range's %d together",
+			heldB, twTwo.backend[portsTwoB], portsRangeHi-portsRangeLo+1)
+	}
+	m8 := adm.mustScrape(t)
+	out := portsBurst(portsTwoLn, portsTwoOutConns, portsTwoOutFrom)
+	portsWaitIdle(t, adm, echo)
+	m9 := adm.mustScrape(t)
+	window := time.Since(outStart)
+	out.log(t, "twoback (no port left toward A or B)")
+	oExh, oLocalErr, oCompleted, oNoBackend, oRejected, oFailed, oOKA, oOKB, oFailA, oFailB := twoCounts(m9, m8)
+	oTrips, oOpen := twoBlamed(m9)
+	t.Logf("twoback, both out: l4lb counted exhausted %v, closed local_error %v, completed %v, no_backend %v; clients rejected %v, failed %v; client dials to A success %v failure %v, to B success %v failure %v; breaker trips %v, open %v; %v since the test took A's ports",
+		oExh, oLocalErr, oCompleted, oNoBackend, oRejected, oFailed, oOKA, oFailA, oOKB, oFailB, oTrips, oOpen, window.Round(time.Millisecond))
+	if window > 50*time.Second {
+		t.Errorf("twoback: %v from taking A's ports to the last client: TIME_WAIT (60 s) may have given ports back within the phase", window)
+	}
+	if out.refused != portsTwoOutConns || out.served != 0 || out.failed != 0 {
+		t.Errorf("twoback: with no port toward A or B, %d of %d clients refused, %d served, %d failed (first: %v); want every one refused",
+			out.refused, portsTwoOutConns, out.served, out.failed, out.failures)
+	}
+	if oLocalErr != portsTwoOutConns || oRejected != portsTwoOutConns || oExh != 2*portsTwoOutConns {
+		t.Errorf("twoback: %d clients refused; l4lb: local_error %v, rejected %v (want %d each), exhausted %v (want %d: both candidates tried, both out)",
+			out.refused, oLocalErr, oRejected, portsTwoOutConns, oExh, 2*portsTwoOutConns)
+	}
+	if oNoBackend != 0 || oFailed != 0 || oCompleted != 0 || oOKA+oOKB != 0 || oFailA+oFailB != 0 || oTrips != 0 || oOpen != 0 {
+		t.Errorf("twoback: both out of ports, no_backend %v, failed clients %v, completed %v, client dials succeeded %v, failed %v, breaker trips %v, open %v; want none: local trouble, no backend blamed",
+			oNoBackend, oFailed, oCompleted, oOKA+oOKB, oFailA+oFailB, oTrips, oOpen)
+	}
+	// The first refusal is logged at once, the rest at the end of its
+	// second, with their count.
+	var warnLines, warnRefused int
+	testnet.Eventually(t, "l4lb to log the twoback clients refused for local trouble", func() bool {
+		warnLines, warnRefused = twoWarn()
+		warnLines, warnRefused = warnLines-warnLines0, warnRefused-warnRefused0
+		return warnRefused >= portsTwoOutConns
+	})
+	t.Logf("twoback: l4lb logged %d warn lines of clients refused for local trouble on twoback, %d clients in all", warnLines, warnRefused)
+	if warnRefused != portsTwoOutConns {
+		t.Errorf("twoback: l4lb's warn lines count %d clients refused for local trouble, want %d", warnRefused, portsTwoOutConns)
+	}
+
+	t.Logf("summary: range %d ports, tcp_tw_reuse 0; plain: %d conns at %.0f/s, %d served, %d refused (exhausted %v), 0 blamed; sourced: %d conns at %.0f/s, %d served, exhausted %v; twoback with A out: %d of %d served (exhausted %v, local_error %v), with A and B out: %d of %d refused (exhausted %v, local_error %v, %d in warn lines); TIME_WAIT at the end: l4lb's namespace %s, backend's %d",
 		portsRangeHi-portsRangeLo+1, portsPlainConns, plain.rate(), plain.served, plain.refused, exhausted,
-		portsSourcedConns, sourced.rate(), sourced.served, sExhausted, tw5, twPeer5.total)
+		portsSourcedConns, sourced.rate(), sourced.served, sExhausted,
+		two.served, portsTwoConns, tExh, tLocalErr, out.refused, portsTwoOutConns, oExh, oLocalErr, warnRefused, tw9, twPeer5.total)
 	if n := portsNotable(lb.stderr.String()); len(n) > 0 {
 		t.Logf("l4lb's warnings and errors:\n%s", strings.Join(n, "\n"))
 	} else {
@@ -293,7 +439,9 @@ func TestSourcePortsOverVethInNamespace(t *testing.T) {
 // checks run often, so they meet the shortage too; the sourced pool's run
 // at the default interval (they dial from its first source and use a few
 // of its ports). The backfirst pool has none: a connect check closes
-// first, which would blur who closed first there.
+// first, which would blur who closed first there. Nor has the twoback
+// pool: its checks would take ports toward A and B at times of their own,
+// and one's TIME_WAIT ending mid-phase would give a port back.
 func portsConfig() string {
 	return fmt.Sprintf(`[admin]
 listen = %q
@@ -330,7 +478,21 @@ algorithm = "round-robin"
 enabled = false
 [[pool.backfirst.backend]]
 addr = %q
-`, portsAdmin, portsPlainLn, portsSrcLn, portsHealthIv.String(), portsPlainBE, portsLBAddr, portsLBAddr2, portsSrcBE, portsFirstLn, portsFirstBE)
+[[listener]]
+name = "twoback"
+bind = %q
+pool = "twoback"
+[pool.twoback]
+algorithm = "round-robin"
+retries = 2
+[pool.twoback.health]
+enabled = false
+[[pool.twoback.backend]]
+addr = %q
+[[pool.twoback.backend]]
+addr = %q
+`, portsAdmin, portsPlainLn, portsSrcLn, portsHealthIv.String(), portsPlainBE, portsLBAddr, portsLBAddr2, portsSrcBE, portsFirstLn, portsFirstBE,
+		portsTwoLn, portsTwoA, portsTwoB)
 }
 
 // portsSysctl writes a sysctl of the current network namespace.
@@ -386,7 +548,7 @@ func portsPeerNetns(t *testing.T) string {
 func portsWaitVeth(t *testing.T) {
 	t.Helper()
 	port := portsVethFrom
-	for _, be := range []string{portsPlainBE, portsSrcBE, portsFirstBE} {
+	for _, be := range []string{portsPlainBE, portsSrcBE, portsFirstBE, portsTwoA, portsTwoB} {
 		testnet.Eventually(t, "the backend "+be+" across the veth", func() bool {
 			port++
 			d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(portsLBAddr), Port: port}}
@@ -755,6 +917,8 @@ type portsTimeWait struct {
 	total int
 	// backend: l4lb's sockets toward a backend (by backend), local port
 	// in the narrowed range; bySource splits them by l4lb's address.
+	// Toward twoback's backends they include the test's own, which took
+	// the ports there.
 	backend  map[string]int
 	bySource map[string]map[string]int
 	// lbClient: l4lb's sockets toward a client (l4lb closed first);
@@ -780,7 +944,7 @@ func (w portsTimeWait) sub(o portsTimeWait) portsTimeWait {
 
 func (w portsTimeWait) String() string {
 	var parts []string
-	for _, be := range []string{portsPlainBE, portsSrcBE, portsFirstBE} {
+	for _, be := range []string{portsPlainBE, portsSrcBE, portsFirstBE, portsTwoA, portsTwoB} {
 		if n := w.backend[be]; n != 0 {
 			var srcs []string
 			for src, k := range w.bySource[be] {
@@ -807,7 +971,7 @@ func portsCountTimeWait(t *testing.T, ns string) portsTimeWait {
 		t.Fatalf("%s: %v", strings.Join(args, " "), err)
 	}
 	w := portsTimeWait{backend: map[string]int{}, bySource: map[string]map[string]int{}}
-	listeners := map[string]bool{portsPlainLn: true, portsSrcLn: true, portsFirstLn: true}
+	listeners := map[string]bool{portsPlainLn: true, portsSrcLn: true, portsFirstLn: true, portsTwoLn: true}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -836,6 +1000,54 @@ func portsCountTimeWait(t *testing.T, ns string) portsTimeWait {
 		}
 	}
 	return w
+}
+
+// portsTakeAllPorts connects to be from this namespace with the kernel's
+// choice of source address and port (from the narrowed range, as a pool
+// without source does) and closes each connection at once, first, until
+// connect(2) finds no port left toward be (EADDRNOTAVAIL). Each leaves its
+// 4-tuple in TIME_WAIT for 60 seconds. It returns how many it made.
+func portsTakeAllPorts(t *testing.T, be string) int {
+	t.Helper()
+	limit := 4 * (portsRangeHi - portsRangeLo + 1)
+	for n := 0; n < limit; n++ {
+		c, err := net.DialTimeout("tcp", be, 5*time.Second)
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return n
+		}
+		if err != nil {
+			t.Fatalf("taking the ports toward %s: connection %d: %v", be, n, err)
+		}
+		port := c.LocalAddr().(*net.TCPAddr).Port
+		c.Close()
+		if port < portsRangeLo || port > portsRangeHi {
+			t.Fatalf("taking the ports toward %s: connection %d got port %d, outside ip_local_port_range %d-%d", be, n, port, portsRangeLo, portsRangeHi)
+		}
+	}
+	t.Fatalf("taking the ports toward %s: %d connections and a port still left", be, limit)
+	return 0
+}
+
+// portsLocalTroubleLogged counts l4lb's warn lines of clients refused for
+// local trouble on listener, and the clients they count.
+func portsLocalTroubleLogged(stderr, listener string) (lines, refused int) {
+	for _, line := range portsNotable(stderr) {
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, `msg="clients refused: local trouble`) {
+			continue
+		}
+		f := strings.Fields(line)
+		if !slices.Contains(f, "listener="+listener) {
+			continue
+		}
+		lines++
+		for _, kv := range f {
+			if v, ok := strings.CutPrefix(kv, "refused="); ok {
+				n, _ := strconv.Atoi(v)
+				refused += n
+			}
+		}
+	}
+	return lines, refused
 }
 
 // portsNotable are l4lb's log lines at WARN and ERROR.
