@@ -87,17 +87,16 @@ func (c *changes) drain(f func(i int)) {
 		c.mu.Unlock()
 		return
 	}
+	// The producers get the batch of the previous drain, done with since
+	// (drains do not overlap); this one is theirs at the next.
 	batch := c.queue
 	c.queue = c.spare[:0]
-	c.spare = nil
+	c.spare = batch
 	c.mu.Unlock()
 	for _, i := range batch {
 		c.dirty[i].Store(false)
 		f(int(i))
 	}
-	c.mu.Lock()
-	c.spare = batch[:0]
-	c.mu.Unlock()
 }
 
 // rampSet lists the backends seen in their slow-start ramp, with O(1) add

@@ -49,7 +49,10 @@ type weightedRoundRobin struct {
 }
 
 // maxTaken bounds the candidates one pick takes out of the heaps; further
-// fallbacks (n > maxTaken) are found without taking them out.
+// fallbacks (n > maxTaken) are found by a scan. Picks search for their
+// fallbacks without taking anything out while the classes and twice the
+// candidates fit in maxFrontier (always, but in pools with very many
+// distinct weights).
 const maxTaken = 32
 
 // wrrClass is the backends of one effective weight.
@@ -260,8 +263,18 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 	if n == 1 {
 		return dst
 	}
-	// Runners-up: take each out of its heap so the next best shows.
 	from := len(dst) - 1
+	if len(p.classes)+2*n <= maxFrontier {
+		for len(dst)-from < n {
+			var ok, again bool
+			if dst, ok, again = p.nextBest(winner, from, dst); !again && !ok {
+				break
+			}
+		}
+		return dst
+	}
+	// Too many classes or candidates for the search: take each runner-up
+	// out of its heap so the next best shows.
 	taken := p.taken[:0]
 	p.takeOut(winner)
 	taken = append(taken, int32(winner))
@@ -271,12 +284,7 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 			break
 		}
 		if !p.st.Usable(next) {
-			// It sat this pick out too: the winner was charged its
-			// weight in the total, give it back.
-			w := p.class[next].w
-			p.leave(next)
-			p.key[next] -= w
-			p.key[winner] += w
+			p.sitOut(next, winner)
 			continue
 		}
 		dst = append(dst, next)
@@ -292,6 +300,61 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 		p.push(p.class[i], int(i))
 	}
 	return dst
+}
+
+// sitOut parks i, found unusable after winner was charged the total: i
+// gains nothing this pick, and the winner gets back i's part of the total.
+func (p *weightedRoundRobin) sitOut(i, winner int) {
+	w := p.class[i].w
+	p.leave(i)
+	p.key[i] -= w
+	p.key[winner] += w
+	if c := p.class[winner]; p.hpos[winner] >= 0 {
+		p.up(c, int(p.hpos[winner]))
+	}
+}
+
+// nextBest appends the runner-up not yet in dst[from:], by a best-first
+// search from the tops of the classes (a member is never ahead of its
+// parent in its heap). It reports whether it appended one, or whether it
+// parked an unusable candidate and must be called again.
+func (p *weightedRoundRobin) nextBest(winner, from int, dst []int) ([]int, bool, bool) {
+	type spot struct {
+		c *wrrClass
+		k int
+	}
+	var buf [maxFrontier]spot
+	front := buf[:0]
+	for _, c := range p.classes {
+		if len(c.heap) > 0 {
+			front = append(front, spot{c, 0})
+		}
+	}
+	for len(front) > 0 {
+		m, bestCur, best := 0, int64(0), int32(-1)
+		for j, s := range front {
+			i := s.c.heap[s.k]
+			if cur := p.key[i] + s.c.gain; best < 0 || cur > bestCur || (cur == bestCur && i < best) {
+				m, bestCur, best = j, cur, i
+			}
+		}
+		s := front[m]
+		front[m] = front[len(front)-1]
+		front = front[:len(front)-1]
+		for c := 2*s.k + 1; c <= 2*s.k+2 && c < len(s.c.heap); c++ {
+			front = append(front, spot{s.c, c})
+		}
+		i := int(best)
+		if contains(dst[from:], i) {
+			continue
+		}
+		if !p.st.Usable(i) {
+			p.sitOut(i, winner)
+			return dst, false, true
+		}
+		return append(dst, i), true, false
+	}
+	return dst, false, false
 }
 
 // restByCurrent appends the remaining fallbacks, highest current weight
