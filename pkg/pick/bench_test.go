@@ -53,13 +53,16 @@ func BenchmarkNew(b *testing.B) {
 // chosen backend gains one, a random backend loses one), so that the
 // load-ordered pickers see churn. The "notified" rows tell the picker about
 // every change through Changed, as a pool that calls the hook does; the
-// others leave it to poll.
+// others leave it to poll. The "mixed-weights" rows give the backends
+// random weights in 1..256 (as many distinct weights as there can be)
+// instead of 1.
 func BenchmarkPickScale(b *testing.B) {
 	type variant struct {
 		name     string
 		alg      string
 		factor   float64
 		notified bool
+		mixed    bool
 	}
 	var variants []variant
 	for _, alg := range Algorithms {
@@ -73,6 +76,11 @@ func BenchmarkPickScale(b *testing.B) {
 			v.name += "-notified"
 			v.notified = true
 			variants = append(variants, v)
+			if v.factor == 0 {
+				v.name += "-mixed-weights"
+				v.mixed = true
+				variants = append(variants, v)
+			}
 		}
 	}
 	for _, v := range variants {
@@ -83,7 +91,14 @@ func BenchmarkPickScale(b *testing.B) {
 				if v.notified {
 					setNotified(&cfg)
 				}
-				p := mustNew(b, equalBackends(n), st, cfg)
+				backends := equalBackends(n)
+				if v.mixed {
+					r := rand.New(rand.NewPCG(1, 1))
+					for i := range backends {
+						backends[i].Weight = 1 + r.IntN(256)
+					}
+				}
+				p := mustNew(b, backends, st, cfg)
 				hook, _ := p.(interface{ Changed(int) })
 				if !v.notified {
 					hook = nil

@@ -43,16 +43,16 @@ type weightedRoundRobin struct {
 	hpos    []int32             // i's index in its class's heap; -1 while taken out by a pick
 	total   int64               // effective weight of all members
 	taken   [maxTaken]int32     // backends a pick took out of their heaps
+	tops    [maxFrontier / 2]classTop
 	ramp    rampSet
 	polls   int
 	cursor  int
 }
 
 // maxTaken bounds the candidates one pick takes out of the heaps; further
-// fallbacks (n > maxTaken) are found by a scan. Picks search for their
-// fallbacks without taking anything out while the classes and twice the
-// candidates fit in maxFrontier (always, but in pools with very many
-// distinct weights).
+// fallbacks (n > maxTaken) are found by a scan. Picks of fewer than
+// maxFrontier/2 candidates search for their fallbacks without taking
+// anything out.
 const maxTaken = 32
 
 // wrrClass is the backends of one effective weight.
@@ -221,6 +221,50 @@ func (p *weightedRoundRobin) best() int {
 	return best
 }
 
+// classTop is the top of a class's heap and its current weight.
+type classTop struct {
+	c   *wrrClass
+	i   int32
+	cur int64
+}
+
+func (t classTop) ahead(cur int64, i int32) bool { return t.cur > cur || (t.cur == cur && t.i < i) }
+
+// topClasses returns the tops of the best k classes, best first, in one
+// pass over the classes; with gain it first adds to each class's gain its
+// weight (the pick's round).
+func (p *weightedRoundRobin) topClasses(k int, gain bool) []classTop {
+	tops := p.tops[:0]
+	for _, c := range p.classes {
+		if gain {
+			c.gain += c.w
+			if c.gain > gainLimit {
+				for _, i := range c.heap {
+					p.key[i] += c.gain
+				}
+				c.gain = 0
+			}
+		}
+		if len(c.heap) == 0 {
+			continue
+		}
+		i := c.heap[0]
+		cur := p.key[i] + c.gain
+		if len(tops) == k && tops[k-1].ahead(cur, i) {
+			continue
+		}
+		if len(tops) < k {
+			tops = append(tops, classTop{})
+		}
+		j := len(tops) - 1
+		for ; j > 0 && !tops[j-1].ahead(cur, i); j-- {
+			tops[j] = tops[j-1]
+		}
+		tops[j] = classTop{c, i, cur}
+	}
+	return tops
+}
+
 func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 	if n <= 0 {
 		return dst
@@ -232,29 +276,25 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 	if len(p.classes) == 0 {
 		return dst
 	}
-	// Every member gains its weight.
-	for _, c := range p.classes {
-		c.gain += c.w
-		if c.gain > gainLimit {
-			for _, i := range c.heap {
-				p.key[i] += c.gain
-			}
-			c.gain = 0
-		}
-	}
+	// Every member gains its weight; the best n+1 classes' tops hold the
+	// winner and whatever can be a runner-up but their heaps' members.
+	k := min(n+1, len(p.tops))
+	tops := p.topClasses(k, true)
 	winner := -1
-	for {
-		winner = p.best()
-		if winner < 0 {
-			return dst
-		}
-		if p.st.Usable(winner) {
+	for len(tops) > 0 {
+		if i := int(tops[0].i); p.st.Usable(i) {
+			winner = i
 			break
 		}
 		// It sat this pick out: no gain, and no share of the total.
-		w := p.class[winner].w
-		p.leave(winner)
-		p.key[winner] -= w
+		i := int(tops[0].i)
+		w := p.class[i].w
+		p.leave(i)
+		p.key[i] -= w
+		tops = p.topClasses(k, false)
+	}
+	if winner < 0 {
+		return dst
 	}
 	c := p.class[winner]
 	p.key[winner] -= p.total
@@ -264,17 +304,11 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 		return dst
 	}
 	from := len(dst) - 1
-	if len(p.classes)+2*n <= maxFrontier {
-		for len(dst)-from < n {
-			var ok, again bool
-			if dst, ok, again = p.nextBest(winner, from, dst); !again && !ok {
-				break
-			}
-		}
-		return dst
+	if n < len(p.tops) {
+		return p.runnersUp(winner, n, k, from, dst, tops)
 	}
-	// Too many classes or candidates for the search: take each runner-up
-	// out of its heap so the next best shows.
+	// Too many candidates for the search: take each runner-up out of its
+	// heap so the next best shows.
 	taken := p.taken[:0]
 	p.takeOut(winner)
 	taken = append(taken, int32(winner))
@@ -314,23 +348,24 @@ func (p *weightedRoundRobin) sitOut(i, winner int) {
 	}
 }
 
-// nextBest appends the runner-up not yet in dst[from:], by a best-first
-// search from the tops of the classes (a member is never ahead of its
-// parent in its heap). It reports whether it appended one, or whether it
-// parked an unusable candidate and must be called again.
-func (p *weightedRoundRobin) nextBest(winner, from int, dst []int) ([]int, bool, bool) {
+// runnersUp appends the fallbacks after winner, highest current weight
+// first, by a best-first search from the tops of the classes in tops (the
+// best k before winner was charged, so the best k-1 besides winner's own,
+// enough for n-1 runners-up; a member is never ahead of its parent in its
+// heap). An unusable candidate is parked and the search starts over.
+func (p *weightedRoundRobin) runnersUp(winner, n, k, from int, dst []int, tops []classTop) []int {
 	type spot struct {
 		c *wrrClass
 		k int
 	}
 	var buf [maxFrontier]spot
 	front := buf[:0]
-	for _, c := range p.classes {
-		if len(c.heap) > 0 {
-			front = append(front, spot{c, 0})
+	for _, t := range tops {
+		if len(t.c.heap) > 0 {
+			front = append(front, spot{t.c, 0})
 		}
 	}
-	for len(front) > 0 {
+	for len(front) > 0 && len(dst)-from < n {
 		m, bestCur, best := 0, int64(0), int32(-1)
 		for j, s := range front {
 			i := s.c.heap[s.k]
@@ -350,11 +385,15 @@ func (p *weightedRoundRobin) nextBest(winner, from int, dst []int) ([]int, bool,
 		}
 		if !p.st.Usable(i) {
 			p.sitOut(i, winner)
-			return dst, false, true
+			front = front[:0]
+			for _, t := range p.topClasses(k, false) {
+				front = append(front, spot{t.c, 0})
+			}
+			continue
 		}
-		return append(dst, i), true, false
+		dst = append(dst, i)
 	}
-	return dst, false, false
+	return dst
 }
 
 // restByCurrent appends the remaining fallbacks, highest current weight
