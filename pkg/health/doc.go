@@ -24,4 +24,13 @@
 //	p, err := health.New("web/10.0.0.1:80", cfg, health.TCPCheck(dial, "10.0.0.1:80", isLocal),
 //	        health.Options{OnChange: func(key string, up bool) { ... }})
 //	go p.Run(ctx)   // returns when ctx is done; p.Up() is lock-free
+//
+// Many probers share a Scheduler instead of a goroutine each: one
+// goroutine and a timer heap for all of them, the checks run on workers
+// started on demand (at most the bound NewScheduler is given), each
+// prober's checks at its own phase of the interval:
+//
+//	s := health.NewScheduler(0)  // one per process
+//	wait := s.Add(ctx, p)        // checks p until ctx is done
+//	wait()                       // returns once p's check in flight has returned
 package health

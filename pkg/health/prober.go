@@ -15,8 +15,9 @@ type Options struct {
 	// Logger gets up/down changes (info). The caller attaches the
 	// attributes that name the backend; the prober adds none. nil: discard.
 	Logger *slog.Logger
-	// OnChange is called from Run's goroutine on every up/down change,
-	// with the key passed to New. It must not block for long.
+	// OnChange is called on every up/down change, with the key passed to
+	// New, from the goroutine that made the check: Run's, or a Scheduler's
+	// worker. It must not block for long (on a Scheduler it holds a worker).
 	OnChange func(key string, up bool)
 	// Now stamps Status.LastCheck. nil: time.Now.
 	Now func() time.Time
@@ -34,8 +35,9 @@ type Status struct {
 	Checks        uint64    // checks made, Inconclusive included
 }
 
-// Prober checks one backend. Up is safe from any goroutine; Run must be
-// called at most once.
+// Prober checks one backend. Up is safe from any goroutine. A Prober is
+// run once, by Run (a goroutine of its own) or by Scheduler.Add (a
+// Scheduler shared by many probers).
 type Prober struct {
 	key   string
 	cfg   Config

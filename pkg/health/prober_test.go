@@ -43,9 +43,38 @@ type change struct {
 	up  bool
 }
 
+// A driver runs a Prober until ctx is done and returns a wait for it to
+// stop: Run on a goroutine of its own, or a Scheduler. Both take the first
+// check at Rand() of the interval (the test Scheduler's phase sequence
+// starts at the prober's first Rand, on an epoch of now), so the tests
+// below hold for each.
+type driver struct {
+	name string
+	run  func(ctx context.Context, p *Prober) (wait func())
+}
+
+var drivers = []driver{
+	{"Run", func(ctx context.Context, p *Prober) func() {
+		done := make(chan struct{})
+		go func() { p.Run(ctx); close(done) }()
+		return func() { <-done }
+	}},
+	{"Scheduler", func(ctx context.Context, p *Prober) func() {
+		return testScheduler(0, p.opts.Rand()).Add(ctx, p)
+	}},
+}
+
+// testScheduler is a Scheduler whose first prober's first check comes
+// offset of its interval from now.
+func testScheduler(workers int, offset float64) *Scheduler {
+	s := NewScheduler(workers)
+	s.offset, s.epoch = offset, time.Now()
+	return s
+}
+
 // start runs a Prober with no jitter (first check at Interval/2, then every
 // Interval exactly) and returns a stop that cancels and waits.
-func start(t *testing.T, cfg Config, s *script, changes *[]change) (*Prober, func()) {
+func start(t *testing.T, d driver, cfg Config, s *script, changes *[]change) (*Prober, func()) {
 	t.Helper()
 	var mu sync.Mutex
 	p, err := New(testKey, cfg, s.check, Options{
@@ -60,9 +89,15 @@ func start(t *testing.T, cfg Config, s *script, changes *[]change) (*Prober, fun
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	return p, func() { cancel(); <-done }
+	wait := d.run(ctx, p)
+	return p, func() { cancel(); wait() }
+}
+
+// forEachDriver runs f as a subtest for each driver.
+func forEachDriver(t *testing.T, f func(t *testing.T, d driver)) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) { f(t, d) })
+	}
 }
 
 func TestRiseAndFall(t *testing.T) {
@@ -82,132 +117,156 @@ func TestRiseAndFall(t *testing.T) {
 		{"inconclusive never takes it down", []Result{I, I, I, I, I}, []bool{true, true, true, true, true}, nil},
 		{"inconclusive never brings it up", []Result{F, F, F, P, I, I, P}, []bool{true, true, false, false, false, false, true}, []bool{false, true}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s := &script{answers: tc.answers}
-				var changes []change
-				p, stop := start(t, Config{Enabled: true}, s, &changes)
-				defer stop()
-				if !p.Up() {
-					t.Fatal("a backend must start up")
-				}
-				time.Sleep(DefaultInterval / 2) // first check
-				for i, want := range tc.wantUp {
-					synctest.Wait()
-					if s.calls() != i+1 {
-						t.Fatalf("check %d: %d checks made", i, s.calls())
+	forEachDriver(t, func(t *testing.T, d driver) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := &script{answers: tc.answers}
+					var changes []change
+					p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+					defer stop()
+					if !p.Up() {
+						t.Fatal("a backend must start up")
 					}
-					if p.Up() != want {
-						t.Fatalf("after check %d (%v): up=%v, want %v", i, tc.answers[i], p.Up(), want)
+					time.Sleep(DefaultInterval / 2) // first check
+					for i, want := range tc.wantUp {
+						synctest.Wait()
+						if s.calls() != i+1 {
+							t.Fatalf("check %d: %d checks made", i, s.calls())
+						}
+						if p.Up() != want {
+							t.Fatalf("after check %d (%v): up=%v, want %v", i, tc.answers[i], p.Up(), want)
+						}
+						time.Sleep(DefaultInterval)
 					}
-					time.Sleep(DefaultInterval)
-				}
-				stop()
-				if len(changes) != len(tc.changes) {
-					t.Fatalf("changes = %v, want %v", changes, tc.changes)
-				}
-				for i, c := range changes {
-					if c.up != tc.changes[i] || c.key != testKey {
-						t.Fatalf("change %d = %+v, want up=%v", i, c, tc.changes[i])
+					stop()
+					if len(changes) != len(tc.changes) {
+						t.Fatalf("changes = %v, want %v", changes, tc.changes)
 					}
-				}
+					for i, c := range changes {
+						if c.up != tc.changes[i] || c.key != testKey {
+							t.Fatalf("change %d = %+v, want up=%v", i, c, tc.changes[i])
+						}
+					}
+				})
 			})
-		})
-	}
+		}
+	})
 }
 
 func TestDisabledNeverDials(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := &script{answers: []Result{Fail, Fail, Fail}}
-		var changes []change
-		p, stop := start(t, Config{Enabled: false}, s, &changes)
-		time.Sleep(time.Hour)
-		stop()
-		if s.calls() != 0 || !p.Up() || len(changes) != 0 {
-			t.Fatalf("disabled prober: calls=%d up=%v changes=%v", s.calls(), p.Up(), changes)
-		}
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &script{answers: []Result{Fail, Fail, Fail}}
+			var changes []change
+			p, stop := start(t, d, Config{Enabled: false}, s, &changes)
+			time.Sleep(time.Hour)
+			stop()
+			if s.calls() != 0 || !p.Up() || len(changes) != 0 {
+				t.Fatalf("disabled prober: calls=%d up=%v changes=%v", s.calls(), p.Up(), changes)
+			}
+		})
 	})
 }
 
 // Each check gets Timeout; a check that hangs is cut off and fails.
 func TestTimeoutBoundsCheck(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var deadlines []time.Duration
-		var mu sync.Mutex
-		hang := func(ctx context.Context) Result {
-			d, _ := ctx.Deadline()
-			mu.Lock()
-			deadlines = append(deadlines, time.Until(d))
-			mu.Unlock()
-			<-ctx.Done()
-			return Fail
-		}
-		p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}, hang, Options{Rand: func() float64 { return 0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { p.Run(ctx); close(done) }()
-		time.Sleep(300 * time.Millisecond)
-		synctest.Wait()
-		if p.Up() {
-			t.Fatal("hanging check did not fail at its timeout")
-		}
-		cancel()
-		<-done
-		if deadlines[0] != 300*time.Millisecond {
-			t.Fatalf("check deadline = %v, want 300ms", deadlines[0])
-		}
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			var deadlines []time.Duration
+			var mu sync.Mutex
+			hang := func(ctx context.Context) Result {
+				d, _ := ctx.Deadline()
+				mu.Lock()
+				deadlines = append(deadlines, time.Until(d))
+				mu.Unlock()
+				<-ctx.Done()
+				return Fail
+			}
+			p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}, hang, Options{Rand: func() float64 { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			wait := d.run(ctx, p)
+			time.Sleep(300 * time.Millisecond)
+			synctest.Wait()
+			if p.Up() {
+				t.Fatal("hanging check did not fail at its timeout")
+			}
+			cancel()
+			wait()
+			if deadlines[0] != 300*time.Millisecond {
+				t.Fatalf("check deadline = %v, want 300ms", deadlines[0])
+			}
+		})
 	})
 }
 
 func TestJitterSpreadsChecks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const n = 20
-		interval := 2 * time.Second
-		var seq atomic.Uint64
-		// A deterministic spread of Rand values in [0, 1).
-		rnd := func() float64 { return float64(seq.Add(7)%n) / n }
-		t0 := time.Now()
-		scripts := make([]*script, n)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i := range scripts {
-			scripts[i] = &script{}
-			p, err := New(testKey, Config{Enabled: true, Interval: interval}, scripts[i].check, Options{Rand: rnd})
-			if err != nil {
-				t.Fatal(err)
+	// Start to start, Run's checks are Interval ±10% apart, a Scheduler's
+	// ±5% (±2.5% around slots on a fixed grid).
+	spread := map[string]time.Duration{"Run": 10, "Scheduler": 5}
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			const n = 20
+			interval := 2 * time.Second
+			var seq atomic.Uint64
+			// A deterministic spread of Rand values in [0, 1).
+			rnd := func() float64 { return float64(seq.Add(7)%n) / n }
+			t0 := time.Now()
+			scripts := make([]*script, n)
+			ctx, cancel := context.WithCancel(context.Background())
+			var waits []func()
+			var s *Scheduler // the probers share one
+			for i := range scripts {
+				scripts[i] = &script{}
+				p, err := New(testKey, Config{Enabled: true, Interval: interval}, scripts[i].check, Options{Rand: rnd})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.name == "Run" {
+					waits = append(waits, d.run(ctx, p))
+					continue
+				}
+				if s == nil {
+					s = NewScheduler(0)
+				}
+				waits = append(waits, s.Add(ctx, p))
 			}
-			wg.Go(func() { p.Run(ctx) })
-		}
-		time.Sleep(10 * interval)
-		cancel()
-		wg.Wait()
-		firsts := map[time.Duration]bool{}
-		for i, s := range scripts {
-			first := s.times[0].Sub(t0)
-			if first < 0 || first >= interval {
-				t.Fatalf("prober %d first check at %v, want within [0, %v)", i, first, interval)
+			time.Sleep(10 * interval)
+			cancel()
+			for _, w := range waits {
+				w()
 			}
-			firsts[first] = true
-			for j := 1; j < len(s.times); j++ {
-				gap := s.times[j].Sub(s.times[j-1])
-				if gap < interval*9/10 || gap > interval*11/10 {
-					t.Fatalf("prober %d gap %v outside interval ±10%%", i, gap)
+			firsts := map[time.Duration]bool{}
+			for i, s := range scripts {
+				first := s.times[0].Sub(t0)
+				if first < 0 || first >= interval {
+					t.Fatalf("prober %d first check at %v, want within [0, %v)", i, first, interval)
+				}
+				firsts[first] = true
+				for j := 1; j < len(s.times); j++ {
+					gap := s.times[j].Sub(s.times[j-1])
+					if pct := spread[d.name]; gap < interval*(100-pct)/100 || gap > interval*(100+pct)/100 {
+						t.Fatalf("prober %d gap %v outside interval ±%d%%", i, gap, pct)
+					}
 				}
 			}
-		}
-		if len(firsts) < n/2 {
-			t.Fatalf("first checks of %d probers fell on only %d distinct instants", n, len(firsts))
-		}
+			if len(firsts) < n/2 {
+				t.Fatalf("first checks of %d probers fell on only %d distinct instants", n, len(firsts))
+			}
+		})
 	})
 }
 
 // Cancelling Run leaves no goroutine: synctest.Test fails if the bubble
 // still holds one when the function returns.
 func TestCancelLeavesNoGoroutine(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d driver) { testCancelLeavesNoGoroutine(t, d) })
+}
+
+func testCancelLeavesNoGoroutine(t *testing.T, d driver) {
 	for _, inFlight := range []bool{false, true} {
 		name := map[bool]string{false: "between checks", true: "during a check"}[inFlight]
 		t.Run(name, func(t *testing.T) {
@@ -226,7 +285,8 @@ func TestCancelLeavesNoGoroutine(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
-				go func() { p.Run(ctx); close(done) }()
+				wait := d.run(ctx, p)
+				go func() { wait(); close(done) }()
 				<-entered
 				synctest.Wait() // Run is durably blocked: in the check or on its timer
 				cancel()
@@ -243,20 +303,22 @@ func TestCancelLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := &script{answers: []Result{Fail, Inconclusive}}
-		var changes []change
-		p, stop := start(t, Config{Enabled: true}, s, &changes)
-		defer stop()
-		if st := p.Status(); !st.Up || st.Checks != 0 || !st.LastCheck.IsZero() {
-			t.Fatalf("initial status %+v", st)
-		}
-		time.Sleep(DefaultInterval/2 + DefaultInterval)
-		synctest.Wait()
-		st := p.Status()
-		if st.Checks != 2 || st.Fails != 1 || st.LastResult != Inconclusive || !st.LastCheck.Equal(time.Now()) {
-			t.Fatalf("status after F, I: %+v", st)
-		}
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &script{answers: []Result{Fail, Inconclusive}}
+			var changes []change
+			p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+			defer stop()
+			if st := p.Status(); !st.Up || st.Checks != 0 || !st.LastCheck.IsZero() {
+				t.Fatalf("initial status %+v", st)
+			}
+			time.Sleep(DefaultInterval/2 + DefaultInterval)
+			synctest.Wait()
+			st := p.Status()
+			if st.Checks != 2 || st.Fails != 1 || st.LastResult != Inconclusive || !st.LastCheck.Equal(time.Now()) {
+				t.Fatalf("status after F, I: %+v", st)
+			}
+		})
 	})
 }
 
