@@ -10,6 +10,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/fleet"
+	"github.com/l4lb/l4lb/pkg/health"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -18,8 +19,11 @@ import (
 // fleet's Store (whose Run the caller starts).
 type breakerStore struct {
 	store breaker.Store
-	fleet *fleet.Store // nil: memory
-	owner string       // probe-lock token: this instance, unique per process
+	// checks runs every pool's health checks, one scheduler for the life
+	// of the process (reloads included).
+	checks *health.Scheduler
+	fleet  *fleet.Store // nil: memory
+	owner  string       // probe-lock token: this instance, unique per process
 }
 
 // openStore opens [cluster]'s store. A Redis that does not answer is no
@@ -27,7 +31,7 @@ type breakerStore struct {
 // never work are.
 func openStore(c config.Cluster, log *slog.Logger) (*breakerStore, error) {
 	if c.Store != config.StoreRedis {
-		return &breakerStore{store: breaker.NewMemoryStore(nil)}, nil
+		return &breakerStore{store: breaker.NewMemoryStore(nil), checks: health.NewScheduler(0)}, nil
 	}
 	name := instanceName(c)
 	fs, err := fleet.New(fleetConfig(c, name), fleet.Options{Logger: log.With("component", "cluster", "instance", name)})
@@ -39,7 +43,7 @@ func openStore(c config.Cluster, log *slog.Logger) (*breakerStore, error) {
 	// release each other's lock.
 	var buf [4]byte
 	_, _ = rand.Read(buf[:])
-	return &breakerStore{store: fs, fleet: fs, owner: name + "/" + hex.EncodeToString(buf[:])}, nil
+	return &breakerStore{store: fs, fleet: fs, owner: name + "/" + hex.EncodeToString(buf[:]), checks: health.NewScheduler(0)}, nil
 }
 
 // fleetConfig is [cluster] as the fleet package takes it.
@@ -67,5 +71,5 @@ func instanceName(c config.Cluster) string {
 
 // deps are the pool dependencies that come from the store.
 func (bs *breakerStore) deps(log *slog.Logger) pool.Deps {
-	return pool.Deps{Store: bs.store, Logger: log, RemoteStore: bs.fleet != nil, Owner: bs.owner}
+	return pool.Deps{Store: bs.store, Logger: log, RemoteStore: bs.fleet != nil, Owner: bs.owner, HealthChecks: bs.checks}
 }

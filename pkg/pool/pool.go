@@ -41,6 +41,10 @@ type Deps struct {
 	// OnRuntimeChange is called after an operator's drain or weight
 	// change (the state file is rewritten); nil: nothing.
 	OnRuntimeChange func()
+	// HealthChecks runs the health checks of every pool: one per process,
+	// the same across reloads, so 1,000 backends cost a few workers rather
+	// than a goroutine each. nil: a goroutine per backend (Prober.Run).
+	HealthChecks *health.Scheduler
 	// Runtime gives, by "pool/identity", the drain and weight a backend
 	// not carried from Previous starts with (the state file at start).
 	Runtime map[string]Runtime
@@ -72,6 +76,7 @@ type Pool struct {
 	cut       func(*Backend)
 	onChange  func()
 	srcs      *sources
+	checks    *health.Scheduler
 }
 
 // Runtime is what an operator changed on one backend at run time, as the
@@ -104,6 +109,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		cfg:       cfg,
 		dialer:    dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
 		srcs:      newSources(cfg.Sources, deps.Previous),
+		checks:    deps.HealthChecks,
 		now:       deps.Now,
 		log:       log.With("pool", cfg.Name),
 		cut:       deps.CutBackend,
@@ -267,13 +273,21 @@ func (p *Pool) HealthStates() map[string]bool {
 // done, and returns once they have all stopped.
 func (p *Pool) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	var waits []func()
 	for _, b := range p.backends {
 		wg.Go(func() { b.breaker.Run(ctx) })
-		if b.health != nil {
+		switch {
+		case b.health == nil:
+		case p.checks != nil:
+			waits = append(waits, p.checks.Add(ctx, b.health))
+		default:
 			wg.Go(func() { b.health.Run(ctx) })
 		}
 	}
 	wg.Wait()
+	for _, w := range waits {
+		w()
+	}
 }
 
 // Backends lists the pool's backends in configuration order.

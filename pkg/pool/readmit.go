@@ -22,7 +22,7 @@ type readmission struct {
 }
 
 // record notes one health check that began at breaker generation gen.
-// Checks of one backend run one at a time (health.Prober.Run).
+// Checks of one backend run one at a time (health.Prober.Run, or the process's health.Scheduler).
 func (r *readmission) record(gen uint64, res health.Result) {
 	switch res {
 	case health.Pass:
