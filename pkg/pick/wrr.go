@@ -20,9 +20,10 @@ import (
 // Backends of the same effective weight gain the same amount on every
 // pick, so their order by current weight only changes when one of them
 // wins. They therefore share a class: a max-heap ordered by current weight
-// (then index) whose common gain is one counter. A pick adds each class's
-// weight to its counter, compares the classes' tops and requeues the
-// winner: O(classes + log n), and the sequence is nginx's exactly. Pools
+// (then index) whose common gain is the class's weight times the picks
+// since it was formed. A pick compares the classes' tops (cached in the
+// class) and requeues the winner: O(classes + log n), and the sequence is
+// nginx's exactly. Pools
 // have few distinct weights; a backend in its slow-start ramp joins the
 // class of its weight rounded to 1/32 of its configured weight (see
 // rampWeight), so classes stay few however many backends ramp at once.
@@ -44,6 +45,7 @@ type weightedRoundRobin struct {
 	total   int64               // effective weight of all members
 	taken   [maxTaken]int32     // backends a pick took out of their heaps
 	tops    [maxFrontier / 2]classTop
+	round   int64 // picks made (since the last fold, see foldLimit)
 	ramp    rampSet
 	polls   int
 	cursor  int
@@ -58,15 +60,46 @@ const maxTaken = 32
 // wrrClass is the backends of one effective weight.
 type wrrClass struct {
 	w       int64   // every member's effective weight
-	gain    int64   // added to every member's current weight since the class was last empty
+	base    int64   // w × round when the class was last formed: its gain is w × round - base
 	heap    []int32 // members by current weight, highest first, then lowest index
+	topKey  int64   // key of heap[0], kept with the heap so a pick reads only the class
+	topIdx  int32   // heap[0], -1 when the heap is empty
 	members int     // in heap or taken out by the pick in progress
 	at      int     // index in classes, -1 when empty
 }
 
-// gainLimit bounds a class's gain before it is folded into its members'
-// keys, far from overflow (weights are at most 2^18).
-const gainLimit = 1 << 52
+// foldLimit bounds the round counter: past it every class's gain is folded
+// into its members' keys and the count starts over, far from overflow
+// (weights are at most 2^18, so gains stay below 2^58).
+const foldLimit = 1 << 40
+
+// gain is what every member of c has gained since c was formed.
+func (p *weightedRoundRobin) gain(c *wrrClass) int64 { return c.w*p.round - c.base }
+
+// fold moves every class's gain into its members' keys and restarts the
+// round count (once in 2^40 picks).
+func (p *weightedRoundRobin) fold() {
+	for _, c := range p.classes {
+		g := p.gain(c)
+		for _, i := range c.heap {
+			p.key[i] += g
+		}
+		c.base = 0
+		p.setTop(c)
+	}
+	// Members taken out of their heaps exist only inside a pick, never here.
+	p.round = 0
+}
+
+// setTop caches c's top after its heap or the top's key changed.
+func (p *weightedRoundRobin) setTop(c *wrrClass) {
+	if len(c.heap) == 0 {
+		c.topIdx = -1
+		return
+	}
+	c.topIdx = c.heap[0]
+	c.topKey = p.key[c.topIdx]
+}
 
 func newWeightedRoundRobin(c common, notified bool) *weightedRoundRobin {
 	n := len(c.weights)
@@ -91,7 +124,7 @@ func newWeightedRoundRobin(c common, notified bool) *weightedRoundRobin {
 		}
 	}
 	for w, k := range count {
-		p.byW[w] = &wrrClass{w: w, heap: make([]int32, 0, k), at: -1}
+		p.byW[w] = &wrrClass{w: w, heap: make([]int32, 0, k), at: -1, topIdx: -1}
 	}
 	now := p.clock()
 	for i := range n {
@@ -117,7 +150,7 @@ func (p *weightedRoundRobin) rampWeight(i int, now time.Time) int64 {
 
 func (p *weightedRoundRobin) current(i int) int64 {
 	if c := p.class[i]; c != nil {
-		return p.key[i] + c.gain
+		return p.key[i] + p.gain(c)
 	}
 	return p.key[i]
 }
@@ -127,15 +160,15 @@ func (p *weightedRoundRobin) current(i int) int64 {
 func (p *weightedRoundRobin) join(i int, w int64) {
 	c := p.byW[w]
 	if c == nil {
-		c = &wrrClass{w: w, at: -1}
+		c = &wrrClass{w: w, at: -1, topIdx: -1}
 		p.byW[w] = c
 	}
 	if c.at < 0 {
-		c.gain = 0
+		c.base = c.w * p.round
 		c.at = len(p.classes)
 		p.classes = append(p.classes, c)
 	}
-	p.key[i] -= c.gain
+	p.key[i] -= p.gain(c)
 	p.class[i] = c
 	c.members++
 	p.total += w
@@ -150,7 +183,7 @@ func (p *weightedRoundRobin) join(i int, w int64) {
 func (p *weightedRoundRobin) leave(i int) {
 	c := p.class[i]
 	p.removeAt(c, int(p.hpos[i]))
-	p.key[i] += c.gain
+	p.key[i] += p.gain(c)
 	p.class[i] = nil
 	c.members--
 	p.total -= c.w
@@ -210,11 +243,11 @@ func (p *weightedRoundRobin) absorb(now time.Time) {
 func (p *weightedRoundRobin) best() int {
 	best, bestCur := -1, int64(0)
 	for _, c := range p.classes {
-		if len(c.heap) == 0 {
+		if c.topIdx < 0 {
 			continue
 		}
-		i := int(c.heap[0])
-		if cur := p.key[i] + c.gain; best < 0 || cur > bestCur || (cur == bestCur && i < best) {
+		i := int(c.topIdx)
+		if cur := c.topKey + p.gain(c); best < 0 || cur > bestCur || (cur == bestCur && i < best) {
 			best, bestCur = i, cur
 		}
 	}
@@ -231,26 +264,19 @@ type classTop struct {
 func (t classTop) ahead(cur int64, i int32) bool { return t.cur > cur || (t.cur == cur && t.i < i) }
 
 // topClasses returns the tops of the best k classes, best first, in one
-// pass over the classes; with gain it first adds to each class's gain its
-// weight (the pick's round).
-func (p *weightedRoundRobin) topClasses(k int, gain bool) []classTop {
+// pass over the classes, which reads nothing but the classes.
+func (p *weightedRoundRobin) topClasses(k int) []classTop {
 	tops := p.tops[:0]
+	round := p.round
+	// The k-th best so far: a class must beat it to enter.
+	lastCur, lastIdx := int64(0), int32(-1)
 	for _, c := range p.classes {
-		if gain {
-			c.gain += c.w
-			if c.gain > gainLimit {
-				for _, i := range c.heap {
-					p.key[i] += c.gain
-				}
-				c.gain = 0
-			}
-		}
-		if len(c.heap) == 0 {
+		i := c.topIdx
+		if i < 0 {
 			continue
 		}
-		i := c.heap[0]
-		cur := p.key[i] + c.gain
-		if len(tops) == k && tops[k-1].ahead(cur, i) {
+		cur := c.topKey + c.w*round - c.base
+		if len(tops) == k && (lastCur > cur || (lastCur == cur && lastIdx < i)) {
 			continue
 		}
 		if len(tops) < k {
@@ -261,6 +287,8 @@ func (p *weightedRoundRobin) topClasses(k int, gain bool) []classTop {
 			tops[j] = tops[j-1]
 		}
 		tops[j] = classTop{c, i, cur}
+		last := tops[len(tops)-1]
+		lastCur, lastIdx = last.cur, last.i
 	}
 	return tops
 }
@@ -276,10 +304,14 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 	if len(p.classes) == 0 {
 		return dst
 	}
-	// Every member gains its weight; the best n+1 classes' tops hold the
-	// winner and whatever can be a runner-up but their heaps' members.
+	// Every member gains its weight (the round); the best n+1 classes'
+	// tops hold the winner and whatever can be a runner-up but their
+	// heaps' members.
+	if p.round++; p.round > foldLimit {
+		p.fold()
+	}
 	k := min(n+1, len(p.tops))
-	tops := p.topClasses(k, true)
+	tops := p.topClasses(k)
 	winner := -1
 	for len(tops) > 0 {
 		if i := int(tops[0].i); p.st.Usable(i) {
@@ -291,7 +323,7 @@ func (p *weightedRoundRobin) Pick(_ netip.AddrPort, n int, dst []int) []int {
 		w := p.class[i].w
 		p.leave(i)
 		p.key[i] -= w
-		tops = p.topClasses(k, false)
+		tops = p.topClasses(k)
 	}
 	if winner < 0 {
 		return dst
@@ -369,7 +401,7 @@ func (p *weightedRoundRobin) runnersUp(winner, n, k, from int, dst []int, tops [
 		m, bestCur, best := 0, int64(0), int32(-1)
 		for j, s := range front {
 			i := s.c.heap[s.k]
-			if cur := p.key[i] + s.c.gain; best < 0 || cur > bestCur || (cur == bestCur && i < best) {
+			if cur := p.key[i] + p.gain(s.c); best < 0 || cur > bestCur || (cur == bestCur && i < best) {
 				m, bestCur, best = j, cur, i
 			}
 		}
@@ -386,7 +418,7 @@ func (p *weightedRoundRobin) runnersUp(winner, n, k, from int, dst []int, tops [
 		if !p.st.Usable(i) {
 			p.sitOut(i, winner)
 			front = front[:0]
-			for _, t := range p.topClasses(k, false) {
+			for _, t := range p.topClasses(k) {
 				front = append(front, spot{t.c, 0})
 			}
 			continue
@@ -424,6 +456,7 @@ func (p *weightedRoundRobin) takeOut(i int) {
 
 // Heap of a class: higher current weight first, then lower index. The
 // class's gain is common to all, so keys compare as current weights do.
+// Every change of a heap ends in up or down, which refresh the cached top.
 func (p *weightedRoundRobin) before(a, b int32) bool {
 	if p.key[a] != p.key[b] {
 		return p.key[a] > p.key[b]
@@ -441,11 +474,12 @@ func (p *weightedRoundRobin) up(c *wrrClass, k int) {
 	for k > 0 {
 		parent := (k - 1) / 2
 		if !p.before(c.heap[k], c.heap[parent]) {
-			return
+			break
 		}
 		p.swap(c, k, parent)
 		k = parent
 	}
+	p.setTop(c)
 }
 
 func (p *weightedRoundRobin) down(c *wrrClass, k int) {
@@ -453,18 +487,19 @@ func (p *weightedRoundRobin) down(c *wrrClass, k int) {
 	for {
 		l := 2*k + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
 		if r := l + 1; r < n && p.before(c.heap[r], c.heap[l]) {
 			m = r
 		}
 		if !p.before(c.heap[m], c.heap[k]) {
-			return
+			break
 		}
 		p.swap(c, k, m)
 		k = m
 	}
+	p.setTop(c)
 }
 
 func (p *weightedRoundRobin) push(c *wrrClass, i int) {
@@ -485,6 +520,7 @@ func (p *weightedRoundRobin) removeAt(c *wrrClass, k int) {
 		p.up(c, k)
 		p.down(c, k)
 	}
+	p.setTop(c)
 }
 
 // Order lists the weighted backends by current weight, highest first: the
