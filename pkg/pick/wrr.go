@@ -23,10 +23,12 @@ import (
 // (then index) whose common gain is the class's weight times the picks
 // since it was formed. A pick compares the classes' tops (cached in the
 // class) and requeues the winner: O(classes + log n), and the sequence is
-// nginx's exactly. Pools
-// have few distinct weights; a backend in its slow-start ramp joins the
-// class of its weight rounded to 1/32 of its configured weight (see
-// rampWeight), so classes stay few however many backends ramp at once.
+// nginx's exactly. Pools have few distinct weights (at most MaxWeight); a
+// backend in its slow-start ramp joins the class of its weight rounded to
+// 1/32 of its configured weight (see rampWeight), so classes stay few
+// however many backends ramp at once. Without slow start nothing is
+// allocated after New; with it, a ramp level's class is allocated the
+// first time it forms, and its heap grows the first times it fills.
 //
 // Usability is read live for every backend a pick returns; one found
 // unusable is parked with its current weight frozen, as if it had sat out
@@ -126,6 +128,7 @@ func newWeightedRoundRobin(c common, notified bool) *weightedRoundRobin {
 	for w, k := range count {
 		p.byW[w] = &wrrClass{w: w, heap: make([]int32, 0, k), at: -1, topIdx: -1}
 	}
+	p.classes = make([]*wrrClass, 0, len(count))
 	now := p.clock()
 	for i := range n {
 		if p.weights[i] > 0 && p.st.Usable(i) {
