@@ -64,6 +64,10 @@ type Backend struct {
 
 	readmit readmission
 
+	// notify tells the pool's picker that this backend's load or
+	// usability changed (pick.Notified); set once the picker is built.
+	notify atomic.Pointer[func(int)]
+
 	// handedTo is the backend of the next pool that carries this one on
 	// after a reload (Pool.HandOver), or retired when the reload dropped
 	// it. This one's checks and breaker stop with its pool, so the
@@ -142,9 +146,14 @@ func (b *Backend) refreshUsable(now func() time.Time) bool {
 // setUsable records usability u as computed by the caller (a breaker event
 // computes it from the event's state, never by calling back).
 func (b *Backend) setUsable(u bool, now func() time.Time) bool {
-	if b.usable.Load() != u && b.usable.CompareAndSwap(!u, u) && u {
-		t := now()
-		b.usableSince.Store(&t)
+	if b.usable.Load() != u && b.usable.CompareAndSwap(!u, u) {
+		if u {
+			t := now()
+			b.usableSince.Store(&t)
+		}
+		if n := b.notify.Load(); n != nil {
+			(*n)(b.index) // the picker's ordered structures learn of it
+		}
 	}
 	return u
 }

@@ -41,6 +41,7 @@ func (p *Pool) TryBeginDial(b *Backend, force bool) (Dial, bool) {
 	if force {
 		b.active.Add(1)
 	}
+	b.loadChanged()
 	return p.beginDial(b, force), true
 }
 
@@ -65,3 +66,14 @@ func (p *Pool) Full() bool {
 // QueueTimeout is how long a client may wait for a slot when the pool is
 // Full; 0: refused at once.
 func (p *Pool) QueueTimeout() int64 { return int64(p.cfg.QueueTimeout) }
+
+// loadChanged tells the picker that b's active count moved (least-conn's
+// heap and bounded-load hashing keep it ordered without a scan).
+// After a reload the active count is shared with the backend that carries
+// b on, whose picker is the one to tell.
+func (b *Backend) loadChanged() {
+	c := b.current()
+	if n := c.notify.Load(); n != nil {
+		(*n)(c.index)
+	}
+}

@@ -85,6 +85,7 @@ type Dial struct {
 // with the outcome.
 func (p *Pool) BeginDial(b *Backend, force bool) Dial {
 	b.active.Add(1)
+	b.loadChanged()
 	return p.beginDial(b, force)
 }
 
@@ -104,6 +105,7 @@ func (p *Pool) EndDial(d Dial, o dialer.Outcome) {
 	d.Backend.breaker.Done(d.attempt, breakerResult(o))
 	if o != dialer.Success {
 		d.Backend.active.Add(-1)
+		d.Backend.loadChanged()
 	}
 }
 
@@ -147,7 +149,10 @@ func (s *Settlement) Settle(o dialer.Outcome) {
 }
 
 // EndRelay gives back the count of a connection whose relay has ended.
-func (p *Pool) EndRelay(b *Backend) { b.active.Add(-1) }
+func (p *Pool) EndRelay(b *Backend) {
+	b.active.Add(-1)
+	b.loadChanged()
+}
 
 // ConnectTimeout, ConnectBudget, IdleTimeout and EarlyResetWindow are the
 // pool's timing keys, for the loop.

@@ -133,12 +133,15 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		RingVnodes:        cfg.RingVnodes,
 		MaglevTableSize:   cfg.MaglevTableSize,
 		Now:               deps.Now,
+		// Every change of a backend's load or usability is told to the
+		// picker (Backend.notify), so its structures are exact.
+		Notified: true,
 	}
 	picker, err := pick.New(pickBackends, p, p.pickCfg)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
 	}
-	p.pick.Store(&picker)
+	p.publishPicker(picker)
 	return p, nil
 }
 

@@ -80,6 +80,7 @@ func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error
 	now := p.now()
 	d := &Drain{Since: now, Deadline: now.Add(timeout)}
 	b.drain.Store(d)
+	b.loadChanged() // out of the picker's structures at once
 	p.log.Info("backend draining", "backend", b.Addr, "timeout", timeout, "connections", b.Active())
 	p.scheduleCut(b, d)
 	p.changed()
@@ -103,7 +104,11 @@ func (p *Pool) scheduleCut(b *Backend, d *Drain) {
 
 // undrain ends a drain (Enable).
 func (p *Pool) undrain(b *Backend) bool {
-	return b.drain.Swap(nil) != nil
+	was := b.drain.Swap(nil) != nil
+	if was {
+		b.loadChanged()
+	}
+	return was
 }
 
 // SetWeight gives b a new weight for new picks, at once: the picker is
@@ -138,8 +143,25 @@ func (p *Pool) rebuildPicker() error {
 	if err != nil {
 		return fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	p.pick.Store(&picker)
+	p.publishPicker(picker)
 	return nil
+}
+
+// publishPicker makes picker the pool's and points every backend's change
+// notices at it (pick.Notified): with them its ordered structures stay
+// exact at a cost that does not grow with the pool.
+func (p *Pool) publishPicker(picker pick.Picker) {
+	p.pick.Store(&picker)
+	if n, ok := picker.(pick.Notified); ok {
+		f := n.Changed
+		for _, b := range p.backends {
+			b.notify.Store(&f)
+		}
+		// What changed between building the picker and publishing it.
+		for _, b := range p.backends {
+			f(b.index)
+		}
+	}
 }
 
 func (p *Pool) picker() pick.Picker { return *p.pick.Load() }
