@@ -65,8 +65,28 @@ func (p *Pool) healthCheck(b *Backend) health.Check {
 	case p.sendExpect():
 		return health.TCPSendExpectCheck(p.dialer.DialContext, b.Addr, p.checkRequest(), h.Expect, dialer.IsLocal)
 	default:
-		return health.TCPCheck(p.dialer.DialContext, p.connectAddr(b), dialer.IsLocal)
+		return health.TCPCheck(p.dialWithLocalHeader, p.connectAddr(b), dialer.IsLocal)
 	}
+}
+
+// dialWithLocalHeader is the pool's dial for connect checks and probes: a
+// backend that expects a PROXY header (proxy_protocol) is sent a LOCAL one
+// ("the proxy itself, no client") before the connection closes, so it does
+// not log every check as a broken header.
+func (p *Pool) dialWithLocalHeader(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := p.dialer.DialContext(ctx, network, addr)
+	if err != nil || p.ProxyProtocol() == 0 {
+		return c, err
+	}
+	hdr := []byte("PROXY UNKNOWN\r\n")
+	if p.ProxyProtocol() == 2 {
+		hdr = proxyproto.AppendV2Local(nil)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetWriteDeadline(dl)
+	}
+	c.Write(hdr) // best effort: the connect is what the check judges
+	return c, nil
 }
 
 // checkRequest is what a send-expect check sends: the configured bytes,
@@ -125,7 +145,7 @@ func (p *Pool) probeFunc(b *Backend) func(ctx context.Context) breaker.Result {
 		}
 	}
 	return func(ctx context.Context) breaker.Result {
-		c, err := p.dialer.Dial(ctx, b.Addr)
+		c, err := p.dialWithLocalHeader(ctx, "tcp", b.Addr)
 		o := dialer.Classify(err)
 		b.countDial(DialProbe, o)
 		if c != nil {
