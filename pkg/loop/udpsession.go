@@ -122,7 +122,11 @@ func (s *session) dialNext() dialResult {
 		if d.next > 1 && !b.Usable() {
 			continue // tripped or went down since the plan
 		}
-		d.cur = p.BeginDial(b, d.force) // the generation, before the first send
+		cur, ok := p.TryBeginDial(b, d.force) // the generation, before the first send
+		if !ok {
+			continue // at its max_connections (sessions): another loop took the last slot
+		}
+		d.cur = cur
 		fd := u.unpark(b, s)
 		if fd < 0 {
 			var local bool
