@@ -18,8 +18,6 @@ const (
 
 var queueResultNames = [numQueueResults]string{"served", "timeout", "left"}
 
-func (r queueResult) String() string { return queueResultNames[r] }
-
 // QueueResults lists every way a wait ends, for the metric's label.
 var QueueResults = [numQueueResults]string(queueResultNames)
 

@@ -77,6 +77,8 @@ type Pool struct {
 	onChange  func()
 	srcs      *sources
 	checks    *health.Scheduler
+	// proxyVersion is proxy_protocol as a number (ProxyProtocol).
+	proxyVersion int
 }
 
 // Runtime is what an operator changed on one backend at run time, as the
@@ -104,16 +106,17 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{
-		Name:      cfg.Name,
-		Algorithm: cfg.Algorithm,
-		cfg:       cfg,
-		dialer:    dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
-		srcs:      newSources(cfg.Sources, deps.Previous),
-		checks:    deps.HealthChecks,
-		now:       deps.Now,
-		log:       log.With("pool", cfg.Name),
-		cut:       deps.CutBackend,
-		onChange:  deps.OnRuntimeChange,
+		Name:         cfg.Name,
+		Algorithm:    cfg.Algorithm,
+		cfg:          cfg,
+		dialer:       dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
+		srcs:         newSources(cfg.Sources, deps.Previous),
+		checks:       deps.HealthChecks,
+		proxyVersion: proxyVersion(cfg.ProxyProtocol),
+		now:          deps.Now,
+		log:          log.With("pool", cfg.Name),
+		cut:          deps.CutBackend,
+		onChange:     deps.OnRuntimeChange,
 	}
 	pickBackends := make([]pick.Backend, len(cfg.Backends))
 	for i, bc := range cfg.Backends {
