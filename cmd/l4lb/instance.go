@@ -71,6 +71,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	if loops == 0 {
 		loops = defaultEventLoops()
 	}
+	reserveProcs(loops, log)
 	backends := 0
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,6 +15,8 @@ type poller struct {
 	epfd   int
 	wakefd int
 	events []unix.EpollEvent
+	// holding: this loop holds a P across its waits (holdp.go).
+	holding bool
 }
 
 // Event bits a socket is registered with (EPOLLPRI: TCP urgent data, which
@@ -62,24 +65,57 @@ func (p *poller) del(fd int) {
 }
 
 // wait blocks until events arrive or timeoutMs runs out (-1: no timeout,
-// 0: poll). A blocking wait goes through the runtime's syscall hand-off,
-// so the loop's P serves other goroutines meanwhile; a poll does not.
+// 0: poll). While the loop is busy it waits holding its P (holdp.go);
+// after holdIdleMs without an event it waits through the runtime's
+// syscall hand-off, which lets the P serve other goroutines meanwhile.
 func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	for {
-		var n int
-		var err error
-		if timeoutMs == 0 {
-			n, err = pollNow(p.epfd, p.events)
-		} else {
-			n, err = unix.EpollWait(p.epfd, p.events, timeoutMs)
+		if !p.holding && timeoutMs != 0 {
+			n, err := unix.EpollWait(p.epfd, p.events, timeoutMs)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("epoll_wait: %w", err)
+			}
+			if n > 0 {
+				p.holding = acquireHold()
+			}
+			return p.events[:n], nil
 		}
+		// A poll (timeout 0) never blocks, so it needs no hand-off either.
+		raw := timeoutMs
+		if timeoutMs != 0 && (timeoutMs < 0 || timeoutMs > holdIdleMs) {
+			raw = holdIdleMs
+		}
+		n, err := rawEpollWait(p.epfd, p.events, raw)
 		if err == unix.EINTR {
+			// Most likely the runtime asking this goroutine to stop (a
+			// garbage collection, or sysmon's time slice): let it.
+			runtime.Gosched()
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("epoll_wait: %w", err)
 		}
+		if n == 0 && raw != timeoutMs {
+			// Idle for holdIdleMs: give the P back and wait the rest
+			// the runtime's way.
+			p.release()
+			if timeoutMs > 0 {
+				timeoutMs -= raw
+			}
+			continue
+		}
 		return p.events[:n], nil
+	}
+}
+
+// release gives back the loop's P token, if it holds one.
+func (p *poller) release() {
+	if p.holding {
+		p.holding = false
+		releaseHold()
 	}
 }
 
@@ -96,6 +132,7 @@ func (p *poller) drainWake() {
 }
 
 func (p *poller) close() {
+	p.release()
 	unix.Close(p.wakefd)
 	unix.Close(p.epfd)
 }

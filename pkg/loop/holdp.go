@@ -1,0 +1,71 @@
+package loop
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A busy loop waits for events with a raw epoll_wait that keeps its P
+// (the runtime's right to run Go code) instead of one that goes through
+// the runtime's syscall bookkeeping. Measured on the bench's conn
+// scenario, that bookkeeping was most of what a loop spent beside the
+// kernel: every wake-up from a blocking wait went through exitsyscall,
+// which woke sysmon and contended on the scheduler lock, and sysmon, seeing
+// a P in a syscall on every tick, retook it and so never slowed down from
+// its 20 µs tick.
+//
+// Holding a P is safe for the rest of the process only while another P is
+// left for every other goroutine (health checks, admin, breakers): a loop
+// holds one only with a token, and there are GOMAXPROCS-1 tokens in all.
+// A loop that has seen no event for holdIdleMs gives its token back and
+// waits the runtime's way until its next event, so an idle process still
+// lets its Ps sleep.
+//
+// The garbage collector still stops a holding loop at once: its stop and
+// its stack scans signal the thread (SIGURG), which ends the raw wait with
+// EINTR, and the loop then yields (holdWait's caller runs
+// runtime.Gosched). holdIdleMs also bounds the stop where those signals
+// are turned off (GODEBUG=asyncpreemptoff=1).
+
+// holdIdleMs is how long a raw wait may last: past it, the loop stops
+// holding its P. It is below sysmon's 10 ms time slice on purpose: an
+// interrupted raw wait starts again in full after the loop yields, and
+// sysmon interrupts a goroutine at most once per slice, so an idle loop
+// lets go within one slice (a wait as long as the slice would be cut
+// short every time, and never let go).
+const holdIdleMs = 5
+
+// holders counts the loops holding a P now.
+var holders atomic.Int32
+
+// acquireHold takes a token when one is left.
+func acquireHold() bool {
+	limit := int32(runtime.GOMAXPROCS(0) - 1)
+	for {
+		n := holders.Load()
+		if n >= limit {
+			return false
+		}
+		if holders.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func releaseHold() { holders.Add(-1) }
+
+// rawEpollWait is epoll_wait without the runtime's syscall hand-off: the
+// calling goroutine keeps its P while the thread sleeps in the kernel.
+//
+//go:noinline
+func rawEpollWait(epfd int, events []unix.EpollEvent, timeoutMs int) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd),
+		uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(timeoutMs), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}

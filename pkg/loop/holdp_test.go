@@ -1,0 +1,119 @@
+package loop
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// withProcs runs the test with GOMAXPROCS n.
+func withProcs(t *testing.T, n int) {
+	prev := runtime.GOMAXPROCS(n)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
+// waitAsync runs p.wait(-1) on a goroutine and hands back what it saw.
+func waitAsync(p *poller) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		evs, err := p.wait(-1)
+		if err == nil && (len(evs) != 1 || int(evs[0].Fd) != p.wakefd) {
+			err = unix.EBADMSG
+		}
+		got <- err
+	}()
+	return got
+}
+
+func TestPollerHoldsAPOnlyWhileBusy(t *testing.T) {
+	withProcs(t, 2)
+	base := holders.Load()
+	p, err := newPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	if p.holding {
+		t.Fatal("a new poller holds a P before any event")
+	}
+
+	p.wake()
+	if err := <-waitAsync(p); err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if !p.holding || holders.Load() != base+1 {
+		t.Fatalf("after an event: holding %v, holders %d (base %d); want the P held", p.holding, holders.Load(), base)
+	}
+
+	// Nothing more comes: past holdIdleMs the wait gives the P back and
+	// goes on waiting the runtime's way.
+	got := waitAsync(p)
+	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+		t.Fatalf("an idle wait still holds a P after 10s (holders %d, base %d)", holders.Load(), base)
+	}
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if !p.holding {
+		t.Fatal("the event after an idle spell did not take the P again")
+	}
+	p.close()
+	if holders.Load() != base {
+		t.Fatalf("close left the P token taken (holders %d, base %d)", holders.Load(), base)
+	}
+	p.epfd, p.wakefd = -1, -1 // closed; the deferred close is a no-op
+}
+
+func TestPollerNeverHoldsTheLastP(t *testing.T) {
+	withProcs(t, 1)
+	p, err := newPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.wake()
+	if err := <-waitAsync(p); err != nil {
+		t.Fatal(err)
+	}
+	if p.holding {
+		t.Fatal("with GOMAXPROCS 1 the loop took the only P")
+	}
+}
+
+// The garbage collector stops a goroutine by signalling its thread, which
+// ends a raw epoll_wait with EINTR: the wait must yield and go on, not
+// fail, and must still see the event that comes after.
+func TestHeldWaitYieldsToTheGarbageCollector(t *testing.T) {
+	withProcs(t, 2)
+	p, err := newPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.wake()
+	if err := <-waitAsync(p); err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if !p.holding {
+		t.Skip("no spare P token (another loop of this process holds it)")
+	}
+	got := waitAsync(p)
+	for range 20 {
+		runtime.GC()
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the held wait returned before any event: %v", err)
+	default:
+	}
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatalf("the held wait failed after collections: %v", err)
+	}
+}
