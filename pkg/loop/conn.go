@@ -110,7 +110,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	if l.sh.Active.Add(1) > l.sh.Max.Load() {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		unix.Close(fd)
+		closeFd(fd)
 		l.refusedAtAccept(f, src, CloseConnectionCap)
 		if l.sh.OnCap != nil {
 			l.sh.OnCap()
@@ -125,7 +125,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	if err := l.register(fd, &c.cl); err != nil {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		unix.Close(fd)
+		closeFd(fd)
 		l.refusedAtAccept(f, src, CloseLocalError)
 		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
 		return
@@ -321,7 +321,7 @@ func closeEnd(l *Loop, e *endpoint, reset bool) {
 	if reset {
 		resetClose(e.fd)
 	} else {
-		unix.Close(e.fd)
+		closeFd(e.fd)
 	}
 	e.fd = -1
 }

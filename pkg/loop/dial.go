@@ -36,7 +36,7 @@ func (c *conn) startDial() {
 		return
 	}
 	d.n, d.force = len(cands), force
-	d.deadline = c.l.clock() + int64(c.pool.ConnectBudget())
+	d.deadline = c.l.now + int64(c.pool.ConnectBudget()) // a wake-up's time is close enough for seconds
 	c.dial = d
 	c.phase = phaseDialing
 	c.tryNext()
@@ -73,14 +73,14 @@ func (c *conn) tryNext() {
 		if fd >= 0 {
 			c.be = endpoint{c: c, fd: fd}
 			if rerr := c.l.register(fd, &c.be); rerr != nil {
-				unix.Close(fd)
+				closeFd(fd)
 				c.be.fd = -1
 				p.EndDial(d.cur, dialer.Local)
 				c.refuse(rerr)
 				return
 			}
 			c.recordOwnDial(b.AddrPort)
-			now := c.l.clock()
+			now := d.started // connect(2) took microseconds
 			timeout, left := int64(p.ConnectTimeout()), d.deadline-now
 			d.cut = left < timeout
 			c.l.timers.arm(&c.timer, now+min(timeout, max(left, 0)))

@@ -37,6 +37,7 @@ type Loop struct {
 	timers  timerHeap
 	epoch   time.Time
 	now     int64 // ns since epoch, read once per wake-up
+	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
 	slots   []slot
 	seq     uint32
 	scratch *splice.Scratch
@@ -156,7 +157,7 @@ func (l *Loop) registerEvents(fd int, o owner, events uint32) error {
 	l.seq++
 	l.slots[fd] = slot{o: o, seq: l.seq}
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(l.seq)}
-	if err := unix.EpollCtl(l.poll.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := epollCtl(l.poll.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		l.slots[fd] = slot{}
 		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
 	}
@@ -184,7 +185,7 @@ func (l *Loop) run() {
 		if len(l.ready) > 0 {
 			timeout = 0
 		} else if at, ok := l.timers.next(); ok {
-			wait := at - l.clock()
+			wait := at - l.firedAt
 			timeout = int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
 		}
 		evs, err := l.poll.wait(timeout)
@@ -208,7 +209,8 @@ func (l *Loop) run() {
 			}
 		}
 		l.runReady()
-		l.timers.fireDue(l.clock())
+		l.firedAt = l.clock()
+		l.timers.fireDue(l.firedAt)
 		l.flushUDP()
 		l.flushCounters()
 		if l.stopping {

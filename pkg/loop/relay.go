@@ -58,7 +58,7 @@ func (c *conn) pump() {
 				c.close(CloseCompleted, false, false)
 				return
 			}
-			unix.Shutdown(dst.fd, unix.SHUT_WR)
+			shutdownWrite(dst.fd)
 		case splice.ReadFailed:
 			c.broken(src, err)
 			return

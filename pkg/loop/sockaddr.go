@@ -83,38 +83,34 @@ func connectTo(ap netip.AddrPort, ka sockopt.Keepalive, srcs []config.Source, fi
 // connectFrom starts a non-blocking connect to ap from src (nil: the
 // kernel's choice of address and port).
 func connectFrom(ap netip.AddrPort, ka sockopt.Keepalive, src *config.Source) (int, error) {
-	family, sa := sockaddrFor(ap)
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	family, sa := socketAddress(ap)
+	fd, err := newSocket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, err
 	}
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
-		unix.Close(fd)
+	if err := setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		closeFd(fd)
 		return -1, err
 	}
 	// Urgent data stays in the stream (relayed as ordinary bytes) instead
 	// of being read aside and lost.
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
-		unix.Close(fd)
+	if err := setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1); err != nil {
+		closeFd(fd)
 		return -1, err
 	}
 	if err := ka.Apply(fd); err != nil {
-		unix.Close(fd)
+		closeFd(fd)
 		return -1, err
 	}
 	if src != nil {
 		if err := bindSource(fd, family, src); err != nil {
-			unix.Close(fd)
+			closeFd(fd)
 			return -1, err
 		}
 	}
-	for {
-		if err = unix.Connect(fd, sa); err != unix.EINTR {
-			break
-		}
-	}
+	err = connectRaw(fd, &sa)
 	if err != nil && err != unix.EINPROGRESS {
-		unix.Close(fd)
+		closeFd(fd)
 		return -1, err
 	}
 	return fd, err
@@ -141,19 +137,10 @@ func bindSource(fd, family int, src *config.Source) error {
 	return unix.Bind(fd, &unix.SockaddrInet6{Addr: src.Addr.As16()})
 }
 
-// sockaddrFor is a backend's address (unmapped) as a socket address, with
-// its family.
-func sockaddrFor(ap netip.AddrPort) (int, unix.Sockaddr) {
-	if ap.Addr().Is6() {
-		return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
-	}
-	return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-}
-
 // soError reads and clears a socket's pending error (the result of a
 // non-blocking connect).
 func soError(fd int) error {
-	v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	v, err := getsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 	if err != nil {
 		return err
 	}
@@ -167,5 +154,5 @@ func soError(fd int) error {
 // stream was cut, not that it ended.
 func resetClose(fd int) {
 	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	unix.Close(fd)
+	closeFd(fd)
 }

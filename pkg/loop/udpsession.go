@@ -173,13 +173,13 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 // picks the source port, filters what comes back to ap's datagrams, and
 // reports ICMP errors about ap on this socket.
 func connectUDP(ap netip.AddrPort) (int, error) {
-	family, sa := sockaddrFor(ap)
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	family, sa := socketAddress(ap)
+	fd, err := newSocket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, err
 	}
-	if err = unix.Connect(fd, sa); err != nil {
-		unix.Close(fd)
+	if err = connectRaw(fd, &sa); err != nil {
+		closeFd(fd)
 		return -1, err
 	}
 	return fd, nil
@@ -375,7 +375,7 @@ func (s *session) closeBackend() {
 	}
 	s.forgetOwnDial()
 	s.u.l.forget(s.fd)
-	unix.Close(s.fd)
+	closeFd(s.fd)
 	s.fd = -1
 	s.u.f.sockets.Add(-1)
 	s.pool.EndRelay(s.backend)
