@@ -44,8 +44,11 @@ func l4lbConfigWith(routes []route, acceptLoops int, logKeys, listenerKeys, pool
 			proto = "udp"
 		}
 		fmt.Fprintf(&b, "\n[[listener]]\nname = %q\nbind = %q\nprotocol = %q\npool = %q\n", r.name, r.listen, proto, r.name)
-		if r.udp != udpNone {
-			fmt.Fprintf(&b, "session_timeout = %q\nmax_sessions = %d\n", udpSessionTimeout, udpMaxSessions)
+		switch r.udp {
+		case udpRRMode:
+			fmt.Fprintf(&b, "session_timeout = %q\nmax_sessions = %d\n", udpSessionTimeout, udpRRMaxSessions)
+		case udpOneWayMode, udpNoReplyMode:
+			fmt.Fprintf(&b, "session_timeout = %q\nmax_sessions = %d\n", udpSessionTimeout, udpOWMaxSessions)
 		}
 		if r.udp == udpRRMode {
 			b.WriteString("responses = 1\nreuse_sockets = true\n")

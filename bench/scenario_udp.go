@@ -19,15 +19,20 @@ const (
 	// One-way: a few clients, at most udpOWWindow datagrams not yet
 	// counted by the sink (below what a default 208 KiB receive queue
 	// holds of 64-byte datagrams, so the proxy is kept busy, not flooded).
-	udpOWClients = 4
+	udpOWClients = 4 // sessions of their own
 	udpOWWindow  = 128
 	udpOWBatch   = 16
 	udpOWStall   = 200 * time.Millisecond
 	udpOWSettle  = time.Second
 	// udpSessionTimeout is nginx's proxy_timeout and l4lb's session_timeout.
 	udpSessionTimeout = "10s"
-	// udpMaxSessions is l4lb's max_sessions (each session holds an fd).
-	udpMaxSessions = 4096
+	// udpRRMaxSessions and udpOWMaxSessions are l4lb's max_sessions: room
+	// for twice the sessions each mode opens, and no more, because each
+	// session holds an fd that l4lb reserves out of RLIMIT_NOFILE (at 4096
+	// each, the reservation cut the TCP connection cap under the idle
+	// scenario's 9000).
+	udpRRMaxSessions = 2 * udpRRSockets
+	udpOWMaxSessions = 16 * udpOWClients
 	// udpTarget is issue 11's bar: l4lb's datagrams/s per core at least
 	// this many times nginx's.
 	udpTarget = 1.5

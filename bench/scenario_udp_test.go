@@ -89,7 +89,11 @@ func TestL4lbConfigUDP(t *testing.T) {
 			continue
 		}
 		udp++
-		if l.SessionTimeout != 10*time.Second || l.MaxSessions != udpMaxSessions || l.Pool != l.Name {
+		maxSessions := udpOWMaxSessions
+		if l.Name == routeUDPRR {
+			maxSessions = udpRRMaxSessions
+		}
+		if l.SessionTimeout != 10*time.Second || l.MaxSessions != maxSessions || l.Pool != l.Name {
 			t.Errorf("listener %s: %+v", l.Name, l)
 		}
 		want := 0
