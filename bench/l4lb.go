@@ -26,14 +26,22 @@ const (
 // is for); one-way sessions live until session_timeout. logKeys are more [log] keys (a variant's access
 // log), or "".
 func l4lbConfig(routes []route, acceptLoops int, logKeys string) string {
-	return l4lbConfigWith(routes, acceptLoops, logKeys, "", "")
+	return l4lbConfigWith(routes, acceptLoops, logKeys, l4lbKeys{})
 }
 
-// l4lbConfigWith is l4lbConfig with more keys in every TCP listener and
-// every TCP pool (the l4lb-policy variant's).
-func l4lbConfigWith(routes []route, acceptLoops int, logKeys, listenerKeys, poolKeys string) string {
+// l4lbKeys are a variant's own keys, each block of lines ending in a
+// newline: more of [global], and more of every TCP listener and every TCP
+// pool.
+type l4lbKeys struct {
+	global, listener, pool string
+}
+
+// l4lbConfigWith is l4lbConfig with a variant's keys (l4lb-policy's,
+// l4lb-busy's).
+func l4lbConfigWith(routes []route, acceptLoops int, logKeys string, keys l4lbKeys) string {
+	listenerKeys, poolKeys := keys.listener, keys.pool
 	var b strings.Builder
-	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n\n", acceptLoops)
+	fmt.Fprintf(&b, "[global]\nevent_loops = %d\npipe_size = 1048576\n%s\n", acceptLoops, keys.global)
 	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"warn\"\n" + logKeys)
 	for _, r := range routes {
 		if err := checkLoopback(r.listen); err != nil {
@@ -126,7 +134,7 @@ func startL4lb(h *harness, s *system, bin string, env []string, logKeys func(s *
 	if logKeys != nil {
 		extra = logKeys(s)
 	}
-	text := l4lbConfigWith(s.routes, h.threads, extra, s.spec.l4lbListenerKeys, s.spec.l4lbPoolKeys)
+	text := l4lbConfigWith(s.routes, h.threads, extra, s.spec.l4lbKeys)
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ const policyPoolKeys = "queue_timeout = \"1s\"\n"
 func l4lbPolicySystem() systemSpec {
 	s := l4lbVariant(sysL4lbPolicy, nil, " with allow/deny, per-source connection and rate limits on (never reached)", nil)
 	s.optIn = true
-	s.l4lbListenerKeys, s.l4lbPoolKeys = policyListenerKeys, policyPoolKeys
+	s.l4lbKeys = l4lbKeys{listener: policyListenerKeys, pool: policyPoolKeys}
 	return s
 }
 

@@ -12,7 +12,7 @@ import (
 func TestL4lbPolicyConfig(t *testing.T) {
 	spec := l4lbPolicySystem()
 	s := placeSystem(spec, 1, 30000, false)
-	cfg, err := config.Parse("l4lb.toml", []byte(l4lbConfigWith(s.routes, 1, "", spec.l4lbListenerKeys, spec.l4lbPoolKeys)))
+	cfg, err := config.Parse("l4lb.toml", []byte(l4lbConfigWith(s.routes, 1, "", spec.l4lbKeys)))
 	if err != nil {
 		t.Fatal(err)
 	}

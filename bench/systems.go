@@ -57,9 +57,9 @@ type systemSpec struct {
 	udpNoReply bool
 	// optIn: left out of the default run; -systems must name it.
 	optIn bool
-	// l4lbListenerKeys and l4lbPoolKeys (l4lb variants) go into every TCP
-	// listener and pool of the config.
-	l4lbListenerKeys, l4lbPoolKeys string
+	// l4lbKeys (l4lb variants) go into the config's [global] and every TCP
+	// listener and pool.
+	l4lbKeys l4lbKeys
 }
 
 // systemCatalog lists every system the harness knows, in run order.
@@ -70,7 +70,7 @@ func systemCatalog() []systemSpec {
 		l4lbAccessLogSystem(),
 		l4lbRedisSystem(),
 		l4lbPolicySystem(),
-		// l4lbSystem("l4lb-p1", []string{"GOMAXPROCS=1"}),
+		l4lbBusySystem(),
 		haproxySystem(),
 		nginxSystem(),
 		goproxySystem(),

@@ -35,6 +35,9 @@ type Global struct {
 	EventLoops int
 	// PipeSize is the size in bytes of each splice pipe (F_SETPIPE_SZ).
 	PipeSize int
+	// BusyPoll is how long a busy event loop keeps polling for events
+	// before it sleeps in epoll_wait; 0 sleeps at once.
+	BusyPoll time.Duration
 	// StateFile is where runtime changes (manual disables, drains,
 	// weights) are kept across restarts; "" keeps them in memory only.
 	// CheckHost requires its directory to exist and be writable; the file

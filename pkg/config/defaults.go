@@ -97,8 +97,9 @@ const (
 	MinPipeSize        = 4096    // one page: F_SETPIPE_SZ cannot go lower
 	MaxPipeSize        = 1 << 30 // far beyond any sane /proc/sys/fs/pipe-max-size
 	MaxEventLoops      = 1024
-	MaxBacklog         = 1<<31 - 1 // listen(2) takes an int
-	MaxRetries         = 16        // each retry costs the client up to connect_timeout
+	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
+	MaxBacklog         = 1<<31 - 1        // listen(2) takes an int
+	MaxRetries         = 16               // each retry costs the client up to connect_timeout
 	MaxWeight          = 256
 	MaxRingVnodes      = 10000
 	MaxRingPoints      = 1 << 22    // ring_vnodes x total weight: pkg/hashring's bound on a ring

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -117,6 +118,7 @@ func decodeGlobal(t *table, g *Global) {
 		t.integer("accept_loops", &g.EventLoops, 0, MaxEventLoops)
 	}
 	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
+	t.durationIn("busy_poll", &g.BusyPoll, time.Microsecond, MaxBusyPoll, "off")
 	if t.str("state_file", &g.StateFile) {
 		checkStateFileName(t.c, t.keyOf("state_file"), g.StateFile)
 	}

@@ -155,6 +155,8 @@ func TestParseReportsEachProblem(t *testing.T) {
 		{"too many accept loops", validBase + "[global]\naccept_loops = 1025 #!\n", "global.accept_loops", "1025 is out of range: must be between 0 and 1024"},
 		{"pipe smaller than a page", validBase + "[global]\npipe_size = 1000 #!\n", "global.pipe_size", "1000 is out of range: must be between 4096 and 1073741824"},
 		{"pipe too large", validBase + "[global]\npipe_size = 2147483648 #!\n", "global.pipe_size", "must be between 4096 and 1073741824"},
+		{"busy poll too long", validBase + "[global]\nbusy_poll = \"5ms\" #!\n", "global.busy_poll", `5ms is out of range: must be "0s" (off) or between 1µs and 1ms`},
+		{"busy poll not a duration", validBase + "[global]\nbusy_poll = 20 #!\n", "global.busy_poll", "must be a duration string"},
 		{"admin listen is a name", validBase + "[admin]\nlisten = \"localhost:9090\" #!\n", "admin.listen", `must be an IP literal (IPv4 or [IPv6]), not a name: l4lb does not resolve DNS (or "" to turn the admin endpoint off)`},
 		{"admin listen without port", validBase + "[admin]\nlisten = \"127.0.0.1\" #!\n", "admin.listen", "is not host:port"},
 		{"admin token file as a number", validBase + "[admin]\ntoken_file = 7 #!\n", "admin.token_file", "must be a string, not the integer 7"},

@@ -66,7 +66,7 @@ shutdown_timeout = "0s"
 max_connections = 5000
 event_loops = 4
 pipe_size = 65536
-
+busy_poll = "50us"
 [admin]
 listen = ""
 token_file = "/etc/l4lb/admin.token"
@@ -183,7 +183,7 @@ instance = "lb-1"
 	dns.Breaker.CountNoReply = true
 	dns.Line = 83
 	want := &Config{
-		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536},
+		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536, BusyPoll: 50 * time.Microsecond},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json", Access: "off"},
 		Cluster: Cluster{

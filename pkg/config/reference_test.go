@@ -25,6 +25,7 @@ var designKeys = []struct{ key, value string }{
 	{"global.max_connections", "0"},
 	{"global.event_loops", "0"},
 	{"global.pipe_size", "1048576"},
+	{"global.busy_poll", `"0s"`},
 	{"global.state_file", `""`},
 	{"admin.listen", `"127.0.0.1:9090"`},
 	{"admin.token_file", `""`},
@@ -278,6 +279,7 @@ shutdown_timeout = "30s"
 max_connections = 0
 event_loops = 0
 pipe_size = 1048576
+busy_poll = "0s"
 state_file = ""
 [admin]
 listen = "127.0.0.1:9090"

@@ -117,3 +117,51 @@ func TestHeldWaitYieldsToTheGarbageCollector(t *testing.T) {
 		t.Fatalf("the held wait failed after collections: %v", err)
 	}
 }
+
+// holdingPoller is a poller that has seen an event and so holds a P;
+// the test is skipped when no P token is spare.
+func holdingPoller(t *testing.T, busyPoll time.Duration) *poller {
+	t.Helper()
+	withProcs(t, 2)
+	p, err := newPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	p.busyPoll = busyPoll
+	p.wake()
+	if err := <-waitAsync(p); err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if !p.holding {
+		t.Skip("no spare P token (another loop of this process holds it)")
+	}
+	p.sleeps = 0
+	return p
+}
+
+func TestBusyPollTakesTheNextEventWithoutSleeping(t *testing.T) {
+	p := holdingPoller(t, time.Minute) // far longer than the test
+	got := waitAsync(p)
+	time.Sleep(20 * time.Millisecond) // the wait is spinning by now, or about to
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if p.sleeps != 0 {
+		t.Fatalf("a busy-polling wait slept %d times before its event", p.sleeps)
+	}
+}
+
+func TestWithoutBusyPollAWaitSleeps(t *testing.T) {
+	p := holdingPoller(t, 0)
+	got := waitAsync(p)
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if p.sleeps != 1 {
+		t.Fatalf("the wait slept %d times, want 1: busy_poll off must not spin", p.sleeps)
+	}
+}

@@ -85,6 +85,7 @@ func New(id int, sh *Shared) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loop %d: %w", id, err)
 	}
+	p.busyPoll = sh.BusyPoll
 	return &Loop{
 		id:      id,
 		sh:      sh,

@@ -3,6 +3,7 @@ package loop
 import (
 	"fmt"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,6 +18,10 @@ type poller struct {
 	events []unix.EpollEvent
 	// holding: this loop holds a P across its waits (holdp.go).
 	holding bool
+	// busyPoll: how long a held wait polls before it sleeps.
+	busyPoll time.Duration
+	// sleeps counts waits that went to sleep in the kernel (tests).
+	sleeps int
 }
 
 // Event bits a socket is registered with (EPOLLPRI: TCP urgent data, which
@@ -71,6 +76,7 @@ func (p *poller) del(fd int) {
 func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	for {
 		if !p.holding && timeoutMs != 0 {
+			p.sleeps++
 			n, err := unix.EpollWait(p.epfd, p.events, timeoutMs)
 			if err == unix.EINTR {
 				continue
@@ -83,10 +89,18 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 			}
 			return p.events[:n], nil
 		}
+		if timeoutMs != 0 && p.busyPoll > 0 {
+			if n := p.spin(); n > 0 {
+				return p.events[:n], nil
+			}
+		}
 		// A poll (timeout 0) never blocks, so it needs no hand-off either.
 		raw := timeoutMs
 		if timeoutMs != 0 && (timeoutMs < 0 || timeoutMs > holdIdleMs) {
 			raw = holdIdleMs
+		}
+		if raw != 0 {
+			p.sleeps++
 		}
 		n, err := rawEpollWait(p.epfd, p.events, raw)
 		if err == unix.EINTR {
@@ -108,6 +122,24 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 			continue
 		}
 		return p.events[:n], nil
+	}
+}
+
+// spin polls for events for up to busyPoll ([global] busy_poll) and
+// returns how many it found. A busy loop that sleeps as soon as it is
+// idle makes whoever sends its next packet wake its core, which on some
+// hosts (VMs without halt-polling) costs the sender more than the spin
+// costs the loop.
+func (p *poller) spin() int {
+	end := time.Now().Add(p.busyPoll)
+	for {
+		n, err := rawEpollWait(p.epfd, p.events, 0)
+		if err == nil && n > 0 {
+			return n
+		}
+		if !time.Now().Before(end) {
+			return 0
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -76,6 +77,9 @@ type Shared struct {
 	IsLocal func(netip.Addr) bool
 	Log     *slog.Logger
 	Pipes   *splice.PipePool
+	// BusyPoll is how long a busy loop polls for events before it sleeps
+	// (poller.wait); set before the loops are made.
+	BusyPoll time.Duration
 
 	// Bytes delivered by splice and by copy, flushed once per wake-up.
 	Spliced, Copied atomic.Int64

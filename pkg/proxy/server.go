@@ -61,7 +61,9 @@ type Config struct {
 	// IsLocal reports whether an address belongs to this host (loop
 	// detection); nil: loopback only.
 	IsLocal func(netip.Addr) bool
-	Logger  *slog.Logger
+	// BusyPoll is how long a busy loop polls before it sleeps (0: never).
+	BusyPoll time.Duration
+	Logger   *slog.Logger
 }
 
 // Server runs the listeners of one configuration on its event loops.
@@ -109,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{sh: loop.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.IsLocal = cfg.IsLocal
+	s.sh.BusyPoll = cfg.BusyPoll
 	capLog := newRefusalLog(time.Second, func(k int64) {
 		log.Warn("clients refused: connection cap reached", "max_connections", cfg.MaxConnections, "refused", k)
 	})
