@@ -26,9 +26,9 @@ import (
 //
 // The garbage collector still stops a holding loop at once: its stop and
 // its stack scans signal the thread (SIGURG), which ends the raw wait with
-// EINTR, and the loop then yields (holdWait's caller runs
-// runtime.Gosched). holdIdleMs also bounds the stop where those signals
-// are turned off (GODEBUG=asyncpreemptoff=1).
+// EINTR, and poller.wait then yields (runtime.Gosched). holdIdleMs also
+// bounds the stop where those signals are turned off
+// (GODEBUG=asyncpreemptoff=1).
 
 // holdIdleMs is how long a raw wait may last: past it, the loop stops
 // holding its P. It is below sysmon's 10 ms time slice on purpose: an

@@ -20,7 +20,8 @@ type poller struct {
 	holding bool
 	// busyPoll: how long a held wait polls before it sleeps.
 	busyPoll time.Duration
-	// sleeps counts waits that went to sleep in the kernel (tests).
+	// sleeps counts the waits made with a timeout, which sleep in the
+	// kernel unless an event is already there (tests read it).
 	sleeps int
 }
 
