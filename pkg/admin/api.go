@@ -32,6 +32,9 @@ type backendJSON struct {
 	Disabled          bool        `json:"disabled"`
 	ActiveConnections int64       `json:"active_connections"`
 	Breaker           breakerJSON `json:"breaker"`
+	// Why the last active health check failed or was inconclusive;
+	// absent after a pass, before the first check and when checks are off.
+	LastCheckError string `json:"last_check_error,omitempty"`
 	// Runtime control: the weight the file gives (weight is the one in
 	// use), the connection cap (0: none) and a drain in progress or done.
 	ConfiguredWeight int        `json:"configured_weight"`
@@ -69,6 +72,9 @@ func backendView(b *pool.Backend) backendJSON {
 		Breaker: breakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
 		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
+	}
+	if hs, ok := b.HealthStatus(); ok {
+		v.LastCheckError = hs.LastError
 	}
 	if d, ok := b.DrainState(); ok {
 		v.Drain = &drainJSON{Since: d.Since, Deadline: d.Deadline,

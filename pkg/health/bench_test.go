@@ -69,7 +69,7 @@ func BenchmarkCheck(b *testing.B) {
 			u0, s0 := cpuMicros(b)
 			for b.Loop() {
 				ctx, cancel := context.WithTimeout(ctx, time.Second)
-				if r := bc.check(ctx); r != bc.want {
+				if r := bc.check(ctx).Result; r != bc.want {
 					b.Fatalf("check: %v, want %v", r, bc.want)
 				}
 				cancel()

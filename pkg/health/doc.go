@@ -21,6 +21,13 @@
 // called off) counts neither way. A backend starts up, so a fresh start is
 // never all-down.
 //
+// A check's Outcome carries, beside its Result, the error that decided a
+// Fail or an Inconclusive: the dial's or the socket's error, a timeout, or
+// a reply that differs from the expected one or stops short of it (both
+// shown, quoted or in hex). The prober keeps the last one in
+// Status.LastError, logs each failed or inconclusive check at debug, and
+// adds the cause to the info line of a change to down.
+//
 //	p, err := health.New("web/10.0.0.1:80", cfg, health.TCPCheck(dial, "10.0.0.1:80", isLocal),
 //	        health.Options{OnChange: func(key string, up bool) { ... }})
 //	go p.Run(ctx)   // returns when ctx is done; p.Up() is lock-free

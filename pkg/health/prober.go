@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	mathrand "math/rand/v2"
@@ -12,8 +13,11 @@ import (
 
 // Options are a Prober's injected dependencies; every field is optional.
 type Options struct {
-	// Logger gets up/down changes (info). The caller attaches the
-	// attributes that name the backend; the prober adds none. nil: discard.
+	// Logger gets up/down changes (info; a change to down carries the
+	// failed check's error) and every check that fails or is inconclusive
+	// (debug, one line per check, with its result and error). The caller
+	// attaches the attributes that name the backend; the prober adds none.
+	// nil: discard.
 	Logger *slog.Logger
 	// OnChange is called on every up/down change, with the key passed to
 	// New, from the goroutine that made the check: Run's, or a Scheduler's
@@ -31,8 +35,11 @@ type Status struct {
 	// Passes and Fails are the current streaks (Inconclusive breaks none).
 	Passes, Fails int
 	LastResult    Result
-	LastCheck     time.Time // zero before the first check
-	Checks        uint64    // checks made, Inconclusive included
+	// LastError is why the last check failed or was inconclusive (its
+	// Outcome.Err); "" after a pass and before the first check.
+	LastError string
+	LastCheck time.Time // zero before the first check
+	Checks    uint64    // checks made, Inconclusive included
 }
 
 // Prober checks one backend. Up is safe from any goroutine. A Prober is
@@ -47,8 +54,9 @@ type Prober struct {
 
 	up atomic.Bool
 
-	mu     sync.Mutex
-	status Status
+	mu      sync.Mutex
+	status  Status
+	lastErr error // Status.LastError, formatted when Status is asked for
 }
 
 // New returns a Prober for key that starts up.
@@ -92,8 +100,12 @@ func (p *Prober) Up() bool { return p.up.Load() }
 // Status returns a copy of the current state.
 func (p *Prober) Status() Status {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status
+	st, err := p.status, p.lastErr
+	p.mu.Unlock()
+	if err != nil {
+		st.LastError = err.Error()
+	}
+	return st
 }
 
 // Run checks the backend until ctx is done and returns once its check in
@@ -114,23 +126,35 @@ func (p *Prober) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		r := p.check(cctx)
+		o := p.check(cctx)
 		cancel()
 		if ctx.Err() != nil {
 			return // stopped mid-check: the result says nothing
 		}
-		p.record(r)
+		p.record(o)
 		timer.Reset(time.Duration(float64(p.cfg.Interval) * (0.9 + 0.2*p.opts.Rand())))
 	}
 }
 
-// record applies rise/fall to one result.
-func (p *Prober) record(r Result) {
+// errNoCause stands in for the cause of a Fail or Inconclusive whose
+// check gave none.
+var errNoCause = errors.New("the check gave no cause")
+
+// record applies rise/fall to one check's outcome, and logs it when it did
+// not pass.
+func (p *Prober) record(o Outcome) {
+	r, cause := o.Result, o.Err
+	if r == Pass {
+		cause = nil
+	} else if cause == nil {
+		cause = errNoCause
+	}
 	p.mu.Lock()
 	s := &p.status
 	s.Checks++
 	s.LastResult = r
 	s.LastCheck = p.opts.Now()
+	p.lastErr = cause
 	switch r {
 	case Pass:
 		s.Passes++
@@ -147,11 +171,23 @@ func (p *Prober) record(r Result) {
 	}
 	up := s.Up
 	p.mu.Unlock()
+	if r != Pass && p.log.Enabled(context.Background(), slog.LevelDebug) {
+		// Once per check, here only: neither Run nor a Scheduler logs it.
+		msg := "health check failed"
+		if r == Inconclusive {
+			msg = "health check inconclusive"
+		}
+		p.log.Debug(msg, "result", r.String(), "error", cause)
+	}
 	if !changed {
 		return
 	}
 	p.up.Store(up)
-	p.log.Info("health changed", "health", upDown(up), "result", r.String())
+	if up {
+		p.log.Info("health changed", "health", upDown(up), "result", r.String())
+	} else {
+		p.log.Info("health changed", "health", upDown(up), "result", r.String(), "error", cause)
+	}
 	if p.opts.OnChange != nil {
 		p.opts.OnChange(p.key, up)
 	}

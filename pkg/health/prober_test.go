@@ -3,6 +3,8 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,17 +22,24 @@ type script struct {
 	times   []time.Time
 }
 
-func (s *script) check(ctx context.Context) Result {
+func (s *script) check(ctx context.Context) Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.times = append(s.times, time.Now())
 	if len(s.answers) == 0 {
-		return Pass
+		return Outcome{Result: Pass}
 	}
 	r := s.answers[0]
 	s.answers = s.answers[1:]
-	return r
+	if r == Pass {
+		return Outcome{Result: Pass}
+	}
+	return Outcome{Result: r, Err: scriptErr(r, len(s.times))}
 }
+
+// scriptErr is the cause a script gives its n-th check (from 1) when it
+// does not pass.
+func scriptErr(r Result, n int) error { return fmt.Errorf("scripted %v, check %d", r, n) }
 
 func (s *script) calls() int {
 	s.mu.Lock()
@@ -175,13 +184,13 @@ func TestTimeoutBoundsCheck(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var deadlines []time.Duration
 			var mu sync.Mutex
-			hang := func(ctx context.Context) Result {
+			hang := func(ctx context.Context) Outcome {
 				d, _ := ctx.Deadline()
 				mu.Lock()
 				deadlines = append(deadlines, time.Until(d))
 				mu.Unlock()
 				<-ctx.Done()
-				return Fail
+				return Outcome{Result: Fail}
 			}
 			p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}, hang, Options{Rand: func() float64 { return 0 }})
 			if err != nil {
@@ -272,12 +281,12 @@ func testCancelLeavesNoGoroutine(t *testing.T, d driver) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				entered := make(chan struct{}, 1)
-				check := func(ctx context.Context) Result {
+				check := func(ctx context.Context) Outcome {
 					entered <- struct{}{}
 					if inFlight {
 						<-ctx.Done()
 					}
-					return Pass
+					return Outcome{Result: Pass}
 				}
 				p, err := New(testKey, Config{Enabled: true}, check, Options{})
 				if err != nil {
@@ -329,8 +338,8 @@ func TestNewValidates(t *testing.T) {
 		check Check
 		ok    bool
 	}{
-		{"defaults", Config{Enabled: true}, func(context.Context) Result { return Pass }, true},
-		{"negative interval", Config{Enabled: true, Interval: -1}, func(context.Context) Result { return Pass }, false},
+		{"defaults", Config{Enabled: true}, func(context.Context) Outcome { return Outcome{Result: Pass} }, true},
+		{"negative interval", Config{Enabled: true, Interval: -1}, func(context.Context) Outcome { return Outcome{Result: Pass} }, false},
 		{"negative fall", Config{Fall: -3}, nil, false},
 		{"enabled without a check", Config{Enabled: true}, nil, false},
 		{"disabled without a check", Config{}, nil, true},
@@ -343,4 +352,164 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recorder is a slog handler that keeps every record, at every level.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recorder) WithGroup(string) slog.Handler      { return h }
+
+// logged is one record in short: level, message and attributes as text.
+type logged struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (h *recorder) take() []logged {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []logged
+	for _, r := range h.records {
+		l := logged{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+		r.Attrs(func(a slog.Attr) bool {
+			l.attrs[a.Key] = a.Value.String()
+			return true
+		})
+		out = append(out, l)
+	}
+	h.records = nil
+	return out
+}
+
+// Status.LastError is the last check's cause: set by a failure or an
+// inconclusive check, cleared by a pass.
+func TestStatusLastError(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &script{answers: []Result{Fail, Pass, Inconclusive, Pass}}
+			var changes []change
+			p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+			defer stop()
+			if st := p.Status(); st.LastError != "" {
+				t.Fatalf("LastError before the first check: %q", st.LastError)
+			}
+			time.Sleep(DefaultInterval / 2)
+			for i, want := range []string{
+				scriptErr(Fail, 1).Error(), "", scriptErr(Inconclusive, 3).Error(), "",
+			} {
+				synctest.Wait()
+				if st := p.Status(); st.LastError != want || st.Checks != uint64(i+1) {
+					t.Fatalf("after check %d (%v): LastError %q, want %q (status %+v)", i+1, st.LastResult, st.LastError, want, st)
+				}
+				time.Sleep(DefaultInterval)
+			}
+		})
+	})
+}
+
+// A check that fails or is inconclusive without a cause of its own still
+// leaves one; a pass with an error leaves none.
+func TestStatusLastErrorWithoutCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		check := func(context.Context) Outcome {
+			if n.Add(1) == 1 {
+				return Outcome{Result: Fail}
+			}
+			return Outcome{Result: Pass, Err: errors.New("ignored on a pass")}
+		}
+		p, err := New(testKey, Config{Enabled: true}, check, Options{Rand: func() float64 { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { p.Run(ctx); close(done) }()
+		synctest.Wait()
+		if st := p.Status(); st.LastResult != Fail || st.LastError != errNoCause.Error() {
+			t.Fatalf("a failure without a cause: %+v", st)
+		}
+		time.Sleep(DefaultInterval * 11 / 10)
+		synctest.Wait()
+		if st := p.Status(); st.LastResult != Pass || st.LastError != "" {
+			t.Fatalf("a pass with an error: %+v", st)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// Every check that fails or is inconclusive is logged at debug once, with
+// its result and cause; a pass is not logged; the info line of a change to
+// down carries the cause of the check that made it.
+func TestFailedChecksLogged(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, d driver) {
+		synctest.Test(t, func(t *testing.T) {
+			answers := []Result{Fail, Inconclusive, Pass, Fail, Fail}
+			s := &script{answers: answers}
+			rec := &recorder{}
+			p, err := New(testKey, Config{Enabled: true, Fall: 2, Rise: 1}, s.check, Options{
+				Rand: func() float64 { return 0.5 }, Logger: slog.New(rec),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			wait := d.run(ctx, p)
+			defer func() { cancel(); wait() }()
+			time.Sleep(DefaultInterval / 2)
+			for i, r := range answers {
+				synctest.Wait()
+				if s.calls() != i+1 {
+					t.Fatalf("check %d: %d checks made", i+1, s.calls())
+				}
+				got := rec.take()
+				var debug []logged
+				for _, l := range got {
+					if l.level == slog.LevelDebug {
+						debug = append(debug, l)
+					}
+				}
+				if r == Pass {
+					if len(debug) != 0 {
+						t.Fatalf("check %d passed and logged %+v", i+1, debug)
+					}
+				} else {
+					msg := map[Result]string{Fail: "health check failed", Inconclusive: "health check inconclusive"}[r]
+					cause := scriptErr(r, i+1).Error()
+					if len(debug) != 1 || debug[0].msg != msg || debug[0].attrs["result"] != r.String() || debug[0].attrs["error"] != cause {
+						t.Fatalf("check %d (%v) logged %+v at debug; want one %q with result %v and error %q", i+1, r, debug, msg, r, cause)
+					}
+				}
+				// The second failure in a row (fall 2) takes it down.
+				if i == len(answers)-1 {
+					var down []logged
+					for _, l := range got {
+						if l.level == slog.LevelInfo && l.msg == "health changed" {
+							down = append(down, l)
+						}
+					}
+					if len(down) != 1 || down[0].attrs["health"] != "down" || down[0].attrs["error"] != scriptErr(Fail, 5).Error() {
+						t.Fatalf("the change to down logged %+v; want health=down with the failed check's error", down)
+					}
+					if p.Up() {
+						t.Fatal("two failures with fall 2 left it up")
+					}
+				}
+				time.Sleep(DefaultInterval)
+			}
+		})
+	})
 }

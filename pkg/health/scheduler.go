@@ -286,10 +286,10 @@ func (s *Scheduler) check(e *entry) float64 {
 		return 0 // removed: its removal is on its way (context.AfterFunc)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, p.cfg.Timeout)
-	r := p.check(ctx)
+	o := p.check(ctx)
 	cancel()
 	if e.ctx.Err() == nil {
-		p.record(r)
+		p.record(o)
 	}
 	return p.opts.Rand()
 }

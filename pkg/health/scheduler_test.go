@@ -35,13 +35,13 @@ func newSlices(span time.Duration) *sliceCounts {
 	return &sliceCounts{t0: time.Now(), counts: make([]int, span/sliceWidth)}
 }
 
-func (s *sliceCounts) check(context.Context) Result {
+func (s *sliceCounts) check(context.Context) Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k := int(time.Since(s.t0) / sliceWidth); k < len(s.counts) {
 		s.counts[k]++
 	}
-	return Pass
+	return Outcome{Result: Pass}
 }
 
 // maxOverMean is the fullest slice of counts[from:to] over their mean.
@@ -149,7 +149,7 @@ func TestSchedulerLateChecksReturnToTheirSlots(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var once sync.Once
-		slow := func(ctx context.Context) Result {
+		slow := func(ctx context.Context) Outcome {
 			once.Do(func() { time.Sleep(5 * time.Second) })
 			return sl.check(ctx)
 		}
@@ -187,7 +187,7 @@ func TestSchedulerBoundsConcurrentChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const bound = 3
 		var now, peak, calls atomic.Int64
-		hang := func(ctx context.Context) Result {
+		hang := func(ctx context.Context) Outcome {
 			calls.Add(1)
 			c := now.Add(1)
 			for {
@@ -198,7 +198,7 @@ func TestSchedulerBoundsConcurrentChecks(t *testing.T) {
 			}
 			<-ctx.Done()
 			now.Add(-1)
-			return Fail
+			return Outcome{Result: Fail}
 		}
 		s := NewScheduler(bound)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -241,7 +241,7 @@ func TestSchedulerCheckOverrunsInterval(t *testing.T) {
 		var starts []time.Duration
 		var inFlight atomic.Int32
 		t0 := time.Now()
-		slow := func(ctx context.Context) Result {
+		slow := func(ctx context.Context) Outcome {
 			if inFlight.Add(1) != 1 {
 				t.Error("two checks of one prober in flight")
 			}
@@ -250,7 +250,7 @@ func TestSchedulerCheckOverrunsInterval(t *testing.T) {
 			starts = append(starts, time.Since(t0))
 			mu.Unlock()
 			time.Sleep(3 * time.Second)
-			return Pass
+			return Outcome{Result: Pass}
 		}
 		s := testScheduler(0, 0)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -283,10 +283,10 @@ func TestSchedulerRemovesOneProber(t *testing.T) {
 		s := testScheduler(0, 0)
 		release := make(chan struct{})
 		entered := make(chan struct{}, 1)
-		held := func(ctx context.Context) Result {
+		held := func(ctx context.Context) Outcome {
 			entered <- struct{}{}
 			<-release
-			return Fail
+			return Outcome{Result: Fail}
 		}
 		other := &script{}
 		cfg := Config{Enabled: true, Fall: 1}
@@ -396,7 +396,7 @@ func TestSchedulerLeavesNoGoroutineRealClock(t *testing.T) {
 	s := NewScheduler(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	var checks atomic.Int64
-	check := func(context.Context) Result { checks.Add(1); return Pass }
+	check := func(context.Context) Outcome { checks.Add(1); return Outcome{Result: Pass} }
 	var waits []func()
 	for range 200 {
 		p, _ := New(testKey, Config{Enabled: true, Interval: 100 * time.Millisecond}, check, Options{})
@@ -425,12 +425,12 @@ func TestSchedulerReapsIdleWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var slow atomic.Bool
 		slow.Store(true)
-		check := func(ctx context.Context) Result {
+		check := func(ctx context.Context) Outcome {
 			if slow.Load() {
 				<-ctx.Done()
-				return Fail
+				return Outcome{Result: Fail}
 			}
-			return Pass
+			return Outcome{Result: Pass}
 		}
 		s := NewScheduler(0)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -23,36 +24,63 @@ import (
 func TCPSendExpectCheck(dial DialFunc, addr string, send, expect []byte, isLocal func(error) bool) Check {
 	dial = orPlainDial(dial)
 	send, expect = bytes.Clone(send), bytes.Clone(expect)
-	return func(ctx context.Context) Result {
+	return func(ctx context.Context) Outcome {
 		conn, err := dial(ctx, "tcp", addr)
 		if err != nil {
-			return dialResult(err, isLocal)
+			return dialOutcome(err, isLocal)
 		}
 		defer conn.Close()
 		stop := bindContext(ctx, conn)
 		defer stop()
 		if len(send) > 0 {
 			if _, err := conn.Write(send); err != nil {
-				return ioResult(ctx, err, isLocal)
+				return ioOutcome(ctx, "sending the request", err, isLocal)
 			}
 		}
 		reply := make([]byte, max(len(expect), 1))
 		for got := 0; got < len(reply); {
 			n, err := conn.Read(reply[got:])
 			if len(expect) > 0 && !bytes.Equal(reply[got:got+n], expect[got:got+n]) {
-				return Fail // a wrong reply: the rest cannot mend it
+				// A wrong reply: the rest cannot mend it.
+				return Outcome{Result: Fail, Err: wrongReply(reply[:got+n], expect)}
 			}
 			got += n
 			switch {
 			case got == len(reply):
 			case errors.Is(err, io.EOF):
-				return Fail // closed before the expected reply was complete
+				return Outcome{Result: Fail, Err: closedEarly(reply[:got], expect)}
 			case err != nil:
-				return ioResult(ctx, err, isLocal)
+				doing := fmt.Sprintf("reading the reply (got %d of %d bytes)", got, len(reply))
+				return ioOutcome(ctx, doing, err, isLocal)
 			}
 		}
-		return Pass
+		return Outcome{Result: Pass}
 	}
+}
+
+// wrongReply is the cause of a reply that differs from expect.
+func wrongReply(reply, expect []byte) error {
+	got, want := showPair(reply, expect)
+	if len(reply) < len(expect) && bytes.HasPrefix(expect, reply) {
+		// A datagram too short to hold expect (TCP reads on instead).
+		return fmt.Errorf("reply %s is shorter than expected %s (%d of %d bytes)", got, want, len(reply), len(expect))
+	}
+	return fmt.Errorf("reply %s does not start with expected %s", got, want)
+}
+
+// closedEarly is the cause of a TCP reply cut short by the backend's FIN:
+// got came before it, of expect (at least one byte when expect is empty).
+func closedEarly(got, expect []byte) error {
+	if len(expect) == 0 {
+		return errors.New("closed by the backend before any reply (expected at least 1 byte)")
+	}
+	shown, want := showPair(got, expect)
+	if len(got) == 0 {
+		return fmt.Errorf("closed by the backend before the expected reply was complete (got 0 of %d bytes, expected %s)",
+			len(expect), want)
+	}
+	return fmt.Errorf("closed by the backend before the expected reply was complete (got %d of %d bytes: %s, expected %s)",
+		len(got), len(expect), shown, want)
 }
 
 // UDPSendExpectCheck returns a Check that opens a connected UDP socket to
@@ -81,28 +109,28 @@ func TCPSendExpectCheck(dial DialFunc, addr string, send, expect []byte, isLocal
 func UDPSendExpectCheck(dial DialFunc, addr string, send, expect []byte, isLocal func(error) bool) Check {
 	dial = orPlainDial(dial)
 	send, expect = bytes.Clone(send), bytes.Clone(expect)
-	return func(ctx context.Context) Result {
+	return func(ctx context.Context) Outcome {
 		conn, err := dial(ctx, "udp", addr)
 		if err != nil {
-			return dialResult(err, isLocal)
+			return dialOutcome(err, isLocal)
 		}
 		defer conn.Close()
 		stop := bindContext(ctx, conn)
 		defer stop()
 		if _, err := conn.Write(send); err != nil {
-			return ioResult(ctx, err, isLocal)
+			return ioOutcome(ctx, "sending the request", err, isLocal)
 		}
 		// Only the first len(expect) bytes matter: a longer datagram is
 		// truncated into reply, a shorter one cannot match.
 		reply := make([]byte, max(len(expect), 1))
 		n, err := conn.Read(reply)
 		if err != nil {
-			return ioResult(ctx, err, isLocal)
+			return ioOutcome(ctx, "waiting for the reply", err, isLocal)
 		}
 		if !bytes.HasPrefix(reply[:n], expect) {
-			return Fail
+			return Outcome{Result: Fail, Err: wrongReply(reply[:n], expect)}
 		}
-		return Pass
+		return Outcome{Result: Pass}
 	}
 }
 
@@ -124,33 +152,39 @@ func UDPSendExpectCheck(dial DialFunc, addr string, send, expect []byte, isLocal
 // (Inconclusive). dial nil uses a plain net.Dialer.
 func UDPRefusalCheck(dial DialFunc, addr string, isLocal func(error) bool) Check {
 	dial = orPlainDial(dial)
-	return func(ctx context.Context) Result {
+	return func(ctx context.Context) Outcome {
 		conn, err := dial(ctx, "udp", addr)
 		if err != nil {
 			if isTimeout(err) {
-				return Inconclusive // no time left to ask anything
+				return outOfTime("opening the socket", err) // no time left to ask anything
 			}
-			return dialResult(err, isLocal)
+			return dialOutcome(err, isLocal)
 		}
 		defer conn.Close()
 		stop := bindContext(ctx, conn)
 		defer stop()
 		if _, err := conn.Write(nil); err != nil {
 			if isTimeout(err) {
-				return Inconclusive // no time left to ask anything
+				return outOfTime("sending the probe datagram", err) // no time left to ask anything
 			}
-			return ioResult(ctx, err, isLocal)
+			return ioOutcome(ctx, "sending the probe datagram", err, isLocal)
 		}
 		var reply [1]byte
 		_, err = conn.Read(reply[:])
 		switch {
 		case err == nil:
-			return Pass // an answer: not refused
+			return Outcome{Result: Pass} // an answer: not refused
 		case errors.Is(ctx.Err(), context.Canceled):
-			return Inconclusive
+			return ioOutcome(ctx, "waiting for a refusal", err, isLocal) // Inconclusive
 		case isTimeout(err):
-			return Pass // silence: no evidence of refusal
+			return Outcome{Result: Pass} // silence: no evidence of refusal
 		}
-		return ioResult(ctx, err, isLocal)
+		return ioOutcome(ctx, "waiting for a refusal", err, isLocal)
 	}
+}
+
+// outOfTime is the Inconclusive of a refusal probe whose deadline passed
+// before its datagram went out: nothing was asked, nothing learned.
+func outOfTime(doing string, err error) Outcome {
+	return Outcome{Result: Inconclusive, Err: fmt.Errorf("%s: out of time before the probe was sent: %w", doing, err)}
 }

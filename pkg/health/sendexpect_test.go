@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,13 +31,31 @@ func emfileDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.EMFILE}
 }
 
-// run makes one check with a timeout and returns its result and whether
+// run makes one check with a timeout and returns its outcome and whether
 // the check returned before that timeout ran out.
-func run(c Check, timeout time.Duration) (r Result, early bool) {
+func run(c Check, timeout time.Duration) (o Outcome, early bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	r = c(ctx)
-	return r, ctx.Err() == nil
+	o = c(ctx)
+	return o, ctx.Err() == nil
+}
+
+// wantOutcome fails t unless o is want, with no error on a pass and an
+// error containing cause otherwise ("": any error, for failures whose
+// errno loopback does not fix, as a reset seen on the write or the read).
+func wantOutcome(t *testing.T, o Outcome, want Result, cause string) {
+	t.Helper()
+	if o.Result != want {
+		t.Fatalf("got %v (%v), want %v", o.Result, o.Err, want)
+	}
+	switch {
+	case want == Pass && o.Err != nil:
+		t.Fatalf("a pass with an error: %v", o.Err)
+	case want != Pass && o.Err == nil:
+		t.Fatalf("a %v without a cause", want)
+	case want != Pass && !strings.Contains(o.Err.Error(), cause):
+		t.Fatalf("%v, cause %q; want it to say %q", want, o.Err, cause)
+	}
 }
 
 const (
@@ -138,7 +157,12 @@ func TestTCPSendExpect(t *testing.T) {
 		}
 		io.Copy(io.Discard, c)
 	}
-	shortReply := func(c *net.TCPConn) { c.Write([]byte("PO")) }
+	// Reads the request first, so that its close is a FIN, not a reset.
+	shortReply := func(c *net.TCPConn) {
+		if _, err := io.ReadFull(c, make([]byte, len("PING\r\n"))); err == nil {
+			c.Write([]byte("PO"))
+		}
+	}
 	binReq := []byte{0x00, 0x01, 0xfe, 0xff, 0x0a}
 	binReply := []byte{0xca, 0xfe, 0x00, 0xba, 0xbe, 0x0d, 0x0a}
 	ping, pong := []byte("PING\r\n"), []byte("PONG")
@@ -150,23 +174,25 @@ func TestTCPSendExpect(t *testing.T) {
 		send, expect []byte
 		timeout      time.Duration
 		want         Result
+		cause        string // what the outcome's error says
 	}{
-		{"echo passes", echo, nil, ping, []byte("PING"), generous, Pass},
-		{"reply starting with expect passes", answer(len(ping), []byte("PONG and more\r\n")), nil, ping, pong, generous, Pass},
-		{"reply in one-byte pieces passes", pieces, nil, []byte("PING\n"), []byte("PONG\r\n"), generous, Pass},
-		{"nothing sent, banner read", banner, nil, nil, []byte("+OK"), generous, Pass},
-		{"binary (hex) bytes both ways", answer(len(binReq), binReply), nil, binReq, binReply[:4], generous, Pass},
-		{"empty expect passes on any byte", answer(len(ping), []byte("x")), nil, ping, nil, generous, Pass},
-		{"wrong prefix fails", answer(len(ping), []byte("-ERR no\r\n")), nil, ping, pong, generous, Fail},
-		{"wrong binary byte fails", answer(len(binReq), []byte{0xca, 0xfe, 0x01, 0xba}), nil, binReq, binReply[:4], generous, Fail},
-		{"reply shorter than expect, then close, fails", shortReply, nil, ping, pong, generous, Fail},
-		{"accept and close at once fails", acceptClose, nil, ping, pong, generous, Fail},
-		{"accept and close at once fails with empty expect", acceptClose, nil, ping, nil, generous, Fail},
-		{"accept and close at once fails with nothing sent", acceptClose, nil, nil, nil, generous, Fail},
-		{"reset fails", reset, nil, ping, pong, generous, Fail},
-		{"silent backend fails at the timeout", silent, nil, ping, pong, short, Fail},
-		{"refused fails", nil, nil, ping, pong, generous, Fail},
-		{"local trouble is inconclusive", echo, emfileDial, ping, pong, generous, Inconclusive},
+		{"echo passes", echo, nil, ping, []byte("PING"), generous, Pass, ""},
+		{"reply starting with expect passes", answer(len(ping), []byte("PONG and more\r\n")), nil, ping, pong, generous, Pass, ""},
+		{"reply in one-byte pieces passes", pieces, nil, []byte("PING\n"), []byte("PONG\r\n"), generous, Pass, ""},
+		{"nothing sent, banner read", banner, nil, nil, []byte("+OK"), generous, Pass, ""},
+		{"binary (hex) bytes both ways", answer(len(binReq), binReply), nil, binReq, binReply[:4], generous, Pass, ""},
+		{"empty expect passes on any byte", answer(len(ping), []byte("x")), nil, ping, nil, generous, Pass, ""},
+		{"wrong prefix fails", answer(len(ping), []byte("-ERR no\r\n")), nil, ping, pong, generous, Fail, `does not start with expected "PONG"`},
+		{"wrong binary byte fails", answer(len(binReq), []byte{0xca, 0xfe, 0x01, 0xba}), nil, binReq, binReply[:4], generous, Fail, "does not start with expected 0xcafe00ba"},
+		{"reply shorter than expect, then close, fails", shortReply, nil, ping, pong, generous, Fail,
+			`closed by the backend before the expected reply was complete (got 2 of 4 bytes: "PO", expected "PONG")`},
+		{"accept and close at once fails", acceptClose, nil, ping, pong, generous, Fail, ""},
+		{"accept and close at once fails with empty expect", acceptClose, nil, ping, nil, generous, Fail, ""},
+		{"accept and close at once fails with nothing sent", acceptClose, nil, nil, nil, generous, Fail, "closed by the backend before any reply"},
+		{"reset fails", reset, nil, ping, pong, generous, Fail, ""},
+		{"silent backend fails at the timeout", silent, nil, ping, pong, short, Fail, "reading the reply (got 0 of 4 bytes): timed out"},
+		{"refused fails", nil, nil, ping, pong, generous, Fail, "connection refused"},
+		{"local trouble is inconclusive", echo, emfileDial, ping, pong, generous, Inconclusive, "too many open files"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,10 +209,8 @@ func TestTCPSendExpect(t *testing.T) {
 			for i := range expect {
 				expect[i] ^= 0xff
 			}
-			r, early := run(check, tc.timeout)
-			if r != tc.want {
-				t.Fatalf("got %v, want %v", r, tc.want)
-			}
+			o, early := run(check, tc.timeout)
+			wantOutcome(t, o, tc.want, tc.cause)
 			if tc.timeout == generous && !early {
 				t.Fatalf("the check waited out its %v timeout", generous)
 			}
@@ -198,11 +222,11 @@ func TestTCPSendExpect(t *testing.T) {
 // closes at once passes a connect check and fails send-expect.
 func TestAcceptCloseFailsSendExpectNotConnect(t *testing.T) {
 	addr := tcpServer(t, func(c *net.TCPConn) {})
-	if r, _ := run(TCPCheck(nil, addr, isLocal), generous); r != Pass {
-		t.Fatalf("connect check: %v, want pass", r)
+	if o, _ := run(TCPCheck(nil, addr, isLocal), generous); o.Result != Pass {
+		t.Fatalf("connect check: %v (%v), want pass", o.Result, o.Err)
 	}
-	if r, _ := run(TCPSendExpectCheck(nil, addr, []byte("hello\n"), nil, isLocal), generous); r != Fail {
-		t.Fatalf("send-expect check: %v, want fail", r)
+	if o, _ := run(TCPSendExpectCheck(nil, addr, []byte("hello\n"), nil, isLocal), generous); o.Result != Fail || o.Err == nil {
+		t.Fatalf("send-expect check: %v (%v), want fail with a cause", o.Result, o.Err)
 	}
 }
 
@@ -216,12 +240,16 @@ func TestTCPSendExpectCanceled(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := make(chan Result, 1)
+	res := make(chan Outcome, 1)
 	go func() { res <- TCPSendExpectCheck(nil, addr, []byte("PING\n"), []byte("PONG"), isLocal)(ctx) }()
 	<-accepted
 	cancel()
-	if r := <-res; r != Inconclusive {
-		t.Fatalf("canceled check: %v, want inconclusive", r)
+	o := <-res
+	// Called off while it waits for the reply, or (on a busy host) while
+	// its dial still returns.
+	wantOutcome(t, o, Inconclusive, "canceled")
+	if !errors.Is(o.Err, context.Canceled) {
+		t.Fatalf("canceled check's error %v does not wrap context.Canceled", o.Err)
 	}
 }
 
@@ -304,18 +332,20 @@ func TestUDPSendExpect(t *testing.T) {
 		send, expect []byte
 		timeout      time.Duration
 		want         Result
+		cause        string // what the outcome's error says
 	}{
-		{"echo passes", udpEcho, nil, []byte("ping"), []byte("ping"), generous, Pass},
-		{"binary (hex) bytes both ways", udpReply(hexReply), nil, hexReq, hexReply[:5], generous, Pass},
-		{"a long reply starting with expect passes", udpReply(long), nil, []byte("ping"), []byte("+PONG"), generous, Pass},
-		{"empty expect passes on any datagram", udpReply([]byte("x")), nil, []byte("ping"), nil, generous, Pass},
-		{"empty expect passes on an empty datagram", udpReply(nil), nil, []byte("ping"), nil, generous, Pass},
-		{"wrong prefix fails", udpReply([]byte("-ERR")), nil, []byte("ping"), []byte("+PONG"), generous, Fail},
-		{"reply shorter than expect fails", udpReply([]byte("+PO")), nil, []byte("ping"), []byte("+PONG"), generous, Fail},
-		{"wrong binary byte fails", udpReply([]byte{0x81, 0x80, 0x01}), nil, hexReq, hexReply[:3], generous, Fail},
-		{"nothing bound is refused at once", nil, nil, []byte("ping"), []byte("ping"), generous, Fail},
-		{"silent backend fails at the timeout", udpSilent, nil, []byte("ping"), []byte("ping"), short, Fail},
-		{"local trouble is inconclusive", udpEcho, emfileDial, []byte("ping"), []byte("ping"), generous, Inconclusive},
+		{"echo passes", udpEcho, nil, []byte("ping"), []byte("ping"), generous, Pass, ""},
+		{"binary (hex) bytes both ways", udpReply(hexReply), nil, hexReq, hexReply[:5], generous, Pass, ""},
+		{"a long reply starting with expect passes", udpReply(long), nil, []byte("ping"), []byte("+PONG"), generous, Pass, ""},
+		{"empty expect passes on any datagram", udpReply([]byte("x")), nil, []byte("ping"), nil, generous, Pass, ""},
+		{"empty expect passes on an empty datagram", udpReply(nil), nil, []byte("ping"), nil, generous, Pass, ""},
+		{"wrong prefix fails", udpReply([]byte("-ERR")), nil, []byte("ping"), []byte("+PONG"), generous, Fail, `reply "-ERR" does not start with expected "+PONG"`},
+		{"reply shorter than expect fails", udpReply([]byte("+PO")), nil, []byte("ping"), []byte("+PONG"), generous, Fail,
+			`reply "+PO" is shorter than expected "+PONG" (3 of 5 bytes)`},
+		{"wrong binary byte fails", udpReply([]byte{0x81, 0x80, 0x01}), nil, hexReq, hexReply[:3], generous, Fail, "reply 0x818001 does not start with expected 0x818000"},
+		{"nothing bound is refused at once", nil, nil, []byte("ping"), []byte("ping"), generous, Fail, "waiting for the reply: read udp"},
+		{"silent backend fails at the timeout", udpSilent, nil, []byte("ping"), []byte("ping"), short, Fail, "waiting for the reply: timed out"},
+		{"local trouble is inconclusive", udpEcho, emfileDial, []byte("ping"), []byte("ping"), generous, Inconclusive, "too many open files"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -323,9 +353,10 @@ func TestUDPSendExpect(t *testing.T) {
 			if tc.reply != nil {
 				addr = startUDP(t, tc.reply).Addr
 			}
-			r, early := run(UDPSendExpectCheck(tc.dial, addr, tc.send, tc.expect, isLocal), tc.timeout)
-			if r != tc.want {
-				t.Fatalf("got %v, want %v", r, tc.want)
+			o, early := run(UDPSendExpectCheck(tc.dial, addr, tc.send, tc.expect, isLocal), tc.timeout)
+			wantOutcome(t, o, tc.want, tc.cause)
+			if tc.reply == nil && !errors.Is(o.Err, syscall.ECONNREFUSED) {
+				t.Fatalf("refused check's error %v does not wrap ECONNREFUSED", o.Err)
 			}
 			if tc.timeout == generous && !early {
 				t.Fatalf("the check waited out its %v timeout", generous)
@@ -338,16 +369,16 @@ func TestUDPSendExpect(t *testing.T) {
 // never a second, even when no reply comes.
 func TestUDPSendExpectDatagrams(t *testing.T) {
 	echo := startUDP(t, udpEcho)
-	if r, _ := run(UDPSendExpectCheck(nil, echo.Addr, nil, nil, isLocal), generous); r != Pass {
-		t.Fatalf("empty request to an echo: %v, want pass", r)
+	if o, _ := run(UDPSendExpectCheck(nil, echo.Addr, nil, nil, isLocal), generous); o.Result != Pass {
+		t.Fatalf("empty request to an echo: %v (%v), want pass", o.Result, o.Err)
 	}
 	if n, req := echo.count.Load(), echo.lastRequest(); n != 1 || len(req) != 0 {
 		t.Fatalf("echo got %d datagrams, last %q; want one empty datagram", n, req)
 	}
 
 	silent := startUDP(t, udpSilent)
-	if r, _ := run(UDPSendExpectCheck(nil, silent.Addr, []byte("ping"), []byte("pong"), isLocal), short); r != Fail {
-		t.Fatalf("silent backend: %v, want fail", r)
+	if o, _ := run(UDPSendExpectCheck(nil, silent.Addr, []byte("ping"), []byte("pong"), isLocal), short); o.Result != Fail {
+		t.Fatalf("silent backend: %v (%v), want fail", o.Result, o.Err)
 	}
 	testnet.Eventually(t, "the silent backend to read the request", func() bool { return silent.count.Load() >= 1 })
 	if n := silent.count.Load(); n != 1 {
@@ -359,13 +390,11 @@ func TestUDPSendExpectCanceled(t *testing.T) {
 	silent := startUDP(t, udpSilent)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := make(chan Result, 1)
+	res := make(chan Outcome, 1)
 	go func() { res <- UDPSendExpectCheck(nil, silent.Addr, []byte("ping"), nil, isLocal)(ctx) }()
 	testnet.Eventually(t, "the request to arrive", func() bool { return silent.count.Load() == 1 })
 	cancel()
-	if r := <-res; r != Inconclusive {
-		t.Fatalf("canceled check: %v, want inconclusive", r)
-	}
+	wantOutcome(t, <-res, Inconclusive, "waiting for the reply: called off (context canceled)")
 }
 
 func TestUDPRefusal(t *testing.T) {
@@ -375,11 +404,12 @@ func TestUDPRefusal(t *testing.T) {
 		dial    DialFunc
 		timeout time.Duration
 		want    Result
+		cause   string // what the outcome's error says
 	}{
-		{"nothing bound is refused at once", nil, nil, generous, Fail},
-		{"silence passes: no evidence of refusal", udpSilent, nil, short, Pass},
-		{"a reply passes at once", udpEcho, nil, generous, Pass},
-		{"local trouble is inconclusive", udpEcho, emfileDial, generous, Inconclusive},
+		{"nothing bound is refused at once", nil, nil, generous, Fail, "waiting for a refusal: read udp"},
+		{"silence passes: no evidence of refusal", udpSilent, nil, short, Pass, ""},
+		{"a reply passes at once", udpEcho, nil, generous, Pass, ""},
+		{"local trouble is inconclusive", udpEcho, emfileDial, generous, Inconclusive, "too many open files"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -389,9 +419,10 @@ func TestUDPRefusal(t *testing.T) {
 				s = startUDP(t, tc.reply)
 				addr = s.Addr
 			}
-			r, early := run(UDPRefusalCheck(tc.dial, addr, isLocal), tc.timeout)
-			if r != tc.want {
-				t.Fatalf("got %v, want %v", r, tc.want)
+			o, early := run(UDPRefusalCheck(tc.dial, addr, isLocal), tc.timeout)
+			wantOutcome(t, o, tc.want, tc.cause)
+			if tc.reply == nil && !errors.Is(o.Err, syscall.ECONNREFUSED) {
+				t.Fatalf("refused probe's error %v does not wrap ECONNREFUSED", o.Err)
 			}
 			if tc.timeout == generous && !early {
 				t.Fatalf("the check waited out its %v timeout", generous)
@@ -409,20 +440,16 @@ func TestUDPRefusal(t *testing.T) {
 func TestUDPRefusalCanceledOrOutOfTime(t *testing.T) {
 	silent := startUDP(t, udpSilent)
 	ctx, cancel := context.WithCancel(context.Background())
-	res := make(chan Result, 1)
+	res := make(chan Outcome, 1)
 	go func() { res <- UDPRefusalCheck(nil, silent.Addr, isLocal)(ctx) }()
 	testnet.Eventually(t, "the probe datagram to arrive", func() bool { return silent.count.Load() == 1 })
 	cancel()
-	if r := <-res; r != Inconclusive {
-		t.Fatalf("canceled probe: %v, want inconclusive", r)
-	}
+	wantOutcome(t, <-res, Inconclusive, "waiting for a refusal: called off (context canceled)")
 
 	// A deadline already past: nothing was asked, nothing learned.
 	ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	if r := UDPRefusalCheck(nil, deadUDP(t), isLocal)(ctx); r != Inconclusive {
-		t.Fatalf("probe out of time before it began: %v, want inconclusive", r)
-	}
+	wantOutcome(t, UDPRefusalCheck(nil, deadUDP(t), isLocal)(ctx), Inconclusive, "out of time before the probe was sent")
 }
 
 // fakeConn is a connected socket whose reads and writes fail as told, for
@@ -458,24 +485,63 @@ func TestUDPErrorsFromTheSocket(t *testing.T) {
 		return &net.OpError{Op: op, Net: "udp", Err: errno}
 	}
 	tests := []struct {
-		name          string
-		conn          *fakeConn
-		refusal, sexp Result
+		name                    string
+		conn                    *fakeConn
+		refusal, sexp           Result
+		refusalCause, sexpCause string // what the outcomes' errors say
 	}{
-		{"host unreachable fails", &fakeConn{readErr: opErr("read", syscall.EHOSTUNREACH)}, Fail, Fail},
-		{"network unreachable fails", &fakeConn{readErr: opErr("read", syscall.ENETUNREACH)}, Fail, Fail},
-		{"refused on write fails", &fakeConn{writeErr: opErr("write", syscall.ECONNREFUSED)}, Fail, Fail},
-		{"no buffers on write is local", &fakeConn{writeErr: opErr("write", syscall.ENOBUFS)}, Inconclusive, Inconclusive},
-		{"an empty reply", &fakeConn{}, Pass, Fail},
+		{"host unreachable fails", &fakeConn{readErr: opErr("read", syscall.EHOSTUNREACH)}, Fail, Fail,
+			"waiting for a refusal: read udp: no route to host", "waiting for the reply: read udp: no route to host"},
+		{"network unreachable fails", &fakeConn{readErr: opErr("read", syscall.ENETUNREACH)}, Fail, Fail,
+			"network is unreachable", "network is unreachable"},
+		{"refused on write fails", &fakeConn{writeErr: opErr("write", syscall.ECONNREFUSED)}, Fail, Fail,
+			"sending the probe datagram: write udp: connection refused", "sending the request: write udp: connection refused"},
+		{"no buffers on write is local", &fakeConn{writeErr: opErr("write", syscall.ENOBUFS)}, Inconclusive, Inconclusive,
+			"no buffer space available", "no buffer space available"},
+		{"an empty reply", &fakeConn{}, Pass, Fail, "", `reply "" is shorter than expected "a" (0 of 1 bytes)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if r, _ := run(UDPRefusalCheck(fakeDial(tc.conn), "192.0.2.1:53", isLocal), generous); r != tc.refusal {
-				t.Fatalf("refusal probe: %v, want %v", r, tc.refusal)
-			}
-			if r, _ := run(UDPSendExpectCheck(fakeDial(tc.conn), "192.0.2.1:53", []byte("q"), []byte("a"), isLocal), generous); r != tc.sexp {
-				t.Fatalf("send-expect: %v, want %v", r, tc.sexp)
-			}
+			o, _ := run(UDPRefusalCheck(fakeDial(tc.conn), "192.0.2.1:53", isLocal), generous)
+			wantOutcome(t, o, tc.refusal, tc.refusalCause)
+			o, _ = run(UDPSendExpectCheck(fakeDial(tc.conn), "192.0.2.1:53", []byte("q"), []byte("a"), isLocal), generous)
+			wantOutcome(t, o, tc.sexp, tc.sexpCause)
 		})
+	}
+}
+
+// The cause of a wrong reply names both what came and what was expected,
+// here from a real listener on 127.0.0.1.
+func TestTCPSendExpectWrongReplyCause(t *testing.T) {
+	req := []byte("GET /health HTTP/1.0\r\n\r\n")
+	addr := tcpServer(t, answer(len(req), []byte("HTTP/1.0 500 Internal Server Error\r\n\r\n")))
+	o, _ := run(TCPSendExpectCheck(nil, addr, req, []byte("HTTP/1.0 200"), isLocal), generous)
+	wantOutcome(t, o, Fail, `does not start with expected "HTTP/1.0 200"`)
+	// However the reply was split into reads, what came up to the wrong
+	// byte is shown (all 12 bytes on loopback, where it is one segment).
+	if msg := o.Err.Error(); !strings.HasPrefix(msg, `reply "HTTP/1.0 5`) {
+		t.Fatalf("wrong reply's error %q does not show the reply", msg)
+	}
+}
+
+// A backend that closes before the whole expected reply came: the cause
+// counts the bytes that did, and shows them.
+func TestTCPSendExpectClosedEarlyCause(t *testing.T) {
+	req := []byte("GET /health HTTP/1.0\r\n\r\n")
+	// It reads the request before it closes: a FIN, never a reset.
+	addr := tcpServer(t, func(c *net.TCPConn) {
+		if _, err := io.ReadFull(c, make([]byte, len(req))); err == nil {
+			c.Write([]byte("HTTP/1.0"))
+		}
+	})
+	o, _ := run(TCPSendExpectCheck(nil, addr, req, []byte("HTTP/1.0 200"), isLocal), generous)
+	wantOutcome(t, o, Fail, `closed by the backend before the expected reply was complete (got 8 of 12 bytes: "HTTP/1.0", expected "HTTP/1.0 200")`)
+}
+
+// A refused send-expect check keeps the dial's errno.
+func TestTCPSendExpectRefusedCause(t *testing.T) {
+	o, _ := run(TCPSendExpectCheck(nil, deadTCP(t), []byte("PING\r\n"), []byte("PONG"), isLocal), generous)
+	if o.Result != Fail || !errors.Is(o.Err, syscall.ECONNREFUSED) {
+		t.Fatalf("refused send-expect: %v, %v; want fail with ECONNREFUSED", o.Result, o.Err)
 	}
 }

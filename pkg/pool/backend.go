@@ -105,6 +105,15 @@ func (b *Backend) Active() int64 { return b.active.Load() }
 // HealthUp reports whether active checks pass (always true when off).
 func (b *Backend) HealthUp() bool { return b.health == nil || b.health.Up() }
 
+// HealthStatus returns the state of b's active checks (the last check's
+// result and cause among it); ok is false when health checks are off.
+func (b *Backend) HealthStatus() (st health.Status, ok bool) {
+	if b.health == nil {
+		return health.Status{}, false
+	}
+	return b.health.Status(), true
+}
+
 // Breaker returns the backend's breaker state snapshot.
 func (b *Backend) Breaker() breaker.State { return b.breaker.State() }
 

@@ -195,15 +195,16 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 	b.breaker = brk
 	if p.cfg.Health.Enabled {
 		hc := p.healthCheck(b)
-		check := func(ctx context.Context) health.Result {
+		check := func(ctx context.Context) health.Outcome {
 			gen := b.breaker.State().Generation // captured before the check's first packet
-			r := hc(ctx)
+			o := hc(ctx)
 			// One check is one health dial, counted by its result: for a
 			// connect check that is the connect's outcome; a send-expect
 			// check that connected and got no (or the wrong) reply fails.
-			b.countDial(DialHealth, outcome(r))
-			b.readmit.record(gen, r)
-			return r
+			// The cause goes on to the prober, which keeps and logs it.
+			b.countDial(DialHealth, outcome(o.Result))
+			b.readmit.record(gen, o.Result)
+			return o
 		}
 		prober, err := health.New(p.Name+"/"+bc.Addr, health.Config{
 			Enabled:  true,

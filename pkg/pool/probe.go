@@ -139,7 +139,7 @@ func (p *Pool) probeFunc(b *Backend) func(ctx context.Context) breaker.Result {
 				ctx, cancel = context.WithTimeout(ctx, bound)
 				defer cancel()
 			}
-			o := outcome(check(ctx))
+			o := outcome(check(ctx).Result)
 			b.countDial(DialProbe, o)
 			return breakerResult(o)
 		}
