@@ -250,7 +250,7 @@ func measure(mode string, targets []string, live int, c config) result {
 	for i, addr := range targets {
 		tcp := health.TCPCheck(nil, addr, nil)
 		mine := &starts[i]
-		check := func(ctx context.Context) health.Result {
+		check := func(ctx context.Context) health.Outcome {
 			start := time.Now()
 			if len(*mine) < cap(*mine) {
 				*mine = append(*mine, start)
@@ -272,7 +272,7 @@ func measure(mode string, targets []string, live int, c config) result {
 						break
 					}
 				}
-				if r == health.Pass {
+				if r.Result == health.Pass {
 					passes.Add(1)
 				} else {
 					fails.Add(1)
