@@ -1,7 +1,7 @@
 // Package loop is l4lb's data path: one event loop per CPU, each a
-// goroutine locked to its OS thread that blocks in epoll_wait and owns
-// everything of the connections it holds, with no goroutine per
-// connection.
+// goroutine that waits in epoll_wait, keeping its thread and P while busy
+// (holdp.go), and owns everything of the connections it holds, with no
+// goroutine per connection.
 //
 // A loop owns one SO_REUSEPORT listening socket per TCP listener (the
 // kernel spreads new connections over the loops), accepts until EAGAIN,

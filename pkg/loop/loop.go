@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,10 +98,14 @@ func New(id int, sh *Shared) (*Loop, error) {
 // Conns is the number of client connections the loop holds now.
 func (l *Loop) Conns() int64 { return l.nconns.Load() }
 
-// Start runs the loop on a goroutine locked to its OS thread.
+// Start runs the loop on a goroutine of its own. It is not locked to
+// its OS thread: while busy it never leaves it anyway (its raw waits keep
+// its P and thread, holdp.go), and when it yields to the garbage collector
+// a locked goroutine costs a hand-off between threads. Measured with
+// GOGC=1 under 14k connections/s: the collector's mark-termination pause
+// 0.19-0.20 ms (median) locked, 0.03 ms not.
 func (l *Loop) Start() {
 	go func() {
-		runtime.LockOSThread()
 		defer close(l.done)
 		l.run()
 	}()
