@@ -57,6 +57,16 @@ func acquireHold() bool {
 
 func releaseHold() { holders.Add(-1) }
 
+// overHeld reports whether more loops hold a P than tokens exist now:
+// GOMAXPROCS went down since they took theirs (the runtime follows a
+// container's CPU limit unless GOMAXPROCS was set). A holding loop checks
+// each time it yields to the runtime and every overHeldEvery waits (the
+// check takes the scheduler's lock), so a busy one lets go within a few
+// milliseconds and an idle one within holdIdleMs.
+func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
+
+const overHeldEvery = 256
+
 // rawEpollWait is epoll_wait without the runtime's syscall hand-off: the
 // calling goroutine keeps its P while the thread sleeps in the kernel.
 //

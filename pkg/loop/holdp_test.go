@@ -165,3 +165,44 @@ func TestWithoutBusyPollAWaitSleeps(t *testing.T) {
 		t.Fatalf("the wait slept %d times, want 1: busy_poll off must not spin", p.sleeps)
 	}
 }
+
+// GOMAXPROCS can go down while loops hold Ps (the runtime follows a
+// container's CPU limit): a busy loop, whose waits never idle long enough
+// to let go on their own, must still give its P back.
+func TestBusyLoopLetsGoWhenGOMAXPROCSDrops(t *testing.T) {
+	p := holdingPoller(t, 0)
+	base := holders.Load() - 1
+	stop := make(chan struct{})
+	loopDone := make(chan error, 1)
+	go func() { // the loop: an event every 100 µs keeps it busy
+		for {
+			select {
+			case <-stop:
+				loopDone <- nil
+				return
+			default:
+			}
+			p.wake()
+			if _, err := p.wait(-1); err != nil {
+				loopDone <- err
+				return
+			}
+			p.drainWake()
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-loopDone; err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if holders.Load() != base+1 {
+		t.Fatalf("the busy loop holds no P before the drop (holders %d, base %d)", holders.Load(), base)
+	}
+	runtime.GOMAXPROCS(1)
+	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+		t.Fatalf("still %d holders (base %d) 10s after GOMAXPROCS went to 1", holders.Load(), base)
+	}
+}

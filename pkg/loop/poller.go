@@ -23,6 +23,9 @@ type poller struct {
 	// sleeps counts the waits made with a timeout, which sleep in the
 	// kernel unless an event is already there (tests read it).
 	sleeps int
+	// waits counts held waits, to check now and then that the P may
+	// still be held (overHeld).
+	waits uint32
 }
 
 // Event bits a socket is registered with (EPOLLPRI: TCP urgent data, which
@@ -103,11 +106,17 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 		if raw != 0 {
 			p.sleeps++
 		}
+		if p.waits++; p.waits%overHeldEvery == 0 && overHeld() {
+			p.release() // after this wait, which is short or has events
+		}
 		n, err := rawEpollWait(p.epfd, p.events, raw)
 		if err == unix.EINTR {
 			// Most likely the runtime asking this goroutine to stop (a
 			// garbage collection, or sysmon's time slice): let it.
 			runtime.Gosched()
+			if overHeld() {
+				p.release()
+			}
 			continue
 		}
 		if err != nil {
