@@ -3,6 +3,7 @@ package loop
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,23 +21,21 @@ import (
 // Holding a P is safe for the rest of the process only while another P is
 // left for every other goroutine (health checks, admin, breakers): a loop
 // holds one only with a token, and there are GOMAXPROCS-1 tokens in all.
-// A loop that has seen no event for holdIdleMs gives its token back and
+// A loop that has seen no event for holdIdle gives its token back and
 // waits the runtime's way until its next event, so an idle process still
 // lets its Ps sleep.
 //
 // The garbage collector still stops a holding loop at once: its stop and
 // its stack scans signal the thread (SIGURG), which ends the raw wait with
-// EINTR, and poller.wait then yields (runtime.Gosched). holdIdleMs also
-// bounds the stop where those signals are turned off
-// (GODEBUG=asyncpreemptoff=1).
+// EINTR, and poller.wait then yields (runtime.Gosched). Where those
+// signals are turned off (GODEBUG=asyncpreemptoff=1), a stop waits for the
+// raw wait to end, up to holdIdle for each of a collection's few stops.
 
-// holdIdleMs is how long a raw wait may last: past it, the loop stops
-// holding its P. It is below sysmon's 10 ms time slice on purpose: an
-// interrupted raw wait starts again in full after the loop yields, and
-// sysmon interrupts a goroutine at most once per slice, so an idle loop
-// lets go within one slice (a wait as long as the slice would be cut
-// short every time, and never let go).
-const holdIdleMs = 5
+// holdIdle is how long a loop keeps its P with no event: past it, the
+// loop stops holding. Raw waits are interrupted by the runtime (sysmon's
+// 10 ms time slices, each garbage collection's stops); poller.wait keeps
+// both this limit and the caller's timeout as times across them.
+const holdIdle = 5 * time.Millisecond
 
 // holders counts the loops holding a P now.
 var holders atomic.Int32
@@ -62,7 +61,7 @@ func releaseHold() { holders.Add(-1) }
 // container's CPU limit unless GOMAXPROCS was set). A holding loop checks
 // each time it yields to the runtime and every overHeldEvery waits (the
 // check takes the scheduler's lock), so a busy one lets go within a few
-// milliseconds and an idle one within holdIdleMs.
+// milliseconds and an idle one within holdIdle.
 func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
 
 const overHeldEvery = 256

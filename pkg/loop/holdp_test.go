@@ -48,7 +48,7 @@ func TestPollerHoldsAPOnlyWhileBusy(t *testing.T) {
 		t.Fatalf("after an event: holding %v, holders %d (base %d); want the P held", p.holding, holders.Load(), base)
 	}
 
-	// Nothing more comes: past holdIdleMs the wait gives the P back and
+	// Nothing more comes: past holdIdle the wait gives the P back and
 	// goes on waiting the runtime's way.
 	got := waitAsync(p)
 	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
@@ -204,5 +204,66 @@ func TestBusyLoopLetsGoWhenGOMAXPROCSDrops(t *testing.T) {
 	runtime.GOMAXPROCS(1)
 	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
 		t.Fatalf("still %d holders (base %d) 10s after GOMAXPROCS went to 1", holders.Load(), base)
+	}
+}
+
+// gcStorm runs garbage collections back to back until the test ends:
+// each one interrupts a held raw wait a few times.
+func gcStorm(t *testing.T) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
+// Interruptions must not postpone a held wait's timeout: a wait that
+// restarted in full after each one ran seconds late for a 20 ms timer.
+func TestHeldWaitKeepsItsTimeoutUnderCollections(t *testing.T) {
+	p := holdingPoller(t, 0)
+	gcStorm(t)
+	var worst time.Duration
+	for range 20 {
+		if !p.holding { // each wait starts held, as a busy loop's does
+			if p.holding = acquireHold(); !p.holding {
+				t.Skip("no spare P token (another loop of this process holds it)")
+			}
+		}
+		p.idleSince = time.Time{}
+		start := time.Now()
+		evs, err := p.wait(20)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("wait(20) with nothing to report: %d events, %v", len(evs), err)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	p.release()
+	t.Logf("worst wait(20): %v", worst)
+	if worst > time.Second {
+		t.Fatalf("wait(20) returned after %v under back-to-back collections", worst)
+	}
+}
+
+// Nor may they keep an idle loop holding its P.
+func TestIdleLoopLetsGoUnderCollections(t *testing.T) {
+	p := holdingPoller(t, 0)
+	base := holders.Load() - 1
+	gcStorm(t)
+	got := waitAsync(p)
+	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+		t.Fatalf("an idle loop still holds its P after 10s of collections (holders %d, base %d)", holders.Load(), base)
+	}
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,15 +16,18 @@ type poller struct {
 	epfd   int
 	wakefd int
 	events []unix.EpollEvent
-	// holding: this loop holds a P across its waits (holdp.go).
-	holding bool
+	// holding: this loop holds a P across its waits (holdp.go), and
+	// idleSince is when it last ran out of events (zero while it has
+	// some): holding ends holdIdle after that.
+	holding   bool
+	idleSince time.Time
 	// busyPoll: how long a held wait polls before it sleeps.
 	busyPoll time.Duration
-	// sleeps counts the waits made with a timeout, which sleep in the
-	// kernel unless an event is already there (tests read it).
+	// sleeps counts the blocking waits, which sleep in the kernel unless
+	// an event is already there (tests read it).
 	sleeps int
-	// waits counts held waits, to check now and then that the P may
-	// still be held (overHeld).
+	// waits counts blocking waits made holding the P, to check now and
+	// then that the P may still be held (overHeld).
 	waits uint32
 }
 
@@ -75,73 +78,109 @@ func (p *poller) del(fd int) {
 
 // wait blocks until events arrive or timeoutMs runs out (-1: no timeout,
 // 0: poll). While the loop is busy it waits holding its P (holdp.go);
-// after holdIdleMs without an event it waits through the runtime's
-// syscall hand-off, which lets the P serve other goroutines meanwhile.
+// once it has seen no event for holdIdle it gives the P back and waits
+// through the runtime's syscall hand-off, which lets the P serve other
+// goroutines meanwhile.
 func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
-	for {
-		if !p.holding && timeoutMs != 0 {
-			p.sleeps++
-			n, err := unix.EpollWait(p.epfd, p.events, timeoutMs)
-			if err == unix.EINTR {
-				continue
+	if timeoutMs == 0 {
+		for { // a poll never blocks, so it needs no hand-off either
+			n, err := rawEpollWait(p.epfd, p.events, 0)
+			if err != unix.EINTR {
+				return p.result(n, err)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("epoll_wait: %w", err)
-			}
-			if n > 0 {
-				p.holding = acquireHold()
-			}
+		}
+	}
+	if !p.holding {
+		return p.runtimeWait(timeoutMs)
+	}
+	// Both limits are kept as times, not as the length of the next raw
+	// wait: the runtime interrupts raw waits (each garbage collection
+	// signals a few times), and a wait that restarted in full after each
+	// interruption could run late without bound.
+	now := time.Now()
+	var deadline time.Time
+	if timeoutMs > 0 {
+		deadline = now.Add(time.Duration(timeoutMs) * time.Millisecond)
+	}
+	if p.busyPoll > 0 {
+		if n := p.spin(now, deadline); n > 0 {
+			p.idleSince = time.Time{}
 			return p.events[:n], nil
 		}
-		if timeoutMs != 0 && p.busyPoll > 0 {
-			if n := p.spin(); n > 0 {
-				return p.events[:n], nil
-			}
+		now = time.Now()
+	}
+	if p.idleSince.IsZero() {
+		p.idleSince = now
+	}
+	for {
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return p.events[:0], nil // a timer is due
 		}
-		// A poll (timeout 0) never blocks, so it needs no hand-off either.
-		raw := timeoutMs
-		if timeoutMs != 0 && (timeoutMs < 0 || timeoutMs > holdIdleMs) {
-			raw = holdIdleMs
+		idleLeft := holdIdle - now.Sub(p.idleSince)
+		if p.waits++; idleLeft <= 0 || p.waits%overHeldEvery == 0 && overHeld() {
+			p.release()
+			return p.runtimeWait(msUntil(deadline, now))
 		}
-		if raw != 0 {
-			p.sleeps++
+		raw := ceilMs(idleLeft)
+		if !deadline.IsZero() {
+			raw = min(raw, ceilMs(deadline.Sub(now)))
 		}
-		if p.waits++; p.waits%overHeldEvery == 0 && overHeld() {
-			p.release() // after this wait, which is short or has events
-		}
+		p.sleeps++
 		n, err := rawEpollWait(p.epfd, p.events, raw)
-		if err == unix.EINTR {
+		switch {
+		case err == unix.EINTR:
 			// Most likely the runtime asking this goroutine to stop (a
 			// garbage collection, or sysmon's time slice): let it.
 			runtime.Gosched()
 			if overHeld() {
 				p.release()
+				return p.runtimeWait(msUntil(deadline, time.Now()))
 			}
-			continue
+		case err != nil:
+			return p.result(n, err)
+		case n > 0:
+			p.idleSince = time.Time{}
+			return p.events[:n], nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("epoll_wait: %w", err)
-		}
-		if n == 0 && raw != timeoutMs {
-			// Idle for holdIdleMs: give the P back and wait the rest
-			// the runtime's way.
-			p.release()
-			if timeoutMs > 0 {
-				timeoutMs -= raw
-			}
-			continue
-		}
-		return p.events[:n], nil
+		now = time.Now()
 	}
 }
 
-// spin polls for events for up to busyPoll ([global] busy_poll) and
-// returns how many it found. A busy loop that sleeps as soon as it is
-// idle makes whoever sends its next packet wake its core, which on some
-// hosts (VMs without halt-polling) costs the sender more than the spin
-// costs the loop.
-func (p *poller) spin() int {
-	end := time.Now().Add(p.busyPoll)
+// runtimeWait is a blocking wait made the runtime's way (the P is handed
+// on while the thread sleeps); its first event makes the loop busy again
+// and take a P token if one is spare.
+func (p *poller) runtimeWait(timeoutMs int) ([]unix.EpollEvent, error) {
+	for {
+		p.sleeps++
+		n, err := unix.EpollWait(p.epfd, p.events, timeoutMs)
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			p.holding = acquireHold()
+			p.idleSince = time.Time{}
+		}
+		return p.result(n, err)
+	}
+}
+
+func (p *poller) result(n int, err error) ([]unix.EpollEvent, error) {
+	if err != nil {
+		return nil, fmt.Errorf("epoll_wait: %w", err)
+	}
+	return p.events[:n], nil
+}
+
+// spin polls for events until busyPoll ([global] busy_poll) has passed
+// since now, or the deadline (if set) is reached, and returns how many it
+// found. A busy loop that sleeps as soon as it is idle makes whoever
+// sends its next packet wake its core, which on some hosts (VMs without
+// halt-polling) costs the sender more than the spin costs the loop.
+func (p *poller) spin(now, deadline time.Time) int {
+	end := now.Add(p.busyPoll)
+	if !deadline.IsZero() && deadline.Before(end) {
+		end = deadline
+	}
 	for {
 		n, err := rawEpollWait(p.epfd, p.events, 0)
 		if err == nil && n > 0 {
@@ -151,6 +190,20 @@ func (p *poller) spin() int {
 			return 0
 		}
 	}
+}
+
+// ceilMs is d in whole milliseconds, rounded up (epoll_wait's unit).
+func ceilMs(d time.Duration) int {
+	return int((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// msUntil is the timeout that ends at deadline (-1 for none; 0 when it
+// has passed).
+func msUntil(deadline, now time.Time) int {
+	if deadline.IsZero() {
+		return -1
+	}
+	return max(0, ceilMs(deadline.Sub(now)))
 }
 
 // release gives back the loop's P token, if it holds one.
