@@ -17,7 +17,16 @@ import (
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
-func defaultEventLoops() int { return runtime.NumCPU() }
+// startProcs is GOMAXPROCS as the process started: the CPUs it may use,
+// which the runtime reads from its CPU affinity and a container's CPU
+// limit (runtime.NumCPU sees only the affinity, so in a container limited
+// to 2 CPUs of a 64-CPU host it says 64). Read once: reserveProcs raises
+// GOMAXPROCS later.
+var startProcs = runtime.GOMAXPROCS(0)
+
+// defaultEventLoops is event_loops = 0: one loop per CPU the process may
+// use.
+func defaultEventLoops() int { return startProcs }
 
 func cmdRun(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)

@@ -44,6 +44,9 @@ func TestPollerHoldsAPOnlyWhileBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.drainWake()
+	if !p.holding && holders.Load() == int32(runtime.GOMAXPROCS(0)-1) {
+		t.Skip("no spare P token (another loop of this process holds it)")
+	}
 	if !p.holding || holders.Load() != base+1 {
 		t.Fatalf("after an event: holding %v, holders %d (base %d); want the P held", p.holding, holders.Load(), base)
 	}

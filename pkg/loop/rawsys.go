@@ -86,15 +86,16 @@ func socketAddress(ap netip.AddrPort) (int, rawSockaddr) {
 	return unix.AF_INET6, r
 }
 
+// connectRaw connects a non-blocking socket. A TCP connect interrupted by
+// a signal goes on in the background like one that said EINPROGRESS (and
+// calling again would only say EALREADY), so EINTR is reported as that.
 func connectRaw(fd int, sa *rawSockaddr) error {
-	for {
-		_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.sa)), uintptr(sa.n))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e
-		}
+	_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.sa)), uintptr(sa.n))
+	switch e {
+	case 0:
 		return nil
+	case unix.EINTR:
+		return unix.EINPROGRESS
 	}
+	return e
 }
