@@ -51,7 +51,8 @@ type Frontend struct {
 type Config struct {
 	Frontends []Frontend
 	// Loops is the number of event loops, each with its own socket per
-	// listener (SO_REUSEPORT); 0: one per CPU.
+	// listener (SO_REUSEPORT); 0: GOMAXPROCS (the CPUs the process may
+	// use).
 	Loops int
 	// MaxConnections caps client connections open at once; past it new
 	// clients are accepted and closed at once. Must be > 0.
@@ -107,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	n := cfg.Loops
 	if n <= 0 {
-		n = runtime.NumCPU()
+		n = runtime.GOMAXPROCS(0)
 	}
 	s := &Server{sh: loop.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.IsLocal = cfg.IsLocal
