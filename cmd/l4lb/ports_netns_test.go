@@ -310,7 +310,11 @@ func TestSourcePortsOverVethInNamespace(t *testing.T) {
 	twA := tw7.sub(tw6)
 	t.Logf("twoback: the test took %d ports toward %s before connect found none (EADDRNOTAVAIL); new TIME_WAIT in l4lb's namespace (the test's own toward A): %s",
 		heldA, portsTwoA, twA)
-	if heldA != portsRangeHi-portsRangeLo+1 || twA.backend[portsTwoA] != heldA {
+	// Every port of the range toward A must be in TIME_WAIT now. The test
+	// may have taken one more: a connection the backend ended first leaves
+	// no TIME_WAIT on this side, and its port is taken again (seen once
+	// under load: 101 taken, 100 in TIME_WAIT).
+	if heldA < portsRangeHi-portsRangeLo+1 || twA.backend[portsTwoA] != portsRangeHi-portsRangeLo+1 {
 		t.Errorf("twoback: the test took %d ports toward %s, %d of them in TIME_WAIT; want the whole range (%d), all in TIME_WAIT",
 			heldA, portsTwoA, twA.backend[portsTwoA], portsRangeHi-portsRangeLo+1)
 	}
