@@ -1,16 +1,12 @@
 package admin
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/breaker"
-	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -19,7 +15,7 @@ import (
 func TestPoolsJSONLastCheckError(t *testing.T) {
 	testnet.CheckLeaks(t)
 	dead := refusedAddr(t)
-	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(`
+	p := runPool(t, fmt.Sprintf(`
 [[listener]]
 name = "l"
 bind = %q
@@ -31,21 +27,7 @@ addr = %q
 interval = "50ms"
 timeout = "50ms"
 fall = 1
-`, testnet.FreeAddr(t), dead)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: breaker.NewMemoryStore(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { p.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+`, testnet.FreeAddr(t), dead))
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}}, "", nil))
 	t.Cleanup(srv.Close)
 

@@ -33,7 +33,7 @@ func refusedAddr(t *testing.T) string {
 func runningPool(t *testing.T) (*pool.Pool, *pool.Backend) {
 	t.Helper()
 	testnet.CheckLeaks(t)
-	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(`
+	p := runPool(t, fmt.Sprintf(`
 [[listener]]
 name = "l"
 bind = %q
@@ -48,7 +48,15 @@ enabled = false
 failures = 1
 cooldown = "10m"
 max_cooldown = "20m"
-`, testnet.FreeAddr(t), refusedAddr(t))))
+`, testnet.FreeAddr(t), refusedAddr(t)))
+	return p, p.Backends()[0]
+}
+
+// runPool builds pool "p" of the config text and runs it (health checks,
+// breakers) until the test ends.
+func runPool(t *testing.T, text string) *pool.Pool {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +71,7 @@ max_cooldown = "20m"
 		cancel()
 		wg.Wait()
 	})
-	return p, p.Backends()[0]
+	return p
 }
 
 // POST .../probe asks the open breaker for its recovery probe now (not at

@@ -74,16 +74,7 @@ func TestPollerHoldsAPOnlyWhileBusy(t *testing.T) {
 
 func TestPollerNeverHoldsTheLastP(t *testing.T) {
 	withProcs(t, 1)
-	p, err := newPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	p.wake()
-	if err := <-waitAsync(p); err != nil {
-		t.Fatal(err)
-	}
-	if p.holding {
+	if p := pollerAfterEvent(t, 0); p.holding {
 		t.Fatal("with GOMAXPROCS 1 the loop took the only P")
 	}
 }
@@ -92,20 +83,7 @@ func TestPollerNeverHoldsTheLastP(t *testing.T) {
 // ends a raw epoll_wait with EINTR: the wait must yield and go on, not
 // fail, and must still see the event that comes after.
 func TestHeldWaitYieldsToTheGarbageCollector(t *testing.T) {
-	withProcs(t, 2)
-	p, err := newPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	p.wake()
-	if err := <-waitAsync(p); err != nil {
-		t.Fatal(err)
-	}
-	p.drainWake()
-	if !p.holding {
-		t.Skip("no spare P token (another loop of this process holds it)")
-	}
+	p := holdingPoller(t, 0)
 	got := waitAsync(p)
 	for range 20 {
 		runtime.GC()
@@ -121,11 +99,10 @@ func TestHeldWaitYieldsToTheGarbageCollector(t *testing.T) {
 	}
 }
 
-// holdingPoller is a poller that has seen an event and so holds a P;
-// the test is skipped when no P token is spare.
-func holdingPoller(t *testing.T, busyPoll time.Duration) *poller {
+// pollerAfterEvent is a new poller that has seen one event (a wake-up),
+// so it took a P token if one was spare.
+func pollerAfterEvent(t *testing.T, busyPoll time.Duration) *poller {
 	t.Helper()
-	withProcs(t, 2)
 	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +114,15 @@ func holdingPoller(t *testing.T, busyPoll time.Duration) *poller {
 		t.Fatal(err)
 	}
 	p.drainWake()
+	return p
+}
+
+// holdingPoller is a poller that has seen an event and so holds a P;
+// the test is skipped when no P token is spare.
+func holdingPoller(t *testing.T, busyPoll time.Duration) *poller {
+	t.Helper()
+	withProcs(t, 2)
+	p := pollerAfterEvent(t, busyPoll)
 	if !p.holding {
 		t.Skip("no spare P token (another loop of this process holds it)")
 	}

@@ -112,12 +112,14 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	if p.idleSince.IsZero() {
 		p.idleSince = now
 	}
+	yielded := false // to the runtime, which may have lowered GOMAXPROCS meanwhile
 	for {
 		if !deadline.IsZero() && !now.Before(deadline) {
 			return p.events[:0], nil // a timer is due
 		}
 		idleLeft := holdIdle - now.Sub(p.idleSince)
-		if p.waits++; idleLeft <= 0 || p.waits%overHeldEvery == 0 && overHeld() {
+		p.waits++
+		if idleLeft <= 0 || (yielded || p.waits%overHeldEvery == 0) && overHeld() {
 			p.release()
 			return p.runtimeWait(msUntil(deadline, now))
 		}
@@ -132,16 +134,13 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 			// Most likely the runtime asking this goroutine to stop (a
 			// garbage collection, or sysmon's time slice): let it.
 			runtime.Gosched()
-			if overHeld() {
-				p.release()
-				return p.runtimeWait(msUntil(deadline, time.Now()))
-			}
 		case err != nil:
 			return p.result(n, err)
 		case n > 0:
 			p.idleSince = time.Time{}
 			return p.events[:n], nil
 		}
+		yielded = err == unix.EINTR
 		now = time.Now()
 	}
 }
