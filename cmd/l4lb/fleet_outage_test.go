@@ -129,11 +129,16 @@ func TestFleetRedisOutageUnderLoad(t *testing.T) {
 
 	// Not one client failed, from the first to the last, except a
 	// connection b2's stop itself may reset: one b2 had completed but not
-	// accepted yet when its listener closed. Those overlap the stop.
+	// accepted yet when its listener closed. Those overlap the stop. The
+	// client sees that reset before the tag line or, when l4lb passes it
+	// on before the client's dial has looked at its socket (a loaded
+	// machine), as the dial's own error.
 	var fails []string
 	excused := 0
 	for _, f := range load.failed() {
-		if !f.began.After(stoppedEnd) && !f.ended.Before(stopped) && strings.Contains(f.msg, "no tag line") {
+		resetEarly := strings.Contains(f.msg, "no tag line") ||
+			strings.HasPrefix(f.msg, "dial: ") && strings.Contains(f.msg, "connection reset by peer")
+		if !f.began.After(stoppedEnd) && !f.ended.Before(stopped) && resetEarly {
 			excused++
 			t.Logf("excused: a connection in b2's accept queue when it stopped: %s", f.msg)
 			continue
