@@ -124,10 +124,42 @@ func treeFds(pids []int) int {
 	return n
 }
 
-// slabKB is the system-wide kernel slab, where socket and pipe memory shows.
+// slabKB is the system-wide kernel slab memory in use, where socket, epoll
+// and pipe memory shows: the objects in use from /proc/slabinfo (root
+// only), else meminfo's Slab. Slab counts whole slab pages, which
+// depend on what ran before: a system measured after another has grown
+// the socket caches reuses their free objects and looks cheaper. Five
+// thousand idle connections through HAProxy and then l4lb, freshly
+// started each, measured 17.9 KB each both ways in objects in use.
 func slabKB() float64 {
+	if b, err := os.ReadFile("/proc/slabinfo"); err == nil {
+		if kb, ok := parseSlabinfo(b); ok {
+			return kb
+		}
+	}
 	v, _ := fieldKB("/proc/meminfo", "Slab")
 	return v
+}
+
+// parseSlabinfo sums active_objs × objsize over /proc/slabinfo's caches,
+// in KB; ok is false when no cache line could be read.
+func parseSlabinfo(b []byte) (kb float64, ok bool) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		// name <active_objs> <num_objs> <objsize> ...; skip the version
+		// and the "# name" header lines.
+		if len(f) < 4 || f[0] == "slabinfo" || f[0] == "#" {
+			continue
+		}
+		active, err1 := strconv.ParseFloat(f[1], 64)
+		size, err2 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		kb += active * size / 1024
+		ok = true
+	}
+	return kb, ok
 }
 
 // stealTicks is the host's steal counter from the cpu line of /proc/stat.
@@ -163,4 +195,24 @@ func threadIDs(pid int) []int {
 		}
 	}
 	return out
+}
+
+// voluntarySwitches sums voluntary_ctxt_switches over every thread of
+// pids: how often the proxy went to sleep, each sleep a wake-up that
+// whoever sent its next packet paid for.
+func voluntarySwitches(pids []int) uint64 {
+	var n uint64
+	for _, p := range pids {
+		dir := "/proc/" + strconv.Itoa(p) + "/task"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			if v, ok := fieldKB(dir+"/"+t.Name()+"/status", "voluntary_ctxt_switches"); ok {
+				n += uint64(v)
+			}
+		}
+	}
+	return n
 }

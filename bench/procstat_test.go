@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+)
 
 func TestParseStat(t *testing.T) {
 	// A command name with spaces and a ')' must not shift the fields.
@@ -34,5 +39,50 @@ func TestPlanLayout(t *testing.T) {
 		if l.pinned || len(l.proxy) != len(l.loadgen) {
 			t.Errorf("unpinned layout expected, got %+v", l)
 		}
+	}
+}
+
+func TestVoluntarySwitchesCountsSleeps(t *testing.T) {
+	// A shell that waits for 20 sleeps in a row goes to sleep at least
+	// 20 times itself.
+	cmd := exec.Command("sh", "-c", "read _; for i in $(seq 20); do sleep 0.01; done; read _")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	pids := []int{cmd.Process.Pid}
+	before := voluntarySwitches(pids)
+	fmt.Fprintln(in)
+	deadline := time.Now().Add(20 * time.Second)
+	for voluntarySwitches(pids)-before < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("voluntary switches went from %d to %d; want 20 more", before, voluntarySwitches(pids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := voluntarySwitches([]int{-1}); got != 0 {
+		t.Fatalf("a missing process counts %d switches, want 0", got)
+	}
+}
+
+func TestParseSlabinfoCountsObjectsInUse(t *testing.T) {
+	b := []byte(`slabinfo - version: 2.1
+# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata <active_slabs> <num_slabs> <sharedavail>
+TCP                   20     64   2048   16    8 : tunables    0    0    0 : slabdata      4      4      0
+eventpoll_epi        100    512    128   32    1 : tunables    0    0    0 : slabdata     16     16      0
+`)
+	kb, ok := parseSlabinfo(b)
+	// In use: 20 × 2048 + 100 × 128 = 53,760 B; not the 147,456 B of
+	// whole slabs (num_objs).
+	if !ok || kb != 52.5 {
+		t.Fatalf("parseSlabinfo = %v, %v; want 52.5 KB of objects in use", kb, ok)
+	}
+	if _, ok := parseSlabinfo([]byte("slabinfo - version: 2.1\n")); ok {
+		t.Fatal("a slabinfo with no cache line parsed as ok")
 	}
 }

@@ -14,8 +14,11 @@ const (
 )
 
 // connScenario: 32 workers each loop connect, send 64 B, read the 64 B
-// reply, close. Connections per second, p50/p99 of connect+reply, and the
-// proxy's CPU per connection.
+// reply, close. Connections per second, p50/p99 of connect+reply, the
+// proxy's CPU per connection, and how often per connection its threads
+// went to sleep: each sleep is a wake-up that the load generator's or a
+// backend's core pays for, which is how a proxy that spends less CPU can
+// still be slower.
 type connScenario struct{}
 
 func (connScenario) name() string { return "conn" }
@@ -25,6 +28,7 @@ func (connScenario) metrics() []MetricDef {
 		{Name: "p50_us", Unit: "µs", Better: LowerBetter},
 		{Name: "p99_us", Unit: "µs", Better: LowerBetter},
 		{Name: "cpu_us_per_conn", Unit: "µs", Better: LowerBetter, Chart: true},
+		{Name: "sleeps_per_conn", Unit: "sleeps", Better: LowerBetter, NoRatio: true},
 		{Name: "errors", Unit: "", Better: LowerBetter, NoRatio: true},
 	}
 }
@@ -45,6 +49,7 @@ func (connScenario) finish(sr *ScenarioResult) {
 func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 	var res connResult
 	storeDone := storeSample(h, s) // l4lb-redis: what its redis-server did meanwhile
+	sleptBefore := voluntarySwitches(s.pids())
 	cpu, _ := measureCPU(s, func() error {
 		res = connLoad(s.addr(routeEcho), connWorkers, h.opts.runTime, 0, nil, nil)
 		return nil
@@ -62,6 +67,8 @@ func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 	}
 	if isProxy(s) {
 		out["cpu_us_per_conn"] = cpu * 1e6 / float64(res.ok)
+		slept := voluntarySwitches(s.pids()) - sleptBefore
+		out["sleeps_per_conn"] = float64(slept) / float64(res.ok)
 	}
 	return out, nil
 }

@@ -53,7 +53,7 @@ func (idleScenario) finish(sr *ScenarioResult) {
 		}
 		r.Samples["kernel_kb_per_conn"] = k
 	}
-	sr.Notes = append(sr.Notes, "idle runs once per system on freshly started processes; kernel_kb_per_conn = slab_kb_per_conn minus direct's")
+	sr.Notes = append(sr.Notes, "idle runs once per system on freshly started processes; slab_kb_per_conn counts kernel slab objects in use (/proc/slabinfo), so caches grown by an earlier system do not favour later ones; kernel_kb_per_conn = slab_kb_per_conn minus direct's")
 }
 
 // idleTarget is N for system s under this run's limit.

@@ -48,6 +48,8 @@ func (redisScenario) metrics() []MetricDef {
 		// µs of proxy CPU per request = ms per 1000 requests.
 		{Name: "cpu_us_per_req", Unit: "µs", Better: LowerBetter, Chart: true},
 		{Name: "cpu_us_per_req_p16", Unit: "µs", Better: LowerBetter},
+		// How often the proxy slept per request (see connScenario).
+		{Name: "sleeps_per_req", Unit: "sleeps", Better: LowerBetter, NoRatio: true},
 	}
 }
 func (redisScenario) rounds(o options) int      { return o.rounds }
@@ -84,6 +86,7 @@ func (redisScenario) run(h *harness, s *system) (map[string]float64, error) {
 			suffix = fmt.Sprintf("_p%d", pipe)
 		}
 		var res map[string]redisResult
+		sleptBefore := voluntarySwitches(s.pids())
 		cpu, err := measureCPU(s, func() error {
 			var err error
 			res, err = redisBenchmark(h, addr, n, pipe)
@@ -97,6 +100,10 @@ func (redisScenario) run(h *harness, s *system) (map[string]float64, error) {
 		out["set_rps"+suffix] = set.rps
 		if isProxy(s) {
 			out["cpu_us_per_req"+suffix] = cpu * 1e6 / float64(2*n)
+			if pipe == 1 {
+				slept := voluntarySwitches(s.pids()) - sleptBefore
+				out["sleeps_per_req"] = float64(slept) / float64(2*n)
+			}
 		}
 		h.logf("    redis %-8s -P %-2d n=%d: GET %.0f/s p50 %.3f ms p99 %.3f ms, SET %.0f/s p50 %.3f ms p99 %.3f ms",
 			s.spec.name, pipe, n, get.rps, get.p50ms, get.p99ms, set.rps, set.p50ms, set.p99ms)
