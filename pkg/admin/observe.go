@@ -26,7 +26,7 @@ var (
 		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served (dialed once the pool had room again), timeout, left (the client went away).",
 		"listener", "result")
 	descSources = desc("l4lb_policy_sources",
-		"Client addresses the listener's per-source limits track now (max_connections_per_source, rate_per_source).", "listener")
+		"Sources the listener's per-source limits track now (max_connections_per_source, rate_per_source): client addresses, or their prefixes of source_ipv4_prefix / source_ipv6_prefix bits.", "listener")
 	descBackendDraining = desc("l4lb_backend_draining",
 		"1 while an operator drains the backend (no new connections; the rest are reset at the deadline), until it is enabled.", backendLabels...)
 	descBackendWeight = desc("l4lb_backend_weight",

@@ -115,6 +115,10 @@ type Listener struct {
 	// BurstPerSource is the bucket's size; 0 means max(1, ceil(rate)):
 	// see SourceBurst.
 	BurstPerSource int
+	// SourceIPv4Prefix and SourceIPv6Prefix are how many leading bits of
+	// a client address name the source the two limits above count: 32
+	// and 64 by default (each IPv4 address, each IPv6 /64).
+	SourceIPv4Prefix, SourceIPv6Prefix int
 	// Keepalive is the client side's TCP keepalive: the idle time before
 	// the first probe (TCP_KEEPIDLE), whole seconds; 0: off.
 	Keepalive time.Duration

@@ -141,7 +141,8 @@ func DefaultCluster() Cluster {
 // DefaultListener returns a [[listener]] with the optional keys at their
 // defaults; name, bind and pool have none.
 func DefaultListener() Listener {
-	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions, ProxyTimeout: DefaultProxyTimeout}
+	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions, ProxyTimeout: DefaultProxyTimeout,
+		SourceIPv4Prefix: DefaultSourceIPv4Prefix, SourceIPv6Prefix: DefaultSourceIPv6Prefix}
 }
 
 // DefaultMaxSessions is a UDP listener's max_sessions when the file does

@@ -54,6 +54,14 @@ const (
 	MaxBackendConnections   = 1_000_000 // [[pool.NAME.backend]] max_connections
 )
 
+// Defaults of source_ipv4_prefix and source_ipv6_prefix: each IPv4
+// address is a source of its own, and each IPv6 /64, the block one host
+// may take any address from (SLAAC privacy addresses rotate within it).
+const (
+	DefaultSourceIPv4Prefix = 32
+	DefaultSourceIPv6Prefix = 64
+)
+
 // SourceBurst is the size of a client IP's token bucket: BurstPerSource,
 // or when that is 0, max(1, ceil(RatePerSource)). 0 when RatePerSource is
 // 0 (no rate limit).
@@ -114,8 +122,9 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 
 	// Limits per client IP.
 	noPerSource := onlyTCP("a UDP listener counts sessions, not connections, and caps them with max_sessions")
+	connsKnown := false // max_connections_per_source is usable, if only at its default
 	if !t.misplaced("max_connections_per_source", tcp, "%s", noPerSource) {
-		t.integer("max_connections_per_source", &l.MaxConnsPerSource, 0, MaxConnectionsPerSource)
+		connsKnown = t.integer("max_connections_per_source", &l.MaxConnsPerSource, 0, MaxConnectionsPerSource)
 	}
 	rateMisplaced := t.misplaced("rate_per_source", tcp, "%s", noPerSource)
 	burstMisplaced := t.misplaced("burst_per_source", tcp, "%s", noPerSource)
@@ -135,6 +144,19 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 		if !(rateKnown && l.RatePerSource == 0 && t.misplaced("burst_per_source", false, "%s", noRate)) {
 			t.integer("burst_per_source", &l.BurstPerSource, 0, math.MaxInt)
 		}
+	}
+	// Which addresses count as one source for the limits above.
+	noLimits := "only with max_connections_per_source or rate_per_source above 0: it says which client addresses share a limit, and no limit is set"
+	limitsOff := rateKnown && connsKnown && l.RatePerSource == 0 && l.MaxConnsPerSource == 0
+	for _, k := range []struct {
+		name string
+		dst  *int
+		bits int
+	}{{"source_ipv4_prefix", &l.SourceIPv4Prefix, 32}, {"source_ipv6_prefix", &l.SourceIPv6Prefix, 128}} {
+		if t.misplaced(k.name, tcp, "%s", noPerSource) || limitsOff && t.misplaced(k.name, false, "%s", noLimits) {
+			continue
+		}
+		t.integer(k.name, k.dst, 1, k.bits)
 	}
 
 	// TCP keepalive, client side.

@@ -213,6 +213,12 @@ func TestPolicyAccepts(t *testing.T) {
 			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 50 && l.SourceBurst() == 50 }},
 		{"burst 0 with a rate", withTCPListener("rate_per_source = 2.5\nburst_per_source = 0\n"),
 			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 0 && l.SourceBurst() == 3 }},
+		{"source prefixes left out", withTCPListener("max_connections_per_source = 4\n"),
+			func(c *Config) bool { l := c.Listeners[0]; return l.SourceIPv4Prefix == 32 && l.SourceIPv6Prefix == 64 }},
+		{"source prefixes at their bounds, with a cap", withTCPListener("max_connections_per_source = 4\nsource_ipv4_prefix = 1\nsource_ipv6_prefix = 128\n"),
+			func(c *Config) bool { l := c.Listeners[0]; return l.SourceIPv4Prefix == 1 && l.SourceIPv6Prefix == 128 }},
+		{"source prefixes with a rate only", withTCPListener("rate_per_source = 1\nsource_ipv4_prefix = 24\nsource_ipv6_prefix = 48\n"),
+			func(c *Config) bool { l := c.Listeners[0]; return l.SourceIPv4Prefix == 24 && l.SourceIPv6Prefix == 48 }},
 
 		// Keepalive.
 		{"keepalive off", withTCPListener("keepalive = \"off\"\n"), func(c *Config) bool { return c.Listeners[0].Keepalive == 0 }},
@@ -284,6 +290,7 @@ func TestPolicyRefuses(t *testing.T) {
 		keepaliveNotUDP = `only for protocol = "tcp" listeners: UDP has no connection to keep alive`
 		notAccepting    = "only with accept_proxy = true, and accept_proxy is false"
 		noRate          = "only with rate_per_source above 0, and rate_per_source is 0 (off)"
+		noLimits        = "only with max_connections_per_source or rate_per_source above 0: it says which client addresses share a limit, and no limit is set"
 		keepaliveOff    = `only with keepalive on, and keepalive is "off"`
 		udpPool         = `is for TCP pools, and this pool serves udp listener[0] "dns" (line 1): `
 		examples        = `e.g. "192.0.2.7", "10.0.0.0/8" or "2001:db8::/32"`
@@ -387,6 +394,18 @@ func TestPolicyRefuses(t *testing.T) {
 		{"burst a float", withTCPListener("rate_per_source = 1\nburst_per_source = 1.5 #!\n"), "listener[0].burst_per_source", "must be an integer"},
 		{"bad rate: burst is judged alone", withTCPListener("rate_per_source = \"x\" #!\nburst_per_source = 5\n"), "listener[0].rate_per_source", "must be a number"},
 		{"rate out of range: burst is judged alone", withTCPListener("rate_per_source = -1 #!\nburst_per_source = 5\n"), "listener[0].rate_per_source", "out of range"},
+		{"ipv4 prefix 0", withTCPListener("max_connections_per_source = 4\nsource_ipv4_prefix = 0 #!\n"), "listener[0].source_ipv4_prefix",
+			"0 is out of range: must be between 1 and 32"},
+		{"ipv4 prefix past 32", withTCPListener("max_connections_per_source = 4\nsource_ipv4_prefix = 33 #!\n"), "listener[0].source_ipv4_prefix",
+			"33 is out of range: must be between 1 and 32"},
+		{"ipv6 prefix past 128", withTCPListener("rate_per_source = 1\nsource_ipv6_prefix = 129 #!\n"), "listener[0].source_ipv6_prefix",
+			"129 is out of range: must be between 1 and 128"},
+		{"ipv6 prefix a string", withTCPListener("rate_per_source = 1\nsource_ipv6_prefix = \"/64\" #!\n"), "listener[0].source_ipv6_prefix", "must be an integer"},
+		{"prefix without a limit", withTCPListener("source_ipv6_prefix = 56 #!\n"), "listener[0].source_ipv6_prefix", noLimits},
+		{"prefix with both limits 0", withTCPListener("max_connections_per_source = 0\nrate_per_source = 0\nsource_ipv4_prefix = 24 #!\n"), "listener[0].source_ipv4_prefix", noLimits},
+		{"bad cap: the prefix is judged alone", withTCPListener("max_connections_per_source = -1 #!\nsource_ipv4_prefix = 24\n"), "listener[0].max_connections_per_source", "out of range"},
+		{"source_ipv4_prefix on a udp listener", withUDPListener("source_ipv4_prefix = 24 #!\n"), "listener[0].source_ipv4_prefix", perSourceNotUDP},
+		{"source_ipv6_prefix on a udp listener", withUDPListener("source_ipv6_prefix = 64 #!\n"), "listener[0].source_ipv6_prefix", perSourceNotUDP},
 
 		// Keepalive, listener side.
 		{"keepalive 0s", withTCPListener("keepalive = \"0s\" #!\n"), "listener[0].keepalive", `"0s" is out of range: must be "off" or between 1s and 2h0m0s`},

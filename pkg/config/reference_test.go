@@ -119,8 +119,8 @@ var clusterKeys = []struct{ key, value string }{
 var commentedKeys = []string{"send_hex", "expect_hex"}
 
 // dependentKeys (issue 14) mean something only beside another key's
-// non-default value (accept_proxy = true, rate_per_source above 0,
-// keepalive on), and are errors without it, even at their defaults.
+// non-default value (accept_proxy = true, rate_per_source above 0, a
+// per-source limit, keepalive on), and are errors without it, even at their defaults.
 // config.toml, which writes those other keys at their defaults, describes
 // each in a comment "# KEY = VALUE" inside the table it belongs to, with
 // its default ("" where it has none).
@@ -128,6 +128,8 @@ var dependentKeys = []struct{ key, value string }{
 	{"listener[0].trusted_proxies", ""}, // required with accept_proxy = true
 	{"listener[0].proxy_timeout", `"3s"`},
 	{"listener[0].burst_per_source", "0"},
+	{"listener[0].source_ipv4_prefix", "32"},
+	{"listener[0].source_ipv6_prefix", "64"},
 	{"listener[0].keepalive_interval", `"0s"`},
 	{"listener[0].keepalive_count", "0"},
 	{"pool.NAME.keepalive_interval", `"0s"`},
@@ -388,6 +390,8 @@ trusted_proxies = ["10.0.0.0/8"]
 proxy_timeout = "3s"
 rate_per_source = 1.0
 burst_per_source = 0
+source_ipv4_prefix = 32
+source_ipv6_prefix = 64
 keepalive = "60s"
 keepalive_interval = "0s"
 keepalive_count = 0

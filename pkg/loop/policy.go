@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/srclimit"
 )
 
@@ -26,6 +27,31 @@ type Policy struct {
 	// reload that keeps the limits keeps the Limiter and its counts.
 	Sources      *srclimit.Limiter
 	SourceLimits srclimit.Config
+}
+
+// PolicyFor is the Policy of listener l, nil when l checks nothing. prev
+// is the running Policy of the listener of that name (nil at start): when
+// l's per-source limits are what prev was built from, its Limiter is
+// kept, so the connections open now stay counted against their sources
+// and a reload cannot let a source past its cap.
+func PolicyFor(l config.Listener, prev *Policy) *Policy {
+	p := &Policy{
+		AcceptProxy: l.AcceptProxy, Trusted: l.TrustedProxies, ProxyTimeout: l.ProxyTimeout,
+		Allow: l.Allow, Deny: l.Deny,
+		SourceLimits: srclimit.Config{
+			MaxConns: l.MaxConnsPerSource, Rate: l.RatePerSource, Burst: l.BurstPerSource,
+			IPv4Prefix: l.SourceIPv4Prefix, IPv6Prefix: l.SourceIPv6Prefix,
+		},
+	}
+	if prev != nil && prev.Sources != nil && prev.SourceLimits == p.SourceLimits {
+		p.Sources = prev.Sources
+	} else {
+		p.Sources = srclimit.New(p.SourceLimits)
+	}
+	if !p.AcceptProxy && len(p.Allow) == 0 && len(p.Deny) == 0 && p.Sources == nil {
+		return nil // nothing to check: no policy, no cost
+	}
+	return p
 }
 
 // SetPolicy makes p the listener's policy for clients accepted from now.

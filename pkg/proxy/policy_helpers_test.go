@@ -22,24 +22,11 @@ import (
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 	"github.com/l4lb/l4lb/pkg/splice"
-	"github.com/l4lb/l4lb/pkg/srclimit"
 )
 
-// listenerPolicy is a listener's loop.Policy as cmd/l4lb's policies
-// builds it at start (no earlier policy to keep a Limiter from): nil when
-// the listener checks nothing.
-func listenerPolicy(l config.Listener) *loop.Policy {
-	p := &loop.Policy{
-		AcceptProxy: l.AcceptProxy, Trusted: l.TrustedProxies, ProxyTimeout: l.ProxyTimeout,
-		Allow: l.Allow, Deny: l.Deny,
-	}
-	lim := srclimit.Config{MaxConns: l.MaxConnsPerSource, Rate: l.RatePerSource, Burst: l.BurstPerSource}
-	p.Sources, p.SourceLimits = srclimit.New(lim), lim
-	if !p.AcceptProxy && len(p.Allow) == 0 && len(p.Deny) == 0 && p.Sources == nil {
-		return nil
-	}
-	return p
-}
+// listenerPolicy is a listener's loop.Policy as cmd/l4lb builds it at
+// start: nil when the listener checks nothing.
+func listenerPolicy(l config.Listener) *loop.Policy { return loop.PolicyFor(l, nil) }
 
 // listenerKeepalive is a listener's client-side keepalive, as cmd/l4lb's
 // clientKeepalive.

@@ -80,6 +80,34 @@ deny = ["2001:db8::/32"]`, "round-robin", "", beSpec{addr: be.Addr}), 0)
 	}
 }
 
+// source_ipv4_prefix: with 24, every address of a /24 is one source for
+// max_connections_per_source; the next /24 is another.
+func TestPolicySourcePrefix(t *testing.T) {
+	noLeaks(t)
+	be := testnet.StartBackend(t, "A", "")
+	l := startLB(t, policyTOML(t, "", "max_connections_per_source = 1\nsource_ipv4_prefix = 24",
+		"round-robin", "", beSpec{addr: be.Addr}), 0)
+	held := dialFrom(t, "127.0.0.30", l.addr)
+	if tag := servedBy(t, held); tag != "A" {
+		t.Fatalf("tag %q", tag)
+	}
+	refused(t, dialFrom(t, "127.0.0.31", l.addr), false) // same /24: at its cap
+	waitCloses(t, l, loop.CloseSourceConnections, 1)
+	other := dialFrom(t, "127.0.1.30", l.addr)
+	if tag := servedBy(t, other); tag != "A" {
+		t.Fatalf("a client of another /24: tag %q", tag)
+	}
+	if got := l.closesOf("front").Sources; got != 2 {
+		t.Errorf("per-source limiter tracks %d sources, want 2 (two /24s)", got)
+	}
+	held.Close()
+	testnet.Eventually(t, "the /24's connection to end in l4lb", func() bool { return l.server.Active() == 1 })
+	c := dialFrom(t, "127.0.0.99", l.addr) // its slot is free again, for any address of it
+	if tag := servedBy(t, c); tag != "A" {
+		t.Fatalf("tag %q", tag)
+	}
+}
+
 // max_connections_per_source: N connections of one client address are
 // served, the next is refused ("source_connections"), another address is
 // not affected, and a slot frees when one of the N closes.

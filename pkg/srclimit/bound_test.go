@@ -94,7 +94,7 @@ func TestMemoryBoundWaves(t *testing.T) {
 	for w := range waves {
 		var in [nShards]int
 		for i := range wave {
-			in[l.shardIndex(new(key(v6(w*wave+i))))]++
+			in[l.shardIndex(new(l.key(v6(w*wave+i))))]++
 		}
 		for si := range most {
 			most[si] = max(most[si], in[si])
@@ -104,7 +104,7 @@ func TestMemoryBoundWaves(t *testing.T) {
 	for w := range waves {
 		for i := range wave {
 			a := v6(w*wave + i)
-			si := l.shardIndex(new(key(a)))
+			si := l.shardIndex(new(l.key(a)))
 			if v := l.Admit(a, int64(w)*s1); v != Admit {
 				t.Fatalf("wave %d source %d: %v", w, i, v)
 			}

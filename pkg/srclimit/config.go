@@ -15,6 +15,13 @@ type Config struct {
 	Rate float64
 	// Burst is the bucket size; 0 (or less) means max(1, ceil(Rate)).
 	Burst int
+	// IPv4Prefix and IPv6Prefix are how many leading bits of a client
+	// address name its source: addresses that share them share one cap
+	// and one bucket. 0 (or less) means 32 for IPv4, each address alone,
+	// and 64 for IPv6: a host picks any address of its /64 (privacy
+	// addresses rotate on their own), so a limit per IPv6 address would
+	// not hold it. Values past the family's length are that length.
+	IPv4Prefix, IPv6Prefix int
 	// Epoch is time 0 of the Limiter's clock (Limiter.Now), best a reading
 	// of time.Now so that the clock is monotonic; the zero value means the
 	// time of New.
@@ -26,15 +33,26 @@ const (
 	maxTau      = int64(1) << 60 // ~36 years of refill: bigger buckets are this one
 )
 
+// Default source prefixes (Config.IPv4Prefix, IPv6Prefix).
+const (
+	DefaultIPv4Prefix = 32
+	DefaultIPv6Prefix = 64
+)
+
 // params are the limits derived from a Config.
 type params struct {
 	maxConns int32 // 0: no cap
 	interval int64 // ns per token; 0: no rate limit
 	tau      int64 // ns an empty bucket takes to fill: Burst·interval
+	v4bits   int   // leading bits that name an IPv4 source, 1..32
+	v6bits   int   // and an IPv6 one, 1..128
 }
 
 func (c Config) params() params {
-	var p params
+	p := params{
+		v4bits: prefixBits(c.IPv4Prefix, DefaultIPv4Prefix, 32),
+		v6bits: prefixBits(c.IPv6Prefix, DefaultIPv6Prefix, 128),
+	}
 	if c.MaxConns > 0 {
 		p.maxConns = int32(min(c.MaxConns, math.MaxInt32))
 	}
@@ -51,4 +69,11 @@ func (c Config) params() params {
 		}
 	}
 	return p
+}
+
+func prefixBits(bits, def, length int) int {
+	if bits <= 0 {
+		return def
+	}
+	return min(bits, length)
 }

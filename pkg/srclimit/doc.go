@@ -28,8 +28,13 @@
 // section. A source at its cap gets OverConns and its bucket is not
 // touched; a source with no token gets OverRate and its count is not
 // raised. Only an admitted connection takes a token and counts against
-// its source until Release. IPv4-mapped IPv6 addresses are the IPv4
-// address; IPv6 zones are ignored; the invalid netip.Addr counts as "::".
+// its source until Release.
+//
+// A source is the first Config.IPv4Prefix or IPv6Prefix bits of a client
+// address: by default each IPv4 address, and each IPv6 /64, since one
+// host may use any address of its /64. IPv4-mapped IPv6 addresses are the
+// IPv4 address; IPv6 zones are ignored; the invalid netip.Addr counts as
+// "::".
 //
 // The bucket is kept as a theoretical arrival time (GCRA): one token every
 // T = 1/Rate seconds (rounded to the nanosecond), Burst tokens at most, so

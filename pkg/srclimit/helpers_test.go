@@ -19,10 +19,12 @@ func v4(i int) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// v6 is the i-th IPv6 test address (2001:db8::/32).
+// v6 is the i-th IPv6 test source (2001:db8::/32), each in a /64 of its
+// own: the Limiter counts an IPv6 source by its /64 unless told otherwise.
 func v6(i int) netip.Addr {
 	b := [16]byte{0x20, 0x01, 0x0d, 0xb8}
-	binary.BigEndian.PutUint64(b[8:], uint64(i))
+	binary.BigEndian.PutUint32(b[4:], uint32(i))
+	b[15] = 1
 	return netip.AddrFrom16(b)
 }
 
@@ -88,7 +90,7 @@ func probePerShard(l *Limiter) []netip.Addr {
 	seen := map[*shard]bool{}
 	for i := 1 << 20; len(probes) < nShards; i++ {
 		a := v6(i)
-		k := key(a)
+		k := l.key(a)
 		if s := l.shardOf(&k); !seen[s] {
 			seen[s] = true
 			probes = append(probes, a)

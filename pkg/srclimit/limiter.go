@@ -42,9 +42,20 @@ func (l *Limiter) Now() int64 {
 	return int64(time.Since(l.epoch))
 }
 
-// key is addr as the Limiter knows it: IPv4 and IPv4-mapped IPv6 are one
-// key, zones are dropped.
-func key(addr netip.Addr) [16]byte { return addr.As16() }
+// key is the source addr counts against: its first v4bits or v6bits bits
+// (Config.IPv4Prefix, IPv6Prefix) in 16 bytes. IPv4 and IPv4-mapped IPv6
+// are one source, zones are dropped, and the invalid Addr is "::".
+func (l *Limiter) key(addr netip.Addr) [16]byte {
+	addr = addr.Unmap()
+	bits := l.p.v6bits
+	if addr.Is4() {
+		bits = l.p.v4bits
+	}
+	if p, err := addr.Prefix(bits); err == nil { // the invalid Addr: a zero Prefix
+		addr = p.Addr()
+	}
+	return addr.As16()
+}
 
 func (l *Limiter) shardOf(k *[16]byte) *shard { return &l.shards[l.shardIndex(k)] }
 
@@ -61,7 +72,7 @@ func (l *Limiter) Admit(addr netip.Addr, now int64) Verdict {
 	if l == nil {
 		return Admit
 	}
-	k := key(addr)
+	k := l.key(addr)
 	s := l.shardOf(&k)
 	s.mu.Lock()
 	v := l.admit(s, k, s.at(now))
@@ -109,7 +120,7 @@ func (l *Limiter) Release(addr netip.Addr) {
 	if l == nil || l.p.maxConns == 0 {
 		return
 	}
-	k := key(addr)
+	k := l.key(addr)
 	s := l.shardOf(&k)
 	s.mu.Lock()
 	if i, ok := s.idx[k]; ok {

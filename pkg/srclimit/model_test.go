@@ -99,7 +99,7 @@ func checkModel(t *testing.T, l *Limiter, m *model) {
 	t.Helper()
 	check(t, l)
 	for a, me := range m.m {
-		k := key(a)
+		k := l.key(a)
 		s := l.shardOf(&k)
 		s.mu.Lock()
 		i, ok := s.idx[k]
