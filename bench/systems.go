@@ -71,6 +71,7 @@ func systemCatalog() []systemSpec {
 		l4lbRedisSystem(),
 		l4lbPolicySystem(),
 		l4lbBusySystem(),
+		l4lbEagerSystem(),
 		haproxySystem(),
 		nginxSystem(),
 		goproxySystem(),

@@ -124,7 +124,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	inh.frontends(fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
-		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, Logger: log,
+		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 	})
 	if err != nil {
 		closeUntaken(fronts)

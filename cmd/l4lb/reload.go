@@ -192,6 +192,7 @@ func needsRestart(old, cfg *config.Config) []string {
 	note("[global] event_loops", old.Global.EventLoops != cfg.Global.EventLoops)
 	note("[global] pipe_size", old.Global.PipeSize != cfg.Global.PipeSize)
 	note("[global] busy_poll", old.Global.BusyPoll != cfg.Global.BusyPoll)
+	note("[global] wake_coalesce", old.Global.WakeCoalesce != cfg.Global.WakeCoalesce)
 	note("[admin]", old.Admin != cfg.Admin)
 	note("[log]", old.Log != cfg.Log)
 	note("[cluster]", !reflect.DeepEqual(old.Cluster, cfg.Cluster))

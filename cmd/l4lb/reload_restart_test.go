@@ -21,6 +21,7 @@ func TestReloadNamesTheKeysThatNeedARestart(t *testing.T) {
 		{"[global] event_loops", func(c *config.Config) { c.Global.EventLoops = 3 }},
 		{"[global] pipe_size", func(c *config.Config) { c.Global.PipeSize = 65536 }},
 		{"[global] busy_poll", func(c *config.Config) { c.Global.BusyPoll = 20 * time.Microsecond }},
+		{"[global] wake_coalesce", func(c *config.Config) { c.Global.WakeCoalesce = 0 }},
 		{"[global] state_file", func(c *config.Config) { c.Global.StateFile = "/var/lib/l4lb/state.json" }},
 	}
 	if got := needsRestart(base(), base()); len(got) != 0 {

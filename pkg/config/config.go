@@ -38,6 +38,10 @@ type Global struct {
 	// BusyPoll is how long a busy event loop keeps polling for events
 	// before it sleeps in epoll_wait; 0 sleeps at once.
 	BusyPoll time.Duration
+	// WakeCoalesce is how long an event loop that just relayed data on
+	// several connections at once sleeps on a timer, letting events
+	// gather, instead of being woken by the next one; 0: never.
+	WakeCoalesce time.Duration
 	// StateFile is where runtime changes (manual disables, drains,
 	// weights) are kept across restarts; "" keeps them in memory only.
 	// CheckHost requires its directory to exist and be writable; the file

@@ -98,6 +98,7 @@ const (
 	MaxPipeSize        = 1 << 30 // far beyond any sane /proc/sys/fs/pipe-max-size
 	MaxEventLoops      = 1024
 	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
+	MaxWakeCoalesce    = time.Millisecond // past it the added latency outweighs any batching
 	MaxBacklog         = 1<<31 - 1        // listen(2) takes an int
 	MaxRetries         = 16               // each retry costs the client up to connect_timeout
 	MaxWeight          = 256
@@ -110,6 +111,11 @@ const (
 	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
 )
 
+// DefaultWakeCoalesce is [global] wake_coalesce when the file leaves it
+// out: measured on the bench's redis scenario (docs/design.md, "Wake-up
+// coalescing").
+const DefaultWakeCoalesce = 20 * time.Microsecond
+
 // DefaultGlobal returns [global] with every key at its default.
 func DefaultGlobal() Global {
 	return Global{
@@ -117,6 +123,7 @@ func DefaultGlobal() Global {
 		MaxConnections:  0,
 		EventLoops:      0,
 		PipeSize:        1 << 20,
+		WakeCoalesce:    DefaultWakeCoalesce,
 	}
 }
 

@@ -119,6 +119,7 @@ func decodeGlobal(t *table, g *Global) {
 	}
 	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
 	t.durationIn("busy_poll", &g.BusyPoll, time.Microsecond, MaxBusyPoll, "off")
+	t.durationIn("wake_coalesce", &g.WakeCoalesce, time.Microsecond, MaxWakeCoalesce, "off")
 	if t.str("state_file", &g.StateFile) {
 		checkStateFileName(t.c, t.keyOf("state_file"), g.StateFile)
 	}

@@ -16,7 +16,7 @@ import (
 func TestParseFillsDefaults(t *testing.T) {
 	cfg := mustParse(t, validBase)
 	want := &Config{
-		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576},
+		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576, WakeCoalesce: 20 * time.Microsecond},
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text", Access: "off"},
 		Cluster: Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second,
@@ -67,6 +67,7 @@ max_connections = 5000
 event_loops = 4
 pipe_size = 65536
 busy_poll = "50us"
+wake_coalesce = "0s"
 [admin]
 listen = ""
 token_file = "/etc/l4lb/admin.token"
@@ -171,19 +172,19 @@ instance = "lb-1"
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
-	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 70}}
-	spare.Line = 69
+	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 71}}
+	spare.Line = 70
 	dns := DefaultPool("dns")
 	dns.Protocol = "udp"
 	dns.ReplyTimeout = 500 * time.Millisecond
-	dns.Backends = []Backend{{Addr: "10.0.0.53:53", Weight: 1, Line: 85}}
+	dns.Backends = []Backend{{Addr: "10.0.0.53:53", Weight: 1, Line: 86}}
 	dns.Health.Type = "send-expect"
 	dns.Health.Send = []byte{0x00, 0xff}
 	dns.Health.Expect = []byte("ok")
 	dns.Breaker.CountNoReply = true
-	dns.Line = 83
+	dns.Line = 84
 	want := &Config{
-		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536, BusyPoll: 50 * time.Microsecond},
+		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536, BusyPoll: 50 * time.Microsecond, WakeCoalesce: 0},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
 		Log:    Log{Level: "debug", Format: "json", Access: "off"},
 		Cluster: Cluster{
@@ -202,9 +203,9 @@ instance = "lb-1"
 			Instance:       "lb-1",
 		},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 16, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 23, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
-			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 73,
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 17, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 24, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
+			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 74,
 				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
 		},
 		Pools: map[string]*Pool{
@@ -221,8 +222,8 @@ instance = "lb-1"
 				RingVnodes:        40,
 				MaglevTableSize:   251,
 				Backends: []Backend{
-					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 40},
-					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 45},
+					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 41},
+					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 46},
 				},
 				Protocol:     "tcp",
 				ReplyTimeout: 2 * time.Second,
@@ -232,7 +233,7 @@ instance = "lb-1"
 					Cooldown: 5 * time.Second, MaxCooldown: 5 * time.Second, Successes: 3, CountEarlyReset: true,
 					EarlyResetWindow: 30 * time.Second,
 				},
-				Line:          28,
+				Line:          29,
 				ProxyProtocol: "off",
 			},
 			"spare": spare,

@@ -26,6 +26,7 @@ var designKeys = []struct{ key, value string }{
 	{"global.event_loops", "0"},
 	{"global.pipe_size", "1048576"},
 	{"global.busy_poll", `"0s"`},
+	{"global.wake_coalesce", `"20us"`},
 	{"global.state_file", `""`},
 	{"admin.listen", `"127.0.0.1:9090"`},
 	{"admin.token_file", `""`},
@@ -282,6 +283,7 @@ max_connections = 0
 event_loops = 0
 pipe_size = 1048576
 busy_poll = "0s"
+wake_coalesce = "20us"
 state_file = ""
 [admin]
 listen = "127.0.0.1:9090"

@@ -115,6 +115,7 @@ func (s *lsock) close() {
 }
 
 func (s *lsock) event(uint32) {
+	s.l.churn = true
 	if s.retry.index < 0 { // backing off: the retry timer will accept
 		s.acceptAll()
 	}

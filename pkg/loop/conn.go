@@ -57,6 +57,9 @@ func (e *endpoint) event(ev uint32) {
 	}
 	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.peerDone = true
+		e.c.l.churn = true
+	} else if e.c.phase != phaseRelaying {
+		e.c.l.churn = true // a dial finishing
 	}
 	e.c.event(e)
 }

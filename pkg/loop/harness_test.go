@@ -48,6 +48,10 @@ type harnessOpts struct {
 	// noPipes gives the loops no pipe pool: every byte is copied.
 	noPipes bool
 	fronts  []frontSpec
+	// wakeCoalesce is [global] wake_coalesce; 0: l4lb's default, so every
+	// test runs the data path as shipped. noCoalesce turns it off.
+	wakeCoalesce time.Duration
+	noCoalesce   bool
 }
 
 type harness struct {
@@ -90,6 +94,13 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		sharedPipes = nil
 	}
 	h.sh = NewShared(o.max, sharedPipes, slog.New(h.logs))
+	switch {
+	case o.noCoalesce:
+	case o.wakeCoalesce > 0:
+		h.sh.WakeCoalesce = o.wakeCoalesce
+	default:
+		h.sh.WakeCoalesce = config.DefaultWakeCoalesce
+	}
 	t.Cleanup(h.finish)
 	for i := range o.loops {
 		l, err := New(i, h.sh)

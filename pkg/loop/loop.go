@@ -37,6 +37,9 @@ type Loop struct {
 	epoch   time.Time
 	now     int64 // ns since epoch, read once per wake-up
 	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
+	// churn: this turn accepted, finished a dial or saw a hang-up, which
+	// keeps the next wait from coalescing (coalesce.go).
+	churn   bool
 	slots   []slot
 	seq     uint32
 	scratch *splice.Scratch
@@ -84,7 +87,7 @@ func New(id int, sh *Shared) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loop %d: %w", id, err)
 	}
-	p.busyPoll = sh.BusyPoll
+	p.busyPoll, p.coalesce = sh.BusyPoll, sh.WakeCoalesce
 	return &Loop{
 		id:      id,
 		sh:      sh,
@@ -198,6 +201,7 @@ func (l *Loop) run() {
 			return
 		}
 		l.now = l.clock()
+		data := 0
 		for i := range evs {
 			ev := &evs[i]
 			fd := int(ev.Fd)
@@ -208,10 +212,15 @@ func (l *Loop) run() {
 			}
 			if fd < len(l.slots) {
 				if s := l.slots[fd]; s.o != nil && s.seq == uint32(ev.Pad) {
+					data++
 					s.o.event(ev.Events)
 				}
 			}
 		}
+		// Several connections' data in one turn arms wake-up coalescing
+		// for the next wait; connection churn does not (coalesce.go).
+		l.poll.mayCoalesce = data >= 2 && !l.churn
+		l.churn = false
 		l.runReady()
 		l.firedAt = l.clock()
 		l.timers.fireDue(l.firedAt)

@@ -23,6 +23,12 @@ type poller struct {
 	idleSince time.Time
 	// busyPoll: how long a held wait polls before it sleeps.
 	busyPoll time.Duration
+	// coalesce: how long a held wait sleeps on a timer, when the loop's
+	// last turn armed it (mayCoalesce), before it takes the events that
+	// arrived meanwhile (coalesce.go); gathers counts those sleeps.
+	coalesce    time.Duration
+	mayCoalesce bool
+	gathers     int
 	// sleeps counts the blocking waits, which sleep in the kernel unless
 	// an event is already there (tests read it).
 	sleeps int
@@ -102,8 +108,16 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	if timeoutMs > 0 {
 		deadline = now.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
-	if p.busyPoll > 0 {
+	switch {
+	case p.busyPoll > 0:
 		if n := p.spin(now, deadline); n > 0 {
+			p.idleSince = time.Time{}
+			return p.events[:n], nil
+		}
+		now = time.Now()
+	case p.coalesce > 0 && p.mayCoalesce:
+		p.mayCoalesce = false // until the turn on what this brings arms it again
+		if n := p.gather(now, deadline); n > 0 {
 			p.idleSince = time.Time{}
 			return p.events[:n], nil
 		}

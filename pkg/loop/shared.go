@@ -78,8 +78,10 @@ type Shared struct {
 	Log     *slog.Logger
 	Pipes   *splice.PipePool
 	// BusyPoll is how long a busy loop polls for events before it sleeps
-	// (poller.wait); set before the loops are made.
-	BusyPoll time.Duration
+	// (poller.wait); WakeCoalesce how long a loop that relayed data on
+	// several connections sleeps on a timer instead (coalesce.go). Both
+	// are set before the loops are made.
+	BusyPoll, WakeCoalesce time.Duration
 
 	// Bytes delivered by splice and by copy, flushed once per wake-up.
 	Spliced, Copied atomic.Int64

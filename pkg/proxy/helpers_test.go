@@ -68,7 +68,7 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	if maxConns == 0 {
 		maxConns = 1000
 	}
-	l.server, err = New(Config{Frontends: fronts, Loops: 2, MaxConnections: maxConns, Pipes: l.pipes})
+	l.server, err = New(Config{Frontends: fronts, Loops: 2, MaxConnections: maxConns, Pipes: l.pipes, WakeCoalesce: cfg.Global.WakeCoalesce})
 	if err != nil {
 		t.Fatal(err)
 	}

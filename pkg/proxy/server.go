@@ -64,6 +64,9 @@ type Config struct {
 	IsLocal func(netip.Addr) bool
 	// BusyPoll is how long a busy loop polls before it sleeps (0: never).
 	BusyPoll time.Duration
+	// WakeCoalesce is how long a loop that relayed data on several
+	// connections sleeps on a timer before it polls again (0: never).
+	WakeCoalesce time.Duration
 	Logger   *slog.Logger
 }
 
@@ -113,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{sh: loop.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.IsLocal = cfg.IsLocal
 	s.sh.BusyPoll = cfg.BusyPoll
+	s.sh.WakeCoalesce = cfg.WakeCoalesce
 	capLog := newRefusalLog(time.Second, func(k int64) {
 		log.Warn("clients refused: connection cap reached", "max_connections", cfg.MaxConnections, "refused", k)
 	})

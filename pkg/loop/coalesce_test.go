@@ -1,0 +1,220 @@
+package loop
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+// inSyscall waits until thread tid of this process is blocked in system
+// call nr (/proc/self/task/TID/syscall), or fails after a generous
+// deadline.
+func inSyscall(t *testing.T, tid, nr int) {
+	t.Helper()
+	path := "/proc/self/task/" + strconv.Itoa(tid) + "/syscall"
+	testnet.Eventually(t, "thread "+strconv.Itoa(tid)+" in system call "+strconv.Itoa(nr), func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b))
+		return len(f) > 0 && f[0] == strconv.Itoa(nr)
+	})
+}
+
+// gatherOnThread runs p.gather on a goroutine locked to its thread and
+// returns that thread's id and a channel with gather's result.
+func gatherOnThread(p *poller, deadline time.Time) (tid int, got <-chan int) {
+	tids, out := make(chan int), make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		out <- p.gather(time.Now(), deadline)
+	}()
+	return <-tids, out
+}
+
+func TestGatherTakesWhatIsThereWithoutSleeping(t *testing.T) {
+	p := pollerAfterEvent(t, 0)
+	p.coalesce = time.Hour // a sleep would end the test by its timeout
+	p.wake()
+	if n := p.gather(time.Now(), time.Time{}); n != 1 {
+		t.Fatalf("gather found %d events with one pending, want 1", n)
+	}
+	if p.gathers != 0 {
+		t.Fatalf("gather slept %d times with an event already there", p.gathers)
+	}
+}
+
+func TestGatherCollectsWhatArrivesWhileItSleeps(t *testing.T) {
+	p := pollerAfterEvent(t, 0)
+	p.coalesce, p.sleeps = 300*time.Millisecond, 0
+	tid, got := gatherOnThread(p, time.Time{})
+	inSyscall(t, tid, unix.SYS_NANOSLEEP)
+	p.wake() // arrives during the window: it must not need a blocking wait
+	if n := <-got; n != 1 {
+		t.Fatalf("gather found %d events, want the 1 that arrived during its window", n)
+	}
+	if p.gathers != 1 || p.sleeps != 0 {
+		t.Fatalf("gathers %d, blocking sleeps %d; want 1 and 0", p.gathers, p.sleeps)
+	}
+}
+
+func TestGatherWithNothingReturnsNone(t *testing.T) {
+	p := pollerAfterEvent(t, 0)
+	p.coalesce = 2 * time.Millisecond
+	if n := p.gather(time.Now(), time.Time{}); n != 0 {
+		t.Fatalf("gather found %d events with none sent", n)
+	}
+	if p.gathers != 1 {
+		t.Fatalf("gather slept %d times, want 1", p.gathers)
+	}
+}
+
+func TestGatherEndsAtTheDeadline(t *testing.T) {
+	// A timer due before the window's end cuts the window short: the
+	// loop's timers are not made late by coalescing.
+	p := pollerAfterEvent(t, 0)
+	p.coalesce = time.Hour
+	_, got := gatherOnThread(p, time.Now().Add(30*time.Millisecond))
+	select {
+	case n := <-got:
+		if n != 0 {
+			t.Fatalf("gather found %d events with none sent", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a gather with a window of an hour and a deadline 30 ms away did not return within 30 s")
+	}
+}
+
+// A held wait coalesces only once armed, once per arming, and falls back
+// to a blocking wait when its window brought nothing.
+func TestWaitCoalescesOnlyWhenArmed(t *testing.T) {
+	p := holdingPoller(t, 0)
+	p.coalesce = 2 * time.Millisecond
+
+	// Not armed: a blocking wait, no window.
+	got := waitAsync(p)
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if p.gathers != 0 || p.sleeps != 1 {
+		t.Fatalf("unarmed wait: gathers %d, blocking sleeps %d; want 0 and 1", p.gathers, p.sleeps)
+	}
+
+	// Armed, nothing comes during the window: the wait goes on blocking
+	// and still returns the next event.
+	p.mayCoalesce, p.sleeps = true, 0
+	tids, done := make(chan int), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		_, err := p.wait(-1)
+		done <- err
+	}()
+	inSyscall(t, <-tids, unix.SYS_EPOLL_PWAIT) // past the window, in the blocking wait
+	p.wake()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.drainWake()
+	if p.gathers != 1 || p.sleeps == 0 || p.mayCoalesce {
+		t.Fatalf("armed wait with an empty window: gathers %d, blocking sleeps %d, still armed %v; want 1, some, false",
+			p.gathers, p.sleeps, p.mayCoalesce)
+	}
+}
+
+func TestBusyPollingLoopsDoNotCoalesce(t *testing.T) {
+	p := holdingPoller(t, time.Minute)
+	p.coalesce, p.mayCoalesce = time.Hour, true
+	got := waitAsync(p)
+	time.Sleep(20 * time.Millisecond)
+	p.wake()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if p.gathers != 0 {
+		t.Fatalf("a busy-polling wait also coalesced (%d windows)", p.gathers)
+	}
+}
+
+// On a loop: one connection's ping-pong never arms coalescing, so a lone
+// request is never held back; data on two relays in one turn does.
+func TestCoalescingArmsOnSeveralRelaysNotOnOne(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}, wakeCoalesce: time.Millisecond})
+	l := h.loops[0]
+	a, b := h.open("p", k), h.open("p", k)
+	defer a.close()
+	defer b.close()
+	a.ping(t)
+	b.ping(t)
+	gathers := func() (n int) { h.on(l, func() { n = l.poll.gathers }); return n }
+
+	// One relay, one message at a time, each answered before the next.
+	before := gathers()
+	for range 50 {
+		a.ping(t)
+	}
+	if n := gathers() - before; n != 0 {
+		t.Fatalf("one connection's ping-pong made %d coalesced waits, want 0", n)
+	}
+
+	// Data on both relays while the loop is held: the next turn has two
+	// data events, and the wait after it coalesces.
+	testnet.Eventually(t, "a turn with two relays' data to arm a coalesced wait", func() bool {
+		before := gathers()
+		release := h.hold(l)
+		a.client.Write([]byte("ping"))
+		b.client.Write([]byte("ping"))
+		time.Sleep(time.Millisecond) // both segments queued on the loop's sockets
+		release()
+		for _, p := range []*proxied{a, b} {
+			p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if _, err := p.backend.Read(make([]byte, 4)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return gathers() > before
+	})
+}
+
+// A turn that accepts a client is connection churn: even with data on a
+// relay beside it, it does not arm coalescing.
+func TestAcceptingTurnDoesNotArmCoalescing(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}, wakeCoalesce: time.Millisecond})
+	l := h.loops[0]
+	a := h.open("p", k)
+	defer a.close()
+	a.ping(t)
+	gathers := func() (n int) { h.on(l, func() { n = l.poll.gathers }); return n }
+	before := gathers()
+	for range 5 {
+		release := h.hold(l)
+		a.client.Write([]byte("ping"))
+		c := h.dial("p") // its accept is in the same turn as a's data
+		time.Sleep(time.Millisecond)
+		release()
+		b := &proxied{client: c, backend: k.Next(t)}
+		a.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := a.backend.Read(make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		b.close()
+	}
+	if n := gathers() - before; n != 0 {
+		t.Fatalf("turns that accepted made %d coalesced waits, want 0", n)
+	}
+}
