@@ -67,7 +67,7 @@ type Config struct {
 	// WakeCoalesce is how long a loop that relayed data on several
 	// connections sleeps on a timer before it polls again (0: never).
 	WakeCoalesce time.Duration
-	Logger   *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Server runs the listeners of one configuration on its event loops.
