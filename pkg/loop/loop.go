@@ -217,8 +217,8 @@ func (l *Loop) run() {
 				}
 			}
 		}
-		// Several connections' data in one turn arms wake-up coalescing
-		// for the next wait; connection churn does not (coalesce.go).
+		// Data on several sockets in one turn arms wake-up coalescing for
+		// the next wait; connection churn does not (coalesce.go).
 		l.poll.mayCoalesce = data >= 2 && !l.churn
 		l.churn = false
 		l.runReady()

@@ -116,7 +116,7 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 		}
 		now = time.Now()
 	case p.coalesce > 0 && p.mayCoalesce:
-		p.mayCoalesce = false // until the turn on what this brings arms it again
+		p.mayCoalesce = false // the turn that handles what this brings may arm it again
 		if n := p.gather(now, deadline); n > 0 {
 			p.idleSince = time.Time{}
 			return p.events[:n], nil
