@@ -2,14 +2,14 @@ package loop
 
 import (
 	"fmt"
-	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 

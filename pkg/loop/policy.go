@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/ipset"
 	"github.com/l4lb/l4lb/pkg/srclimit"
 )
 
@@ -16,12 +17,12 @@ type Policy struct {
 	// AcceptProxy: the client side speaks the PROXY protocol; only peers
 	// in Trusted may, and the header must arrive within ProxyTimeout.
 	AcceptProxy  bool
-	Trusted      []netip.Prefix
+	Trusted      ipset.Set
 	ProxyTimeout time.Duration
 	// Allow (when not empty) and Deny are checked against the client's
 	// address (the original one when it came in a PROXY header); deny
 	// wins.
-	Allow, Deny []netip.Prefix
+	Allow, Deny ipset.Set
 	// Sources caps connections and their rate per client address; nil:
 	// no per-source limit. SourceLimits is what it was built from, so a
 	// reload that keeps the limits keeps the Limiter and its counts.
@@ -36,8 +37,8 @@ type Policy struct {
 // and a reload cannot let a source past its cap.
 func PolicyFor(l config.Listener, prev *Policy) *Policy {
 	p := &Policy{
-		AcceptProxy: l.AcceptProxy, Trusted: l.TrustedProxies, ProxyTimeout: l.ProxyTimeout,
-		Allow: l.Allow, Deny: l.Deny,
+		AcceptProxy: l.AcceptProxy, Trusted: ipset.New(l.TrustedProxies), ProxyTimeout: l.ProxyTimeout,
+		Allow: ipset.New(l.Allow), Deny: ipset.New(l.Deny),
 		SourceLimits: srclimit.Config{
 			MaxConns: l.MaxConnsPerSource, Rate: l.RatePerSource, Burst: l.BurstPerSource,
 			IPv4Prefix: l.SourceIPv4Prefix, IPv6Prefix: l.SourceIPv6Prefix,
@@ -48,7 +49,7 @@ func PolicyFor(l config.Listener, prev *Policy) *Policy {
 	} else {
 		p.Sources = srclimit.New(p.SourceLimits)
 	}
-	if !p.AcceptProxy && len(p.Allow) == 0 && len(p.Deny) == 0 && p.Sources == nil {
+	if !p.AcceptProxy && p.Allow.Empty() && p.Deny.Empty() && p.Sources == nil {
 		return nil // nothing to check: no policy, no cost
 	}
 	return p
@@ -60,15 +61,6 @@ func (f *Front) SetPolicy(p *Policy) { f.policy.Store(p) }
 // Policy is the listener's policy now; nil: none.
 func (f *Front) Policy() *Policy { return f.policy.Load() }
 
-func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // admit is the access control and per-source verdict for a client at a
 // (unmapped): CloseCompleted means admitted (and, with per-source limits,
 // counted until release).
@@ -76,7 +68,7 @@ func (p *Policy) admit(a netip.Addr) CloseReason {
 	if p == nil {
 		return CloseCompleted
 	}
-	if inPrefixes(a, p.Deny) || (len(p.Allow) > 0 && !inPrefixes(a, p.Allow)) {
+	if p.Deny.Contains(a) || !p.Allow.Empty() && !p.Allow.Contains(a) {
 		return CloseDenied
 	}
 	switch p.Sources.Admit(a, p.Sources.Now()) {
@@ -89,4 +81,4 @@ func (p *Policy) admit(a netip.Addr) CloseReason {
 }
 
 // trusted reports whether a peer may send a PROXY header.
-func (p *Policy) trusted(a netip.Addr) bool { return inPrefixes(a, p.Trusted) }
+func (p *Policy) trusted(a netip.Addr) bool { return p.Trusted.Contains(a) }

@@ -1,11 +1,11 @@
 package loop
 
 import (
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/l4lb/l4lb/pkg/ipset"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -70,7 +70,7 @@ type UDPSettings struct {
 	ReuseSockets bool
 	// Allow (when not empty) and Deny decide which clients may open a
 	// session; deny wins.
-	Allow, Deny []netip.Prefix
+	Allow, Deny ipset.Set
 }
 
 // NewUDPFront returns the UDP listener name with settings s.

@@ -264,9 +264,9 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 
 // open starts a session for a new client.
 func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
-	if set := u.f.Settings(); len(set.Deny) > 0 || len(set.Allow) > 0 {
-		a := src.Addr().Unmap()
-		if inPrefixes(a, set.Deny) || (len(set.Allow) > 0 && !inPrefixes(a, set.Allow)) {
+	if set := u.f.Settings(); !set.Deny.Empty() || !set.Allow.Empty() {
+		a := src.Addr()
+		if set.Deny.Contains(a) || !set.Allow.Empty() && !set.Allow.Contains(a) {
 			u.drop(DropDenied)
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,27 @@ deny = ["127.0.0.5", "127.0.0.6/31"]`,
 	st := l.listener("front")
 	if st.OK != int64(len(servedSrcs)) || st.Rejected != int64(len(deniedSrcs)) || st.Failed != 0 {
 		t.Fatalf("stats %+v, want OK %d, Rejected %d", st, len(servedSrcs), len(deniedSrcs))
+	}
+}
+
+// A deny list of 10,000 networks (a blocklist) refuses the address in it
+// and serves its neighbours; its lookup is a binary search (pkg/ipset).
+func TestPolicyLongDenyList(t *testing.T) {
+	noLeaks(t)
+	be := testnet.StartBackend(t, "A", "")
+	var deny strings.Builder
+	deny.WriteString(`deny = ["127.0.0.40"`)
+	for i := range 9999 {
+		fmt.Fprintf(&deny, `, "10.%d.%d.0/24"`, i/256, i%256)
+	}
+	deny.WriteString("]")
+	l := startLB(t, policyTOML(t, "", deny.String(), "round-robin", "", beSpec{addr: be.Addr}), 0)
+	refused(t, dialFrom(t, "127.0.0.40", l.addr), false)
+	waitCloses(t, l, loop.CloseDenied, 1)
+	for _, src := range []string{"127.0.0.39", "127.0.0.41"} {
+		if tag, err := testnet.Hello(l.addr, src); err != nil || tag != "A" {
+			t.Fatalf("client %s, next to a denied address: %q, %v", src, tag, err)
+		}
 	}
 }
 
