@@ -147,6 +147,9 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 	}
 	// Which addresses count as one source for the limits above.
 	noLimits := "only with max_connections_per_source or rate_per_source above 0: it says which client addresses share a limit, and no limit is set"
+	if !t.written("max_connections_per_source") && !t.written("rate_per_source") {
+		noLimits += " (both left out mean 0)"
+	}
 	limitsOff := rateKnown && connsKnown && l.RatePerSource == 0 && l.MaxConnsPerSource == 0
 	for _, k := range []struct {
 		name string

@@ -401,7 +401,7 @@ func TestPolicyRefuses(t *testing.T) {
 		{"ipv6 prefix past 128", withTCPListener("rate_per_source = 1\nsource_ipv6_prefix = 129 #!\n"), "listener[0].source_ipv6_prefix",
 			"129 is out of range: must be between 1 and 128"},
 		{"ipv6 prefix a string", withTCPListener("rate_per_source = 1\nsource_ipv6_prefix = \"/64\" #!\n"), "listener[0].source_ipv6_prefix", "must be an integer"},
-		{"prefix without a limit", withTCPListener("source_ipv6_prefix = 56 #!\n"), "listener[0].source_ipv6_prefix", noLimits},
+		{"prefix without a limit", withTCPListener("source_ipv6_prefix = 56 #!\n"), "listener[0].source_ipv6_prefix", noLimits + " (both left out mean 0)"},
 		{"prefix with both limits 0", withTCPListener("max_connections_per_source = 0\nrate_per_source = 0\nsource_ipv4_prefix = 24 #!\n"), "listener[0].source_ipv4_prefix", noLimits},
 		{"bad cap: the prefix is judged alone", withTCPListener("max_connections_per_source = -1 #!\nsource_ipv4_prefix = 24\n"), "listener[0].max_connections_per_source", "out of range"},
 		{"source_ipv4_prefix on a udp listener", withUDPListener("source_ipv4_prefix = 24 #!\n"), "listener[0].source_ipv4_prefix", perSourceNotUDP},

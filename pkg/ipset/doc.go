@@ -11,7 +11,8 @@
 //
 // Membership follows netip.Prefix.Contains except in two ways, both so
 // that a client cannot slip past a deny list by how its address is
-// written: an IPv4-mapped IPv6 address is its IPv4 address, and an IPv6
-// zone is ignored. An IPv4 network never holds an IPv6 address nor the
-// reverse, and the invalid Addr is in no set.
+// written: an IPv4-mapped IPv6 address is its IPv4 address (and a mapped
+// network, ::ffff:a.b.c.d/96 and longer, its IPv4 network), and an IPv6
+// zone is ignored. Otherwise an IPv4 network never holds an IPv6 address
+// nor the reverse, ::/0 included, and the invalid Addr is in no set.
 package ipset

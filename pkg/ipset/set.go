@@ -33,12 +33,16 @@ type Set struct {
 }
 
 // New returns the set of the networks in ps. Invalid prefixes are left
-// out.
+// out; an IPv4-mapped IPv6 network (::ffff:a.b.c.d/96 and longer) is the
+// IPv4 network, as a mapped address is its IPv4 address.
 func New(ps []netip.Prefix) Set {
 	var v4, v6 []span
 	for _, p := range ps {
 		if !p.IsValid() {
 			continue
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		p = p.Masked()
 		first := number(p.Addr())

@@ -36,6 +36,18 @@ func TestContains(t *testing.T) {
 	}
 }
 
+func TestMappedNetworkIsItsIPv4Network(t *testing.T) {
+	s := New(prefixes("::ffff:10.0.0.0/104"))
+	for _, a := range []string{"10.1.2.3", "::ffff:10.1.2.3"} {
+		if !s.Contains(netip.MustParseAddr(a)) {
+			t.Errorf("::ffff:10.0.0.0/104 does not hold %s", a)
+		}
+	}
+	if New(prefixes("::/0")).Contains(netip.MustParseAddr("10.1.2.3")) {
+		t.Error("::/0 holds an IPv4 client: an IPv6 network shorter than /96 is not an IPv4 one")
+	}
+}
+
 func TestWholeFamiliesAndEmpty(t *testing.T) {
 	all := New(prefixes("0.0.0.0/0", "::/0"))
 	for _, a := range []string{"0.0.0.0", "255.255.255.255", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"} {
@@ -67,8 +79,14 @@ func TestMergesOverlappingAndAdjacent(t *testing.T) {
 	}
 }
 
-// randomPrefix draws networks of every length, often nested or adjacent.
+// randomPrefix draws networks of every length, often nested or adjacent,
+// some of them written as IPv4-mapped IPv6.
 func randomPrefix(r *rand.Rand) netip.Prefix {
+	if r.IntN(6) == 0 {
+		b := netip.AddrFrom4([4]byte{10, byte(r.IntN(4)), byte(r.IntN(256)), byte(r.IntN(256))}).As16()
+		p, _ := netip.AddrFrom16(b).Prefix(96 + r.IntN(33))
+		return p
+	}
 	if r.IntN(2) == 0 {
 		b := [4]byte{10, byte(r.IntN(4)), byte(r.IntN(256)), byte(r.IntN(256))}
 		p, _ := netip.AddrFrom4(b).Prefix(r.IntN(33))
@@ -92,8 +110,23 @@ func randomAddr(r *rand.Rand) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// Against a linear scan with netip.Prefix.Contains, over random networks
-// and addresses.
+// inScan is the reference: a linear scan with netip.Prefix.Contains, with
+// mapped networks and addresses taken as IPv4 and zones dropped.
+func inScan(ps []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	for _, p := range ps {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Against a linear scan, over random networks and addresses (mapped ones
+// and zoned ones among them).
 func TestMatchesALinearScan(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 300 {
@@ -104,13 +137,15 @@ func TestMatchesALinearScan(t *testing.T) {
 		s := New(ps)
 		for range 300 {
 			a := randomAddr(r)
-			want := false
-			for _, p := range ps {
-				if p.Contains(a) {
-					want = true
-					break
+			switch r.IntN(8) {
+			case 0:
+				a = netip.AddrFrom16(a.As16()) // mapped, when a is IPv4
+			case 1:
+				if a.Is6() {
+					a = a.WithZone("eth0")
 				}
 			}
+			want := inScan(ps, a)
 			if got := s.Contains(a); got != want {
 				t.Fatalf("round %d: Contains(%s) = %v, a scan of %v says %v", round, a, got, ps, want)
 			}

@@ -59,7 +59,7 @@ func (e *endpoint) event(ev uint32) {
 		e.peerDone = true
 		e.c.l.churn = true
 	} else if e.c.phase != phaseRelaying {
-		e.c.l.churn = true // a dial finishing
+		e.c.l.churn = true // not relaying yet: dialing, queued for a slot, or reading a PROXY header
 	}
 	e.c.event(e)
 }

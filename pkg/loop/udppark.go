@@ -39,8 +39,12 @@ type parkedSock struct {
 	at int64
 }
 
-// event: something arrived on a parked socket that nothing asked for.
-func (p *parkedSock) event(uint32) { p.close() }
+// event: something arrived on a parked socket that nothing asked for. It
+// closes the socket: churn, not traffic (coalesce.go).
+func (p *parkedSock) event(uint32) {
+	p.u.l.churn = true
+	p.close()
+}
 
 func (p *parkedSock) resume() {}
 

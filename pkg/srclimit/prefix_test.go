@@ -61,8 +61,8 @@ func TestPrefixBitsBounds(t *testing.T) {
 			t.Errorf("IPv4Prefix %d, IPv6Prefix %d: bits %d and %d, want %d and %d", tc.v4, tc.v6, p.v4bits, p.v6bits, tc.want4, tc.want6)
 		}
 	}
-	// A prefix of the whole family still tells sources apart by family:
-	// 0.0.0.0/1 and ::/1 are two keys.
+	// Prefixes of one bit still tell sources apart by family: 10.0.0.1
+	// and 2001:db8::1 fall in 0.0.0.0/1 and ::/1, two keys.
 	l := mustNew(t, Config{MaxConns: 1, IPv4Prefix: 1, IPv6Prefix: 1})
 	expect(t, l, netip.MustParseAddr("10.0.0.1"), 0, Admit)
 	expect(t, l, netip.MustParseAddr("2001:db8::1"), 0, Admit)
