@@ -67,20 +67,32 @@ func startL4LB(t *testing.T, bin string, attr *syscall.SysProcAttr, args ...stri
 			t.Fatal(err)
 		}
 	}
-	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.SysProcAttr = attr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	cmd.SysProcAttr = attr
+	return startProc(t, "l4lb", cmd, nil)
+}
+
+// startProc starts cmd (l4lb, nginx, haproxy) with its output captured,
+// until the test ends: then it is killed and waited for, and on failure
+// its output and the files in logs are logged.
+func startProc(t *testing.T, name string, cmd *exec.Cmd, logs []string) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		p.cmd.Process.Kill()
+		cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("l4lb stderr:\n%s", p.stderr.String())
+			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, p.stdout.String(), name, p.stderr.String())
+			for _, f := range logs {
+				data, _ := os.ReadFile(f)
+				t.Logf("%s %s:\n%s", name, filepath.Base(f), data)
+			}
 		}
 	})
 	return p
@@ -129,12 +141,28 @@ func writeConfig(t *testing.T, dir string, backends []string, extra string) (pat
 
 func waitServing(t *testing.T, p *proc, addr string) {
 	t.Helper()
-	testnet.Eventually(t, "l4lb to accept on "+addr, func() bool {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("l4lb exited early: %v\n%s", err, p.stderr.String())
-		default:
+	waitAccepting(t, "l4lb", p, addr)
+}
+
+// exited reports whether p has ended (and keeps the news for the next
+// look and for the cleanup).
+func exited(p *proc) (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// waitAccepting waits until addr accepts a TCP connection (closed at
+// once), failing the test if p exits first.
+func waitAccepting(t *testing.T, name string, p *proc, addr string) {
+	t.Helper()
+	testnet.Eventually(t, name+" to accept on "+addr, func() bool {
+		if done, err := exited(p); done {
+			t.Fatalf("%s exited early: %v\n%s%s", name, err, p.stdout.String(), p.stderr.String())
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {

@@ -166,8 +166,8 @@ func TestProxyProtocolToRealBackends(t *testing.T) {
 
 	// Each binds every address before it serves any: one port each tells
 	// they are up.
-	ppWaitAccepting(t, "nginx", nginx, hp("127.0.0.1", nginxBack))
-	ppWaitAccepting(t, "haproxy", haproxy, hp("127.0.0.1", haproxyBack))
+	waitAccepting(t, "nginx", nginx, hp("127.0.0.1", nginxBack))
+	waitAccepting(t, "haproxy", haproxy, hp("127.0.0.1", haproxyBack))
 
 	// l4lb: a listener and a pool per case; the access log (JSON, to a
 	// file) says which client each connection was from.

@@ -104,57 +104,10 @@ func ppSbinPath(name string) string {
 }
 
 // ppStartChild runs a program other than l4lb (nginx, haproxy) in the
-// foreground, as one process, until the test ends: then it is killed (by
-// its pid) and waited for, and on failure its output and logs are logged.
+// foreground, as one process, until the test ends (startProc).
 func ppStartChild(t *testing.T, name, bin string, logs []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, p.stdout.String(), name, p.stderr.String())
-			for _, f := range logs {
-				data, _ := os.ReadFile(f)
-				t.Logf("%s %s:\n%s", name, filepath.Base(f), data)
-			}
-		}
-	})
-	return p
-}
-
-// ppExited reports whether p has ended (and keeps the news for the next
-// look and for the cleanup).
-func ppExited(p *proc) (bool, error) {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true, err
-	default:
-		return false, nil
-	}
-}
-
-// ppWaitAccepting waits until addr accepts a TCP connection (closed at once),
-// failing the test if p exits first.
-func ppWaitAccepting(t *testing.T, name string, p *proc, addr string) {
-	t.Helper()
-	testnet.Eventually(t, name+" to accept on "+addr, func() bool {
-		if done, err := ppExited(p); done {
-			t.Fatalf("%s exited early: %v\n%s%s", name, err, p.stdout.String(), p.stderr.String())
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	return startProc(t, name, exec.Command(bin, args...), logs)
 }
 
 // ppWaitLog waits until p's stderr holds s, failing the test if p exits
@@ -162,7 +115,7 @@ func ppWaitAccepting(t *testing.T, name string, p *proc, addr string) {
 func ppWaitLog(t *testing.T, name string, p *proc, s string) {
 	t.Helper()
 	testnet.Eventually(t, fmt.Sprintf("%s to log %q", name, s), func() bool {
-		if done, err := ppExited(p); done {
+		if done, err := exited(p); done {
 			t.Fatalf("%s exited early: %v\n%s", name, err, p.stderr.String())
 		}
 		return strings.Contains(p.stderr.String(), s)
