@@ -79,6 +79,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeObservability(ch)
+	describeLoops(ch)
 	describeCluster(ch)
 }
 
@@ -131,6 +132,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for _, f := range s.UDPFronts() {
 			collectUDP(f, gauge, counter)
 		}
+		collectLoops(ch, s)
 	}
 	if c.src.Pipes != nil {
 		ps := c.src.Pipes.Stats()

@@ -21,7 +21,8 @@ import (
 )
 
 // /metrics carries build info, closes by reason (every reason, 0 or not),
-// the connect-time histogram per backend, and the access log's drops.
+// the connect-time histogram per backend, the access log's drops, and the
+// event loops' own series.
 func TestObservabilityMetrics(t *testing.T) {
 	be := testnet.StartBackend(t, "b", "")
 	pc := config.DefaultPool("web")
@@ -94,6 +95,21 @@ func TestObservabilityMetrics(t *testing.T) {
 		if !strings.Contains(body, "\n"+want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// Per loop (two here): every client has ended, and both loops have
+	// waited for their first events.
+	for _, id := range []string{"0", "1"} {
+		if !strings.Contains(body, "\nl4lb_loop_connections{loop=\""+id+"\"} 0\n") {
+			t.Errorf("/metrics lacks loop %s's connections at 0", id)
+		}
+		for _, name := range []string{"l4lb_loop_busy_seconds_total", "l4lb_loop_events_total", "l4lb_loop_sleeps_total", "l4lb_loop_coalesced_waits_total"} {
+			if !strings.Contains(body, "\n"+name+"{loop=\""+id+"\"} ") {
+				t.Errorf("/metrics lacks %s for loop %s", name, id)
+			}
+		}
+	}
+	if strings.Contains(body, `l4lb_loop_sleeps_total{loop="0"} 0`+"\n") && strings.Contains(body, `l4lb_loop_sleeps_total{loop="1"} 0`+"\n") {
+		t.Error("neither loop counted a sleep, though both served and waited")
 	}
 	if !strings.Contains(body, "# TYPE l4lb_backend_connect_seconds histogram") {
 		t.Error("l4lb_backend_connect_seconds is not a histogram")

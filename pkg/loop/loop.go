@@ -67,6 +67,7 @@ type Loop struct {
 	udpRun *mmsgBatch // headers of one burst sent on a session's socket (no data of its own)
 
 	nconns atomic.Int64
+	stats  loopStats // how it spends its time, for metrics (stats.go)
 
 	stopping bool
 
@@ -187,6 +188,7 @@ func (l *Loop) markReady(r readier) { l.ready = append(l.ready, r) }
 
 func (l *Loop) run() {
 	defer l.cleanup()
+	l.stats.busySince = l.clock()
 	for {
 		timeout := -1
 		if len(l.ready) > 0 {
@@ -195,12 +197,14 @@ func (l *Loop) run() {
 			wait := at - l.firedAt
 			timeout = int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
 		}
+		l.beforeWait(timeout != 0)
 		evs, err := l.poll.wait(timeout)
 		if err != nil {
 			l.sh.Log.Error("event loop stopped: epoll failed", "loop", l.id, "error", err)
 			return
 		}
 		l.now = l.clock()
+		l.afterWait(timeout != 0, len(evs))
 		data := 0
 		for i := range evs {
 			ev := &evs[i]

@@ -327,6 +327,15 @@ func (s *Server) PathBytes() (spliced, copied int64) {
 	return s.sh.Spliced.Load(), s.sh.Copied.Load()
 }
 
+// LoopStats returns each event loop's counts (loop.Stats), in loop order.
+func (s *Server) LoopStats() []loop.Stats {
+	out := make([]loop.Stats, len(s.loops))
+	for i, l := range s.loops {
+		out[i] = l.Stats()
+	}
+	return out
+}
+
 // CutBackend resets the relays every loop holds to b (an operator's drain
 // reached its deadline).
 func (s *Server) CutBackend(b *pool.Backend) {
