@@ -18,6 +18,7 @@ type dialState struct {
 	n, next  int
 	force    bool
 	deadline int64 // the pool's connect budget, on the loop's clock
+	budgeted bool  // deadline is set: a connect(2) was made
 	cur      pool.Dial
 	started  int64 // the current dial's connect(2), on the loop's clock
 	cut      bool  // the current dial got less than connect_timeout
@@ -36,7 +37,6 @@ func (c *conn) startDial() {
 		return
 	}
 	d.n, d.force = len(cands), force
-	d.deadline = c.l.now + int64(c.pool.ConnectBudget()) // a wake-up's time is close enough for seconds
 	c.dial = d
 	c.phase = phaseDialing
 	c.tryNext()
@@ -56,7 +56,7 @@ func (c *conn) tryNext() {
 			if !b.Usable() {
 				continue
 			}
-			if c.l.clock() >= d.deadline {
+			if d.budgeted && c.l.clock() >= d.deadline {
 				d.last = pool.ErrBudget
 				break
 			}
@@ -68,6 +68,12 @@ func (c *conn) tryNext() {
 		}
 		d.cur = cur
 		d.started = c.l.clock()
+		if !d.budgeted {
+			// From the first connect(2): that dial gets its full
+			// connect_timeout (connect_budget >= connect_timeout), so its
+			// timeout is never taken for one the budget cut short.
+			d.budgeted, d.deadline = true, d.started+int64(p.ConnectBudget())
+		}
 		c.l.srcNext++
 		fd, err := connectTo(b.AddrPort, p.Keepalive(), p.SourcesFor(b.AddrPort), int(c.l.srcNext))
 		if fd >= 0 {
@@ -130,14 +136,15 @@ func (c *conn) connectDone() {
 		// before the loop looked. The connect worked; what came after is
 		// the relay's to judge (count_early_reset decides whether it is a
 		// failed dial), and the client must see the reset. The pending
-		// error is consumed now, so relay nothing: later reads would
-		// return a clean EOF.
+		// error is consumed now, so later reads end in a clean EOF: relay
+		// what the backend sent before it, then reset.
 		if err == nil {
 			err = unix.ECONNRESET
 		}
 		c.l.timers.stop(&c.timer)
 		c.connected(false)
 		if c.phase == phaseRelaying {
+			c.salvage(1)
 			c.broken(&c.be, err)
 		}
 	default:

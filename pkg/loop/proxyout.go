@@ -47,6 +47,7 @@ func (c *conn) sendProxyHeader(version int) bool {
 	if err == unix.ECONNRESET || err == unix.EPIPE {
 		// The backend reset right after accepting: its doing, judged as
 		// any reset before its first byte (count_early_reset).
+		c.salvage(1)
 		c.broken(&c.be, err)
 		return false
 	}

@@ -63,6 +63,7 @@ func (c *conn) pump() {
 			c.broken(src, err)
 			return
 		case splice.WriteFailed:
+			c.salvage(1 - d)
 			c.broken(dst, err)
 			return
 		case splice.Budget:
@@ -78,6 +79,33 @@ func (c *conn) pump() {
 	if more && !c.queued {
 		c.queued = true
 		c.l.markReady(c)
+	}
+}
+
+// salvage relays, before a reset is passed on, what the peer of a socket
+// found broken by a write (or at connect) sent before it broke: a direct
+// peer reads those bytes before ECONNRESET, and the write consumed the
+// error, so reads now end in EOF.
+func (c *conn) salvage(d int) {
+	if c.ended[d] {
+		return
+	}
+	src, dst := &c.cl, &c.be
+	if d == 1 {
+		src, dst = dst, src
+	}
+	s := &c.streams[d]
+	src.readable = true // dead: reads no longer block
+	s.PeerDone = true
+	s.Urgent = s.Urgent || src.urgent
+	before := s.Delivered
+	s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, c.l.scratch)
+	if n := s.Delivered - before; n > 0 {
+		if d == 0 {
+			c.backend.Meter.ToBackend.Add(n)
+		} else {
+			c.backend.Meter.ToClient.Add(n)
+		}
 	}
 }
 
