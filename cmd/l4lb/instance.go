@@ -27,10 +27,13 @@ type instance struct {
 	state  *stateFile     // nil: no state_file
 
 	// What a reload replaces (reload.go), under mu.
-	mu     sync.Mutex
-	cfg    *config.Config
-	pools  []*pool.Pool
-	budget fdBudget
+	mu  sync.Mutex
+	cfg *config.Config
+	// running holds what runs of the keys a reload does not apply: the
+	// start's, and each TCP listener's backlog as its sockets were bound.
+	running *config.Config
+	pools   []*pool.Pool
+	budget  fdBudget
 	// policies are the listeners' policies by name (a reload keeps a
 	// listener's per-source Limiter when its limits are unchanged).
 	policies map[string]*loop.Policy
@@ -57,7 +60,7 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 // listening sockets served instead of bound, and an upgrade's breaker
 // state and health. Inherited sockets nothing takes are closed.
 func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in *instance, err error) {
-	in = &instance{log: log, cfg: cfg, config: &admin.ConfigState{}}
+	in = &instance{log: log, cfg: cfg, running: cfg, config: &admin.ConfigState{}}
 	bg, stopBG := context.WithCancel(context.Background())
 	in.stopBackground = stopBG
 	defer inh.closeRest(log)
@@ -180,9 +183,13 @@ func (in *instance) stop() {
 		in.server.Shutdown(ctx)
 	}
 	in.stopAccessLog()
+	// A reload under way (the API's) starts its pools before it lets go:
+	// wait for it, so they stop too. None after it gets past the server.
+	in.reloadMu.Lock()
 	in.mu.Lock()
 	stopPools := in.stopPools
 	in.mu.Unlock()
+	in.reloadMu.Unlock()
 	if stopPools != nil {
 		stopPools()
 	}
@@ -208,6 +215,6 @@ func (in *instance) poolDeps() pool.Deps {
 			in.server.CutBackend(b)
 		}
 	}
-	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools()) }
+	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools) }
 	return d
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,11 @@ func (in *instance) reload() (reloadResult, []string) {
 	start := time.Now()
 	sdnotify.Reloading()
 	defer sdnotify.Ready()
-	res, errs := in.apply()
+	var res reloadResult
+	var errs []string
+	// Operators' actions on backends wait: made on the pools being
+	// replaced, they would be lost.
+	in.config.Hold(func() { res, errs = in.apply() })
 	in.config.Counted(len(errs) == 0)
 	if len(errs) > 0 {
 		for _, e := range errs {
@@ -124,9 +129,9 @@ func (in *instance) apply() (reloadResult, []string) {
 		return res, errorLines(err)
 	}
 	in.mu.Lock()
-	old, oldPools := in.cfg, in.pools
+	running, oldPools := in.running, in.pools
 	in.mu.Unlock()
-	res.Warnings = needsRestart(old, cfg)
+	res.Warnings = needsRestart(running, cfg)
 
 	previous := make(map[string]*pool.Pool, len(oldPools))
 	for _, p := range oldPools {
@@ -144,7 +149,7 @@ func (in *instance) apply() (reloadResult, []string) {
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)
 	}
-	budget := deriveBudget(nofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, adminConns(old.Admin), udpSessions(cfg))
+	budget := deriveBudget(nofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, adminConns(running.Admin), udpSessions(cfg))
 	pols := policies(cfg, in.policies)
 	st, err := in.server.Reload(frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {
@@ -160,6 +165,7 @@ func (in *instance) apply() (reloadResult, []string) {
 	in.runPools(pools)
 	in.mu.Lock()
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
+	in.running = stillRunning(running, cfg)
 	in.mu.Unlock()
 	hash := fileHash(data)
 	in.config.Loaded(hash, time.Now())
@@ -178,6 +184,26 @@ func errorLines(err error) []string {
 		}
 	}
 	return out
+}
+
+// stillRunning is what runs after a reload from running to cfg: the same
+// start-time keys, and cfg's listeners, a kept TCP one with the backlog
+// its sockets were bound with.
+func stillRunning(running, cfg *config.Config) *config.Config {
+	next := *running
+	bound := map[string]int{}
+	for _, l := range running.Listeners {
+		if l.Protocol != config.ProtocolUDP {
+			bound[l.Bind] = l.Backlog
+		}
+	}
+	next.Listeners = slices.Clone(cfg.Listeners)
+	for i, l := range next.Listeners {
+		if b, ok := bound[l.Bind]; ok && l.Protocol != config.ProtocolUDP {
+			next.Listeners[i].Backlog = b
+		}
+	}
+	return &next
 }
 
 // needsRestart lists the changes a reload does not apply: they take an

@@ -83,12 +83,16 @@ func (sf *stateFile) load() (map[string]pool.Runtime, []string, error) {
 	return rt, doc.Disabled, nil
 }
 
-// save writes the state of pools (and the disables of store, when it is
-// the process's own) as the file's new content.
-func (sf *stateFile) save(store breaker.Store, pools []*pool.Pool) {
+// save writes the state of the pools live() returns (and the disables of
+// store, when it is the process's own) as the file's new content.
+func (sf *stateFile) save(store breaker.Store, live func() []*pool.Pool) {
 	if sf == nil {
 		return
 	}
+	// The picture is taken under the lock too: a save that read the pools
+	// before another's change must not write after it.
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
 	doc := stateDoc{Format: stateFormat, Version: 1, Disabled: []string{}, Backends: map[string]map[string]stateRun{}}
 	if ms, ok := store.(*breaker.MemoryStore); ok {
 		for _, e := range ms.Snapshot().Entries {
@@ -98,7 +102,7 @@ func (sf *stateFile) save(store breaker.Store, pools []*pool.Pool) {
 		}
 		sort.Strings(doc.Disabled)
 	}
-	for _, p := range pools {
+	for _, p := range live() {
 		for id, r := range p.RuntimeStates() {
 			if doc.Backends[p.Name] == nil {
 				doc.Backends[p.Name] = map[string]stateRun{}
@@ -111,8 +115,6 @@ func (sf *stateFile) save(store breaker.Store, pools []*pool.Pool) {
 		sf.log.Error("state_file not written", "path", sf.path, "error", err)
 		return
 	}
-	sf.mu.Lock()
-	defer sf.mu.Unlock()
 	if err := writeAtomic(sf.path, append(b, '\n')); err != nil {
 		sf.log.Error("state_file not written: runtime changes will not survive a restart", "path", sf.path, "error", err)
 	}

@@ -206,6 +206,7 @@ func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
 		return
 	}
+	defer a.config.acting()() // not on pools a reload is replacing
 	p := a.findPool(r.PathValue("pool"))
 	if p == nil {
 		writeError(w, http.StatusNotFound, "unknown pool "+quote(r.PathValue("pool")))

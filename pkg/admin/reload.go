@@ -25,6 +25,29 @@ type ConfigState struct {
 	loaded time.Time
 	ok     atomic.Int64
 	failed atomic.Int64
+
+	// actions is held shared by an operator's action on a backend and
+	// alone by a reload (Hold): a drain, weight or enable made on the
+	// pools a reload is replacing would be lost with them.
+	actions sync.RWMutex
+}
+
+// Hold runs f, a reload, with no operator action on a backend under way;
+// one that comes meanwhile waits, then acts on the pools f left.
+func (c *ConfigState) Hold(f func()) {
+	c.actions.Lock()
+	defer c.actions.Unlock()
+	f()
+}
+
+// acting is held around an operator's action on a backend; it returns
+// the release.
+func (c *ConfigState) acting() (release func()) {
+	if c == nil {
+		return func() {}
+	}
+	c.actions.RLock()
+	return c.actions.RUnlock
 }
 
 // Loaded records the configuration now running (its content hash).

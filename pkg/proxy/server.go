@@ -82,7 +82,9 @@ type Server struct {
 	udpFronts []*udpFront
 	served    bool
 	closed    bool
-	// stopLogs flush the rate-limited refusal logs at the end.
+	// stopLogs flush the server's rate-limited refusal logs at the end;
+	// the listeners' are flushed through the lists above, so a listener a
+	// reload removed is not kept alive by them.
 	stopLogs []func()
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -237,11 +239,9 @@ func (s *Server) add(b *bound) {
 	defer s.mu.Unlock()
 	if b.udp != nil {
 		s.udpFronts = append(s.udpFronts, b.udp)
-		s.stopLogs = append(s.stopLogs, b.udp.noBackendLog.stop)
 		return
 	}
 	s.fronts = append(s.fronts, b.tcp)
-	s.stopLogs = append(s.stopLogs, b.tcp.noBackendLog.stop, b.tcp.loopLog.stop, b.tcp.localLog.stop)
 }
 
 // frontKey is what a reload matches listeners on: protocol and address.
@@ -407,6 +407,16 @@ func (s *Server) release() {
 		stop()
 	}
 	s.stopLogs = nil
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, f := range s.fronts {
+		f.noBackendLog.stop()
+		f.loopLog.stop()
+		f.localLog.stop()
+	}
+	for _, f := range s.udpFronts {
+		f.noBackendLog.stop()
+	}
 }
 
 // UDPFronts lists the UDP listeners with their live counters, in
