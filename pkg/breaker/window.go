@@ -107,3 +107,39 @@ func (w *window) shouldTrip(cfg Config, now time.Time) bool {
 	f, t := w.ratio(now)
 	return t >= cfg.MinVolume && t > 0 && float64(f) >= cfg.MinRatio*float64(t)
 }
+
+// clone returns a copy of w that shares nothing with it.
+func (w *window) clone() *window {
+	c := *w
+	c.recent = append([]time.Time(nil), w.recent...)
+	c.buckets = append([]ratioBucket(nil), w.buckets...)
+	return &c
+}
+
+// failureTimes returns the failures the ring holds, oldest first.
+func (w *window) failureTimes() []time.Time {
+	out := make([]time.Time, 0, w.filled)
+	first := (w.next - w.filled + len(w.recent)) % len(w.recent)
+	for i := range w.filled {
+		out = append(out, w.recent[(first+i)%len(w.recent)])
+	}
+	return out
+}
+
+// carry makes prev's failures (the latest len(w.recent) of them) and
+// generation w's own; and its ratio volume too, when both count volume
+// in buckets of the same span.
+func (w *window) carry(prev *window) {
+	w.gen = prev.gen
+	w.next, w.filled = 0, 0
+	for _, t := range prev.failureTimes() {
+		w.recent[w.next] = t
+		w.next = (w.next + 1) % len(w.recent)
+		w.filled = min(w.filled+1, len(w.recent))
+	}
+	clear(w.buckets)
+	if w.buckets != nil && prev.buckets != nil && w.bucketSpan == prev.bucketSpan {
+		w.origin = prev.origin
+		copy(w.buckets, prev.buckets)
+	}
+}

@@ -119,3 +119,34 @@ func TestHandOverRetiresDroppedBackends(t *testing.T) {
 		t.Error("a backend of a removed pool still reads usable")
 	}
 }
+
+// A kept backend's breaker goes on counting the failures from before the
+// reload: under frequent reloads a steadily failing backend still trips.
+// One that moved to another address starts a fresh window.
+func TestReloadCarriesTheFailureWindow(t *testing.T) {
+	store := breaker.NewMemoryStore(nil)
+	const text = "[pool.p.breaker]\nfailures = 3\nwindow = \"1h\"\n[pool.p.health]\nenabled = false\n"
+	build := func(addrs []string, prev *pool.Pool) *pool.Pool {
+		t.Helper()
+		p, err := pool.New(parse(t, poolTOML(t, addrs, text)).Pools["p"], pool.Deps{Store: store, Previous: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fail := func(p *pool.Pool, b *pool.Backend) { p.EndDial(p.BeginDial(b, false), dialer.Failure) }
+
+	old := build([]string{"127.0.0.1:1001"}, nil)
+	fail(old, old.Backends()[0])
+	mid := build([]string{"127.0.0.1:1001"}, old)
+	fail(mid, mid.Backends()[0])
+	last := build([]string{"127.0.0.1:1001"}, mid)
+	b := last.Backends()[0]
+	if b.Breaker().Open {
+		t.Fatal("tripped at two failures with failures = 3")
+	}
+	fail(last, b)
+	if !b.Breaker().Open {
+		t.Fatal("three failures across two reloads did not trip the breaker")
+	}
+}

@@ -193,6 +193,9 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 	}
 	b.breaker = brk
+	if prev != nil && prev.Addr == bc.Addr && prev.breaker != nil {
+		brk.Inherit(prev.breaker) // its failure window survives the reload
+	}
 	if p.cfg.Health.Enabled {
 		hc := p.healthCheck(b)
 		check := func(ctx context.Context) health.Outcome {
