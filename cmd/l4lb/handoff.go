@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -15,14 +17,16 @@ import (
 
 // The upgrade's state document: what the running process hands the one
 // replacing it besides its sockets (breaker state, manual disables,
-// health), written to a pipe the new process reads at start. JSON, so an
-// operator can read it; versioned, because the two processes are two
-// builds: a reader refuses any version but its own (and any key it does
-// not know) with a clear error, and the new process then starts fresh,
-// with a warning, rather than refusing to serve.
+// health, operators' drains and weights), written to a pipe the new
+// process reads at start. JSON, so an operator can read it; versioned,
+// because the two processes are two builds: a reader takes its own
+// version and the older ones it knows (version 1 had no drains and
+// weights), and refuses a newer one (and any key it does not know) with a
+// clear error; the new process then starts fresh, with a warning, rather
+// than refusing to serve.
 const (
 	handoffFormat  = "l4lb-upgrade-state"
-	handoffVersion = 1
+	handoffVersion = 2
 	// handoffMaxBytes bounds what a reader takes: a pipe that never ends
 	// must not stall or exhaust the new process.
 	handoffMaxBytes = 64 << 20
@@ -41,6 +45,21 @@ type handoffState struct {
 	// Health is each backend's health by pool and identity, with the
 	// address it was checked at.
 	Health []handoffHealth `json:"health"`
+	// Runtime is what operators changed at run time (admin API drains and
+	// weights) by pool and identity; backends with nothing changed are
+	// left out. Version 2 on; what the state file keeps too, so a drained
+	// backend stays out across an upgrade with or without state_file.
+	Runtime []handoffRuntime `json:"runtime"`
+}
+
+type handoffRuntime struct {
+	Pool    string `json:"pool"`
+	Backend string `json:"backend"` // identity: id, else addr
+	// Weight is the weight set at run time, valid while the file still
+	// configures ConfiguredWeight (as in the state file).
+	Weight           *int `json:"weight,omitempty"`
+	ConfiguredWeight int  `json:"configured_weight"`
+	Drained          bool `json:"drained,omitempty"`
 }
 
 type handoffBreaker struct {
@@ -74,9 +93,16 @@ func captureHandoff(store *breaker.MemoryStore, pools []*pool.Pool) *handoffStat
 			st.Breaker = append(st.Breaker, b)
 		}
 	}
+	st.Runtime = []handoffRuntime{}
 	for _, p := range pools {
 		for _, b := range p.Backends() {
 			st.Health = append(st.Health, handoffHealth{Pool: p.Name, Backend: b.ID, Addr: b.Addr, Up: b.HealthUp()})
+		}
+		rts := p.RuntimeStates()
+		for _, id := range slices.Sorted(maps.Keys(rts)) {
+			rt := rts[id]
+			st.Runtime = append(st.Runtime, handoffRuntime{Pool: p.Name, Backend: id,
+				Weight: rt.Weight, ConfiguredWeight: rt.ConfiguredWeight, Drained: rt.Drained})
 		}
 	}
 	return st
@@ -112,14 +138,17 @@ func decodeHandoff(r io.Reader) (*handoffState, error) {
 	if head.Format != handoffFormat {
 		return nil, fmt.Errorf("upgrade state: format %q, want %q", head.Format, handoffFormat)
 	}
-	if head.Version != handoffVersion {
-		return nil, fmt.Errorf("upgrade state: version %d, and this l4lb reads version %d only", head.Version, handoffVersion)
+	if head.Version < 1 || head.Version > handoffVersion {
+		return nil, fmt.Errorf("upgrade state: version %d, and this l4lb reads versions 1 to %d", head.Version, handoffVersion)
 	}
 	var st handoffState
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
-		return nil, fmt.Errorf("upgrade state: version %d: %w", handoffVersion, err)
+		return nil, fmt.Errorf("upgrade state: version %d: %w", head.Version, err)
+	}
+	if head.Version < 2 && st.Runtime != nil {
+		return nil, fmt.Errorf("upgrade state: version %d has no runtime", head.Version)
 	}
 	if _, err := st.breakerSnapshot(); err != nil {
 		return nil, err
@@ -135,7 +164,32 @@ func decodeHandoff(r io.Reader) (*handoffState, error) {
 		}
 		seen[k] = true
 	}
+	clear(seen)
+	for _, r := range st.Runtime {
+		if r.Pool == "" || r.Backend == "" {
+			return nil, fmt.Errorf("upgrade state: a runtime entry without pool or backend: %+v", r)
+		}
+		k := [2]string{r.Pool, r.Backend}
+		if seen[k] {
+			return nil, fmt.Errorf("upgrade state: runtime of %s/%s twice", r.Pool, r.Backend)
+		}
+		seen[k] = true
+	}
 	return &st, nil
+}
+
+// runtime is the operators' drains and weights by "pool/identity"
+// (pool.Deps.Runtime); nil when the old process sent none (version 1),
+// so the state file's apply.
+func (st *handoffState) runtime() map[string]pool.Runtime {
+	if st == nil || st.Runtime == nil {
+		return nil
+	}
+	out := make(map[string]pool.Runtime, len(st.Runtime))
+	for _, r := range st.Runtime {
+		out[r.Pool+"/"+r.Backend] = pool.Runtime{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained}
+	}
+	return out
 }
 
 // breakerSnapshot is the Breaker list as a MemorySnapshot, validated.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,13 +60,21 @@ addr = "127.0.0.1:9002"
 	}
 	store.Trip(ctx, "web/one", 0, 30*time.Second, 30*time.Second)
 	store.Disable(ctx, "web/127.0.0.1:9002")
+	// An operator drained one backend and weighted the other.
+	web := pools[slices.IndexFunc(pools, func(p *pool.Pool) bool { return p.Name == "web" })]
+	if err := web.Drain(ctx, web.Backends()[0], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := web.SetWeight(ctx, web.Backends()[1], 7); err != nil {
+		t.Fatal(err)
+	}
 
 	var buf bytes.Buffer
 	if err := captureHandoff(store, pools).encode(&buf); err != nil {
 		t.Fatal(err)
 	}
 	doc := buf.String()
-	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":1`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
+	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":2`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("document lacks %s:\n%s", want, doc)
 		}
@@ -96,6 +105,34 @@ addr = "127.0.0.1:9002"
 	}
 	if got := st.initialHealth(cfg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("initial health %v, want %v", got, want)
+	}
+	// The drain and the weight go on in pools built from it.
+	rt := st.runtime()
+	if w := rt["web/127.0.0.1:9002"].Weight; len(rt) != 2 || !rt["web/one"].Drained || w == nil || *w != 7 {
+		t.Fatalf("runtime %+v, want web/one drained and web/127.0.0.1:9002 at weight 7", rt)
+	}
+	next, err := buildPools(cfg, pool.Deps{Store: fresh, Runtime: rt}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nweb := next[slices.IndexFunc(next, func(p *pool.Pool) bool { return p.Name == "web" })]
+	if !nweb.Backends()[0].Draining() {
+		t.Error("a drained backend came back in rotation after the upgrade")
+	}
+	if b := nweb.Backends()[1]; b.Weight() != 7 {
+		t.Errorf("weight %d after the upgrade, want the operator's 7", b.Weight())
+	}
+}
+
+// A version 1 document (an older build's: no drains or weights) is still
+// read; its runtime is nil, so the state file's apply.
+func TestHandoffReadsVersion1(t *testing.T) {
+	st, err := decodeHandoff(strings.NewReader(`{"format":"l4lb-upgrade-state","version":1,"from_pid":7,"from_version":"v0","breaker":[{"key":"web/a","generation":3}],"health":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.runtime() != nil || len(st.Breaker) != 1 || st.Breaker[0].Generation != 3 {
+		t.Fatalf("version 1 read as %+v", st)
 	}
 }
 
@@ -146,7 +183,10 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 		{"empty", "", "empty"},
 		{"not JSON", "READY 12\n", "not a JSON document"},
 		{"another format", `{"format":"tableflip","version":1}`, `format "tableflip"`},
-		{"a newer version", `{"format":"l4lb-upgrade-state","version":2,"whatever":[1]}`, "version 2, and this l4lb reads version 1 only"},
+		{"a newer version", `{"format":"l4lb-upgrade-state","version":3,"whatever":[1]}`, "version 3, and this l4lb reads versions 1 to 2"},
+		{"runtime in version 1", `{"format":"l4lb-upgrade-state","version":1,"runtime":[]}`, "version 1 has no runtime"},
+		{"runtime twice", `{"format":"l4lb-upgrade-state","version":2,"runtime":[{"pool":"p","backend":"a","configured_weight":1,"drained":true},{"pool":"p","backend":"a","configured_weight":1}]}`, "runtime of p/a twice"},
+		{"runtime without a backend", `{"format":"l4lb-upgrade-state","version":2,"runtime":[{"pool":"p","configured_weight":1}]}`, "without pool or backend"},
 		{"an older version", `{"format":"l4lb-upgrade-state","version":0}`, "version 0"},
 		{"an unknown key", `{"format":"l4lb-upgrade-state","version":1,"sessions":[]}`, `unknown field "sessions"`},
 		{"a wrong type", `{"format":"l4lb-upgrade-state","version":1,"breaker":{"key":"x"}}`, "cannot unmarshal"},
@@ -209,7 +249,7 @@ func TestUpgradeInheritanceFallsBackToAFreshStart(t *testing.T) {
 	if inh.from != "upgrade" || inh.state != nil {
 		t.Fatalf("from %q, state %v; want an upgrade with no state", inh.from, inh.state)
 	}
-	for _, want := range []string{"start fresh", "version 7, and this l4lb reads version 1 only"} {
+	for _, want := range []string{"start fresh", "version 7, and this l4lb reads versions 1 to 2"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 )
 
@@ -105,20 +106,20 @@ func (in *inheritance) fromUpgrade(log *slog.Logger) {
 	}
 	stateFD, ok := envFD(envUpgradeState)
 	if !ok {
-		log.Warn("upgrade: no state from the old process; breaker state, disables and health start fresh")
+		log.Warn("upgrade: no state from the old process; breaker state, disables, health, drains and weights start fresh")
 		return
 	}
 	f := os.NewFile(uintptr(stateFD), "upgrade-state")
 	defer f.Close()
 	st, err := decodeHandoff(f)
 	if err != nil {
-		log.Warn("upgrade: cannot read the old process's state; breaker state, disables and health start fresh",
+		log.Warn("upgrade: cannot read the old process's state; breaker state, disables, health, drains and weights start fresh",
 			"error", err)
 		return
 	}
 	in.state = st
 	log.Info("upgrade: taking over", "from_pid", st.FromPID, "from_version", st.FromVersion,
-		"breaker_entries", len(st.Breaker), "backends", len(st.Health))
+		"breaker_entries", len(st.Breaker), "backends", len(st.Health), "runtime_changes", len(st.Runtime))
 }
 
 func (in *inheritance) fromSystemd(log *slog.Logger) {
@@ -236,6 +237,12 @@ func (in *inheritance) restoreStore(store *breaker.MemoryStore, log *slog.Logger
 	if err := in.state.restore(store); err != nil {
 		log.Warn("upgrade: breaker state not restored; breakers and disables start fresh", "error", err)
 	}
+}
+
+// runtime is the upgrade's drains and weights (see handoffState); nil
+// without an upgrade, or from an old process that sent none.
+func (in *inheritance) runtime() map[string]pool.Runtime {
+	return in.state.runtime()
 }
 
 // initialHealth is the upgrade's health by pool (see handoffState).

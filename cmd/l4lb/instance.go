@@ -106,6 +106,11 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	if err != nil {
 		return in, err
 	}
+	if rt := inh.runtime(); rt != nil {
+		// The old process's live drains and weights: fresher than any
+		// state file, and there without one.
+		runtime = rt
+	}
 	if in.store.fleet == nil {
 		restoreDisables(in.store.store, disabled, log)
 	}

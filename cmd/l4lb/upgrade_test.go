@@ -265,6 +265,7 @@ type apiBackend struct {
 	Addr     string `json:"addr"`
 	Health   string `json:"health"`
 	Disabled bool   `json:"disabled"`
+	Weight   int    `json:"weight"`
 	Breaker  struct {
 		State        string  `json:"state"`
 		Generation   uint64  `json:"generation"`
@@ -367,7 +368,7 @@ addr = %q
 // stream bytes and send datagrams. No connection is refused or fails,
 // every stream comes back byte for byte, no datagram is refused, each old
 // process exits after its drain, and the state carries: a disabled
-// backend stays disabled, an open breaker stays open at its generation, a
+// backend stays disabled, a run-time weight stays, an open breaker stays open at its generation, a
 // health-down backend stays down. Then three upgrades that must fail (a
 // binary that exits 1, a bad configuration, a binary that never becomes
 // ready) leave the old process serving.
@@ -456,11 +457,21 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	}
 	resp.Body.Close()
 	st.disabled.Store(true)
+	// And a run-time weight, which no state file keeps here: the upgrade
+	// hands it over itself.
+	resp, err = http.Post("http://"+u.admin+"/api/v1/pools/web/backends/"+u.a+"/weight?value=5", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("weight a: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	checkState := func(when string) {
 		t.Helper()
 		web, chk := backends(t, u.admin, "web"), backends(t, u.admin, "chk")
 		if b := web[u.b]; !b.Disabled {
 			t.Fatalf("%s: b %+v, want still disabled", when, b)
+		}
+		if a := web[u.a]; a.Weight != 5 {
+			t.Fatalf("%s: a %+v, want the operator's weight 5", when, a)
 		}
 		if d := web[u.d]; d.Breaker.State != "open" || d.Breaker.Generation != 1 || d.Breaker.CooldownLeft <= 0 || d.Breaker.CooldownLeft > 600 {
 			t.Fatalf("%s: d %+v, want its breaker still open at generation 1 with its cooldown running", when, d)
