@@ -309,7 +309,8 @@ func (l *Loop) CutAll() {
 // CutBackend resets, on both sides, the relays this loop holds to backend
 // b (or to a backend of an earlier configuration that b carries on): an
 // operator's drain reached its deadline. Clients still being dialed for
-// are left alone; the drain already keeps new ones away.
+// are left alone; the drain already keeps new ones away. UDP sessions to
+// b end too (moved): their clients' next datagrams are re-picked.
 func (l *Loop) CutBackend(b *pool.Backend) {
 	l.Post(func() {
 		l.held.each(func(c *conn) {
@@ -317,6 +318,9 @@ func (l *Loop) CutBackend(b *pool.Backend) {
 				c.close(CloseDrained, true, true)
 			}
 		})
+		for _, u := range l.udps {
+			u.cutBackend(b)
+		}
 	})
 }
 

@@ -85,7 +85,23 @@ func (f *UDPFront) Settings() *UDPSettings { return f.settings.Load() }
 
 // Set replaces the settings (a reload): new sessions use the new pool;
 // limits apply from the next datagram.
-func (f *UDPFront) Set(s UDPSettings) { f.settings.Store(&s) }
+func (f *UDPFront) Set(s UDPSettings) {
+	old := f.settings.Swap(&s)
+	if old == nil || s.SessionTimeout >= old.SessionTimeout {
+		return
+	}
+	// The expiry timers are armed for the longer timeout: each loop
+	// sweeps now and re-arms for the new one.
+	if socks := f.socks.Load(); socks != nil {
+		for _, u := range *socks {
+			u.l.Post(func() {
+				if !u.closed {
+					u.l.timers.arm(&u.expiry, u.l.now)
+				}
+			})
+		}
+	}
+}
 
 // SessionEnd is why a UDP session ended.
 type SessionEnd uint8
@@ -101,7 +117,8 @@ const (
 	// candidate was left for the session's first datagram.
 	EndRefused
 	// EndMoved: the backend became unusable (health down, breaker open,
-	// disabled); the client's next datagram was re-picked.
+	// disabled) or its drain reached its deadline; the client's next
+	// datagram is re-picked.
 	EndMoved
 	// EndError: the backend socket failed otherwise (host unreachable...).
 	EndError
@@ -129,7 +146,8 @@ const (
 	// ports or memory).
 	DropLocal
 	// DropBackendSend: the send to the backend failed (its socket buffer
-	// full, or an error); UDP gives no retransmission, so it is gone.
+	// full, or an error), or a path MTU report (ICMP) says it was too big
+	// on the way; UDP gives no retransmission, so it is gone.
 	DropBackendSend
 	// DropClientSend: the reply could not be sent to the client.
 	DropClientSend

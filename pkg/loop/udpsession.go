@@ -104,7 +104,7 @@ func (s *session) startDial(first []byte) dialResult {
 	cands, force := s.pool.Plan(s.client, d.cands[:0])
 	d.n, d.force = len(cands), force
 	if len(first) <= keepFirst {
-		d.first = append([]byte(nil), first...)
+		d.first = append(make([]byte, 0, len(first)), first...) // non-nil when empty: nil means not kept
 	}
 	s.dial = d
 	return s.dialNext()
@@ -127,7 +127,10 @@ func (s *session) dialNext() dialResult {
 			continue // at its max_connections (sessions): another loop took the last slot
 		}
 		d.cur = cur
-		fd := u.unpark(b, s)
+		fd := -1
+		if u.f.Settings().ReuseSockets { // turned off by a reload: what is parked waits for its TTL
+			fd = u.unpark(b, s)
+		}
 		if fd < 0 {
 			var local bool
 			if fd, local = s.newSocket(b); local {
@@ -251,6 +254,9 @@ func (s *session) failed(err error) bool {
 			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
 			if s.dialNext() == dialStarted {
 				if s.send(d.first) == nil {
+					if s.requests > 0 {
+						s.requests-- // the same client datagram again, not one more toward `requests`
+					}
 					s.sent(len(d.first))
 				}
 				return true
@@ -312,6 +318,13 @@ func (s *session) readReplies() {
 				// The kernel reports the error before the datagrams that
 				// came ahead of it: relay those first, then act on it.
 				s.refused = err
+				continue
+			}
+			if err == unix.EMSGSIZE {
+				// A path MTU report (ICMP fragmentation needed) about a
+				// datagram sent earlier: that one is lost, the socket is fine.
+				u.drop(DropBackendSend)
+				taken++
 				continue
 			}
 			if err != unix.EAGAIN && !s.failed(err) {

@@ -406,6 +406,18 @@ func (u *udpSock) expire(now int64) {
 	}
 }
 
+// cutBackend ends the sessions on backend b (a drain's deadline); a
+// backend still draining is usable, so they would not move on their own.
+func (u *udpSock) cutBackend(b *pool.Backend) {
+	for s := u.idle.head; s != nil; {
+		next := s.next // end unlinks s
+		if s.backend.Is(b) {
+			s.end(EndMoved)
+		}
+		s = next
+	}
+}
+
 // forgetClient removes s from the client map. A map keeps the buckets it
 // grew, so once a crowd (a flood of source ports) has gone, a fresh one
 // gives the memory back.
