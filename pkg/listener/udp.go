@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,11 +89,15 @@ func sockaddrOf(ap netip.AddrPort) (int, unix.Sockaddr, error) {
 	}
 	sa6 := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 	if z := ap.Addr().Zone(); z != "" {
-		ifi, err := net.InterfaceByName(z)
-		if err != nil {
+		// A numeric zone is an interface index, as the net package (and
+		// so the pre-bind check) reads it.
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			sa6.ZoneId = uint32(ifi.Index)
+		} else if n, nerr := strconv.ParseUint(z, 10, 32); nerr == nil {
+			sa6.ZoneId = uint32(n)
+		} else {
 			return 0, nil, fmt.Errorf("zone %s: %w", z, err)
 		}
-		sa6.ZoneId = uint32(ifi.Index)
 	}
 	return unix.AF_INET6, sa6, nil
 }

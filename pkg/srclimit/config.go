@@ -61,7 +61,13 @@ func (c Config) params() params {
 		if burst <= 0 {
 			burst = int(max(1, math.Ceil(min(c.Rate, 1e9))))
 		}
-		p.interval = max(1, min(maxInterval, int64(math.Round(1e9/c.Rate))))
+		// Clamp in float: int64 of a float past its range is not
+		// saturated (it is MinInt64 on amd64), which made a tiny rate
+		// one token a nanosecond.
+		p.interval = maxInterval
+		if iv := math.Round(1e9 / c.Rate); iv < float64(maxInterval) {
+			p.interval = max(1, int64(iv))
+		}
 		if int64(burst) > maxTau/p.interval {
 			p.tau = maxTau
 		} else {

@@ -90,7 +90,7 @@ func TestExtremeConfigs(t *testing.T) {
 	for _, cfg := range []Config{
 		{Rate: 1e-30, Burst: math.MaxInt},
 		{Rate: 1e30},
-		{Rate: math.SmallestNonzeroFloat64, MaxConns: math.MaxInt},
+		{Rate: math.SmallestNonzeroFloat64, Burst: math.MaxInt, MaxConns: math.MaxInt}, // burst 1 would admit once: a token per maxInterval
 		{Rate: math.NaN(), MaxConns: 1},
 		{Rate: math.Inf(1), MaxConns: 1},
 	} {
