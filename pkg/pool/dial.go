@@ -40,7 +40,20 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 	if p.Full() {
 		return buf[:0], false
 	}
-	i, ok := p.forceTarget(src)
+	var order [64]int
+	idx := p.picker().Order(src, order[:0])
+	// A slot freed, or a backend came back, since the pick (another
+	// loop's relay ended): that is no all-down pool, and a force-try would
+	// ignore max_connections. Dial such backends as the client's own.
+	for _, i := range idx {
+		if len(cands) < n && p.backends[i].Admits() {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) > 0 {
+		return cands, false
+	}
+	i, ok := p.forceTarget(idx)
 	if !ok {
 		return buf[:0], true
 	}
@@ -48,11 +61,9 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 }
 
 // forceTarget is the non-disabled backend with the least cooldown left,
-// ties in the picker's order for this client (so hash affinity holds).
-func (p *Pool) forceTarget(src netip.AddrPort) (int, bool) {
-	var order [64]int
+// ties in idx, the picker's order for this client (so hash affinity holds).
+func (p *Pool) forceTarget(idx []int) (int, bool) {
 	var states [64]breaker.State
-	idx := p.picker().Order(src, order[:0])
 	st := states[:0]
 	for _, i := range idx {
 		s := p.backends[i].breaker.State()
