@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -163,10 +164,27 @@ var backendActions = map[string]struct {
 // query parameter is missing or wrong (400).
 var errBadParam = errors.New("bad parameter")
 
+// actionParams is the one query parameter each of drain and weight takes.
+var actionParams = map[string]string{"drain": "timeout", "weight": "value"}
+
 // withParams binds the query parameters of drain and weight to the pool's
 // call.
 func withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
-	q := r.URL.Query()
+	// Not r.URL.Query: it drops a pair it cannot decode, and the default
+	// would then stand in for what the operator wrote; so would a
+	// misspelled name ("timout=0s").
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		err = fmt.Errorf("%w: query %q does not decode: %w", errBadParam, r.URL.RawQuery, err)
+	}
+	for name := range q {
+		if want := actionParams[action]; err == nil && name != want {
+			err = fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, want)
+		}
+	}
+	if err != nil {
+		return func(*pool.Pool, context.Context, *pool.Backend) error { return err }
+	}
 	switch action {
 	case "drain":
 		return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error {
