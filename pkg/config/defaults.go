@@ -109,6 +109,9 @@ const (
 	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
 	MaxAdminConns      = 65536
 	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
+	// MaxDuration bounds every duration key: longer is no setting, and near
+	// Go's largest (2562047h) the nanosecond clocks it is added to overflow.
+	MaxDuration = 876000 * time.Hour // 100 years
 )
 
 // DefaultWakeCoalesce is [global] wake_coalesce when the file leaves it

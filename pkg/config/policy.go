@@ -255,7 +255,7 @@ func (t *table) wholeSeconds(name string, d time.Duration, sockopt string) bool 
 // for a present but unusable value.
 func (t *table) durationIn(name string, dst *time.Duration, lo, hi time.Duration, zero string) bool {
 	var d time.Duration
-	if !t.duration(name, &d, false) {
+	if !t.anyDuration(name, &d, false) {
 		return false
 	}
 	if !t.written(name) {

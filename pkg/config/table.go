@@ -234,9 +234,25 @@ func (t *table) boolean(name string, dst *bool) {
 }
 
 // duration reads a Go duration string such as "2s" or "10m". With positive
-// set it must be above zero, else zero is allowed; negative never is. Like
-// integer, it reports false only for a present but unusable value.
+// set it must be above zero, else zero is allowed; negative never is, nor
+// longer than MaxDuration. Like integer, it reports false only for a
+// present but unusable value.
 func (t *table) duration(name string, dst *time.Duration, positive bool) bool {
+	d := *dst // kept when name is not set
+	if !t.anyDuration(name, &d, positive) {
+		return false
+	}
+	if d > MaxDuration {
+		t.c.add(t.keyOf(name), "%q is too long: at most %v (100 years)", t.m[name], MaxDuration)
+		return false
+	}
+	*dst = d
+	return true
+}
+
+// anyDuration is duration without its upper bound, for keys with a range
+// of their own (durationIn), whose message is then the one that applies.
+func (t *table) anyDuration(name string, dst *time.Duration, positive bool) bool {
 	v, ok := t.get(name)
 	if !ok {
 		return true
