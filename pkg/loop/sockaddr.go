@@ -1,12 +1,15 @@
 package loop
 
 import (
-	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/sockopt"
+	"fmt"
 	"net/netip"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
 // accept4 accepts one connection, non-blocking, and returns its peer
@@ -108,12 +111,41 @@ func connectFrom(ap netip.AddrPort, ka sockopt.Keepalive, src *config.Source) (i
 			return -1, err
 		}
 	}
+	if err := setZone(fd, ap, &sa); err != nil {
+		closeFd(fd)
+		return -1, err
+	}
 	err = connectRaw(fd, &sa)
 	if err != nil && err != unix.EINPROGRESS {
 		closeFd(fd)
 		return -1, err
 	}
 	return fd, err
+}
+
+// setZone puts ap's IPv6 zone into sa as the interface index a link-local
+// address needs (connect(2) refuses one without it: EINVAL). A numeric
+// zone is the index itself, as the net package reads it; a name is looked
+// up on fd (one ioctl, for zoned addresses only), so an interface that was
+// re-created is found under its new index.
+func setZone(fd int, ap netip.AddrPort, sa *rawSockaddr) error {
+	z := ap.Addr().Zone()
+	if z == "" || sa.sa.Family != unix.AF_INET6 {
+		return nil
+	}
+	if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+		sa.sa.Scope_id = uint32(n)
+		return nil
+	}
+	ifr, err := unix.NewIfreq(z)
+	if err != nil {
+		return fmt.Errorf("zone %q: %w", z, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return fmt.Errorf("zone %q: %w", z, err)
+	}
+	sa.sa.Scope_id = ifr.Uint32()
+	return nil
 }
 
 // bindSource binds fd to src's address without a port: with

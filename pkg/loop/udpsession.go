@@ -181,6 +181,10 @@ func connectUDP(ap netip.AddrPort) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if err = setZone(fd, ap, &sa); err != nil {
+		closeFd(fd)
+		return -1, err
+	}
 	if err = connectRaw(fd, &sa); err != nil {
 		closeFd(fd)
 		return -1, err
