@@ -18,7 +18,9 @@ import (
 //     close is re-checked: it stands only if Redis is closed too; an open
 //     entry in Redis stays open, and the next probe decides for the fleet.
 //   - A local disable is added; an enable is never made while apart
-//     (Store.Enable refuses), so none is merged.
+//     (Store.Enable refuses), so none is merged. A key only disabled
+//     while apart merges no open entry of the local copy's: that is a
+//     mirror of Redis from before the outage, not a local decision.
 //
 // When Redis has lost its data (lost true: the fleet's marker key was
 // gone, or set again since this instance saw it), every key the local copy
@@ -42,10 +44,16 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 	}
 	merged := 0
 	for _, key := range keys {
-		_, apart := s.apart[key]
+		decided, apart := s.apart[key]
 		local, err := s.local.Read(ctx, key)
 		if err != nil {
 			return merged, err
+		}
+		if apart && !decided && !lost {
+			// Only a disable was made here: the local open entry (or
+			// its absence) is a mirror of Redis from before the
+			// outage, no evidence of this instance's own.
+			local.Open, local.Cooldown, local.CooldownLeft = false, 0, 0
 		}
 		mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		start := time.Now()

@@ -48,9 +48,11 @@ type Store struct {
 	kick   chan struct{} // wakes Run when an operation lost Redis
 
 	// mu orders local decisions against the merge: a key decided on
-	// locally is in apart until the merge has written it back.
+	// locally is in apart until the merge has written it back, true when
+	// its breaker state (trip, close, re-open) was decided locally, false
+	// when only a disable was.
 	mu    sync.Mutex
-	apart map[string]struct{}
+	apart map[string]bool
 
 	wmu      sync.Mutex
 	watchers map[string]map[*watch]struct{}
@@ -83,7 +85,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 		obs:      opts.Observe,
 		local:    breaker.NewMemoryStore(nil),
 		kick:     make(chan struct{}, 1),
-		apart:    map[string]struct{}{},
+		apart:    map[string]bool{},
 		watchers: map[string]map[*watch]struct{}{},
 	}
 	if s.log == nil {
@@ -192,6 +194,13 @@ func (s *Store) mirror(key string, st breaker.State) {
 // the key apart when op changed it. retry is true when Redis came back
 // meanwhile, so the caller asks Redis instead.
 func (s *Store) decideLocally(key string, op func() (changed bool, err error)) (retry bool, err error) {
+	return s.decideLocallyAs(key, true, op)
+}
+
+// decideLocallyAs is decideLocally; state says whether op decides the
+// breaker state (false: only a disable, whose merge must not write back
+// the local copy's open entry, a mirror of what Redis said before).
+func (s *Store) decideLocallyAs(key string, state bool, op func() (changed bool, err error)) (retry bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.up.Load() {
@@ -199,7 +208,7 @@ func (s *Store) decideLocally(key string, op func() (changed bool, err error)) (
 	}
 	changed, err := op()
 	if changed {
-		s.apart[key] = struct{}{}
+		s.apart[key] = s.apart[key] || state
 	}
 	return false, err
 }
@@ -322,9 +331,14 @@ func (s *Store) Disable(ctx context.Context, key string) error {
 			return r.Disable(ctx, key)
 		})
 		if ok {
+			if err == nil {
+				// The local copy must hold it too, should Redis be
+				// lost before anything re-reads the key (rule 5).
+				s.mirrorDisabled(ctx, key, true)
+			}
 			return err
 		}
-		retry, err := s.decideLocally(key, func() (bool, error) {
+		retry, err := s.decideLocallyAs(key, false, func() (bool, error) {
 			return true, s.local.Disable(ctx, key)
 		})
 		if !retry {
@@ -342,5 +356,24 @@ func (s *Store) Enable(ctx context.Context, key string) error {
 	if !ok {
 		return fmt.Errorf("enable %s: %w: retry when it is back (l4lb_cluster_store_up 1)", key, ErrStoreDown)
 	}
+	if err == nil {
+		s.mirrorDisabled(ctx, key, false)
+	}
 	return err
+}
+
+// mirrorDisabled keeps the local copy's disable at what Redis was just
+// told, like mirror: not for a key decided on locally since.
+func (s *Store) mirrorDisabled(ctx context.Context, key string, disabled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.apart[key]; ok {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if disabled {
+		_ = s.local.Disable(ctx, key) // MemoryStore fails only on a done ctx
+	} else {
+		_ = s.local.Enable(ctx, key)
+	}
 }
