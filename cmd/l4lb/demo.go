@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,11 +17,10 @@ import (
 // ones), of its pool's protocol, and runs the balancer in front of them
 // until Ctrl-C.
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "config.toml", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("demo", "[-config FILE]", "Start local echo backends (TCP and UDP) and the balancer on FILE; Ctrl-C stops it.", stderr)
+	path := fs.String("config", "config.toml", "the configuration `FILE`")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {

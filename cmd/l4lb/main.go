@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "run":
-		return cmdRun(args, stderr)
+		return cmdRun(args, stdout, stderr)
 	case "check":
 		return cmdCheck(args, stdout, stderr)
 	case "demo":

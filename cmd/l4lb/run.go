@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,14 +27,13 @@ var startProcs = runtime.GOMAXPROCS(0)
 // use.
 func defaultEventLoops() int { return startProcs }
 
-func cmdRun(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file")
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "-config FILE [-pidfile FILE] [-upgrade-timeout D]", "Run the load balancer until SIGTERM or SIGINT; SIGHUP reloads FILE in place.", stderr)
+	path := fs.String("config", "", "the configuration `FILE`")
 	fs.StringVar(&runUpgrade.pidfile, "pidfile", "", "write the pid here (l4lb upgrade -pidfile finds the process by it)")
 	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", defaultUpgradeTimeout, "how long an upgrade waits for the new process to serve")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "l4lb: -config FILE is required")
