@@ -1,19 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // A reload that changes max_connections applies the cap at once (design
@@ -24,28 +19,11 @@ func TestReloadUpdatesTheConnectionCapMetric(t *testing.T) {
 	for adm == front {
 		adm = testnet.FreeAddr(t)
 	}
-	path := filepath.Join(t.TempDir(), "l4lb.toml")
 	render := func(max int) string {
 		return fmt.Sprintf("[global]\nmax_connections = %d\n[admin]\nlisten = %q\n[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n[pool.p]\n[[pool.p.backend]]\naddr = %q\n",
 			max, adm, front, b1.Addr)
 	}
-	if err := os.WriteFile(path, []byte(render(50)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := start(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.useFile(path)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		in.shutdown(ctx)
-	})
+	in, path := startFile(t, render(50))
 	metric := func() string {
 		t.Helper()
 		resp, err := http.Get("http://" + adm + "/metrics")

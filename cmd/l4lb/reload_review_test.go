@@ -19,31 +19,6 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 )
 
-// startFile starts an instance on the configuration text written to a
-// file of its own, as l4lb run does, and shuts it down at the end.
-func startFile(t *testing.T, text string) (*instance, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "l4lb.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := start(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.useFile(path)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		in.shutdown(ctx)
-	})
-	return in, path
-}
-
 // Operators' changes made at the same time (a script draining several
 // backends in parallel through the API) all reach the state file: the
 // file written last holds every change made before it, never an older

@@ -58,28 +58,14 @@ func TestReloadUnderLoadLosesNothing(t *testing.T) {
 		dead = testnet.FreeAddr(t)
 	}
 	base := []string{b1.Addr, dead, b3.Addr}
-	path := filepath.Join(t.TempDir(), "l4lb.toml")
+	var path string // set by startFile below
 	write := func(text string) {
 		t.Helper()
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(reloadConfig(front, extra, false, base))
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := start(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.useFile(path)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		in.shutdown(ctx)
-	})
+	in, path := startFile(t, reloadConfig(front, extra, false, base))
 
 	// State to carry: b1 disabled by an operator, the dead backend's
 	// breaker open.
@@ -220,4 +206,29 @@ func echoStream(addr string, n int) error {
 		return fmt.Errorf("stream came back as %d bytes, different from the %d sent", len(got), n)
 	}
 	return nil
+}
+
+// startFile starts an instance on the configuration text written to a
+// file of its own, as l4lb run does, and shuts it down at the end.
+func startFile(t *testing.T, text string) (*instance, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l4lb.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := start(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.useFile(path)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		in.shutdown(ctx)
+	})
+	return in, path
 }

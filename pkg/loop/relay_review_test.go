@@ -126,13 +126,7 @@ func TestBytesBeforeAResetAtConnectAreRelayed(t *testing.T) {
 	defer c.Close()
 	close(proceed)
 	<-dialed
-	b := k.Next(t)
-	b.Write([]byte("busy"))
-	b.SetLinger(0)
-	b.Close()
-	testnet.Eventually(t, "the bytes and the reset to land at the loop", func() bool {
-		return inQueue(beFD) == 4 && tcpClosed(beFD)
-	})
+	busyThenReset(t, k, beFD)
 	close(resetDone)
 	<-finished
 	readThenReset(t, "client", c, []byte("busy"))
@@ -186,6 +180,16 @@ func TestBytesBeforeAResetFoundByTheProxyHeaderAreRelayed(t *testing.T) {
 	defer c.Close()
 	close(proceed)
 	<-dialed
+	busyThenReset(t, k, beFD)
+	close(resetDone)
+	readThenReset(t, "client", c, []byte("busy"))
+	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
+}
+
+// busyThenReset makes the backend the taker k accepts next send "busy" and
+// reset, and waits until both have landed in the loop's socket beFD.
+func busyThenReset(t *testing.T, k *testnet.Taker, beFD int) {
+	t.Helper()
 	b := k.Next(t)
 	b.Write([]byte("busy"))
 	b.SetLinger(0)
@@ -193,7 +197,4 @@ func TestBytesBeforeAResetFoundByTheProxyHeaderAreRelayed(t *testing.T) {
 	testnet.Eventually(t, "the bytes and the reset to land at the loop", func() bool {
 		return inQueue(beFD) == 4 && tcpClosed(beFD)
 	})
-	close(resetDone)
-	readThenReset(t, "client", c, []byte("busy"))
-	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
 }
