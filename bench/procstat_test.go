@@ -86,3 +86,26 @@ eventpoll_epi        100    512    128   32    1 : tunables    0    0    0 : sla
 		t.Fatal("a slabinfo with no cache line parsed as ok")
 	}
 }
+
+func TestParseCPUTimes(t *testing.T) {
+	b := []byte("cpu  30 0 30 300 0 0 0 5 0 0\n" +
+		"cpu0 10 1 20 100 4 2 3 7 0 0\n" +
+		"cpu1 20 0 10 200 0 0 0 0 0 0\n" +
+		"cpu10 1000 0 0 0 0 0 0 0 0 0\n")
+	got := parseCPUTimes(b, []int{0})
+	// busy: user+nice+system+irq+softirq; idle and iowait are not busy;
+	// steal is the host's, not this CPU's time; cpu10 is not cpu1.
+	if got != (cpuTimes{busy: 36, total: 140}) {
+		t.Fatalf("cpu0 = %+v, want busy 36 total 140", got)
+	}
+	if got := parseCPUTimes(b, []int{0, 1}); got != (cpuTimes{busy: 66, total: 370}) {
+		t.Fatalf("cpu0+1 = %+v, want busy 66 total 370", got)
+	}
+	share, ok := busyShare(cpuTimes{busy: 10, total: 100}, cpuTimes{busy: 60, total: 200})
+	if !ok || share != 50 {
+		t.Fatalf("busyShare = %v %v, want 50 true", share, ok)
+	}
+	if _, ok := busyShare(cpuTimes{total: 5}, cpuTimes{total: 5}); ok {
+		t.Fatal("busyShare with no tick passed must report no figure")
+	}
+}

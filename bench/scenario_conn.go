@@ -18,7 +18,10 @@ const (
 // proxy's CPU per connection, and how often per connection its threads
 // went to sleep: each sleep is a wake-up that the load generator's or a
 // backend's core pays for, which is how a proxy that spends less CPU can
-// still be slower.
+// still be slower. Where the load generator has a core of its own, the
+// share of that core it kept busy says what the rate measures: at 100%
+// the row is the load generator's limit, and proxies differ only in the
+// work (wake-ups) they hand to that core.
 type connScenario struct{}
 
 func (connScenario) name() string { return "conn" }
@@ -30,6 +33,7 @@ func (connScenario) metrics() []MetricDef {
 		{Name: "cpu_us_per_conn", Unit: "µs", Better: LowerBetter, Chart: true},
 		{Name: "sleeps_per_conn", Unit: "sleeps", Better: LowerBetter, NoRatio: true},
 		{Name: "errors", Unit: "", Better: LowerBetter, NoRatio: true},
+		{Name: "loadgen_busy_pct", Unit: "%", Better: LowerBetter, NoRatio: true},
 	}
 }
 func (connScenario) rounds(o options) int { return o.rounds }
@@ -50,6 +54,7 @@ func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 	var res connResult
 	storeDone := storeSample(h, s) // l4lb-redis: what its redis-server did meanwhile
 	sleptBefore := voluntarySwitches(s.pids())
+	loadgenBefore := readCPUTimes(h.layout.loadgen)
 	cpu, _ := measureCPU(s, func() error {
 		res = connLoad(s.addr(routeEcho), connWorkers, h.opts.runTime, 0, nil, nil)
 		return nil
@@ -64,6 +69,9 @@ func (connScenario) run(h *harness, s *system) (map[string]float64, error) {
 		"p50_us":     percentile(res.latUS, 50),
 		"p99_us":     percentile(res.latUS, 99),
 		"errors":     float64(res.errors),
+	}
+	if busy, ok := busyShare(loadgenBefore, readCPUTimes(h.layout.loadgen)); ok && h.layout.pinned {
+		out["loadgen_busy_pct"] = busy
 	}
 	if isProxy(s) {
 		out["cpu_us_per_conn"] = cpu * 1e6 / float64(res.ok)
