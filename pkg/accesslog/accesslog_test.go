@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +211,49 @@ func TestOpenErrors(t *testing.T) {
 	_, err := Open(Config{Format: FormatJSON, Path: filepath.Join(t.TempDir(), "missing", "access.log")})
 	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("a path in a missing directory: %v", err)
+	}
+}
+
+// fullDisk takes bytes until its room runs out, then fails as a full disk
+// does: a write that does not fit is cut short.
+type fullDisk struct {
+	mu   sync.Mutex
+	room int
+	b    bytes.Buffer
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := min(len(p), d.room)
+	d.b.Write(p[:n])
+	d.room -= n
+	if n < len(p) {
+		return n, syscall.ENOSPC
+	}
+	return n, nil
+}
+
+// A write cut short loses only the lines it did not write whole: the
+// lines before the cut are on disk and must not count as dropped.
+func TestPartialWriteDropsOnlyUnwrittenLines(t *testing.T) {
+	line := len(AppendText(nil, &sample))
+	disk := &fullDisk{room: 3*line + line/2}
+	l, err := Open(Config{Format: FormatText, Out: disk, Loops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		r := sample
+		l.Queue().Push(0, &r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Dropped(); got != 7 {
+		t.Errorf("dropped %d records, want 7 (3 of 10 were written whole)", got)
+	}
+	if whole := strings.Count(disk.b.String(), "\n"); whole != 3 {
+		t.Errorf("%d whole lines on disk, want 3", whole)
 	}
 }

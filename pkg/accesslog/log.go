@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -128,22 +129,20 @@ func (l *Log) Close() error {
 func (l *Log) run() {
 	defer close(l.done)
 	buf := make([]byte, 0, l.chunk)
-	lines := 0
 	add := func(r *loop.AccessRecord) {
 		buf = l.format(buf, r)
-		lines++
 		if len(buf) > l.chunk-maxLine {
-			l.write(buf, lines)
-			buf, lines = buf[:0], 0
+			l.write(buf)
+			buf = buf[:0]
 		}
 	}
 	pause := time.NewTimer(batchPause)
 	pause.Stop()
 	for {
 		n := l.q.Drain(add)
-		if lines > 0 {
-			l.write(buf, lines)
-			buf, lines = buf[:0], 0
+		if len(buf) > 0 {
+			l.write(buf)
+			buf = buf[:0]
 		}
 		l.reportDrops(false)
 		if n > 0 {
@@ -158,21 +157,27 @@ func (l *Log) run() {
 		}
 		// Stopping: what the loops queued before is written.
 		l.q.Drain(add)
-		if lines > 0 {
-			l.write(buf, lines)
+		if len(buf) > 0 {
+			l.write(buf)
 		}
 		l.reportDrops(true)
 		return
 	}
 }
 
-// write writes whole lines; lines that fail count as dropped.
-func (l *Log) write(b []byte, lines int) {
-	if _, err := l.out.Write(b); err != nil {
-		l.q.AddDropped(int64(lines))
+// write writes whole lines. When a write fails part-way (a full disk
+// takes what fits), the lines it wrote whole are not lost: only those at
+// or after the failure count as dropped, a line cut short among them.
+func (l *Log) write(b []byte) {
+	n, err := l.out.Write(b)
+	if err != nil {
+		n = min(max(n, 0), len(b))
+		l.q.AddDropped(int64(bytes.Count(b[n:], newline)))
 		l.warnAtMostEvery("access log write failed", err)
 	}
 }
+
+var newline = []byte{'\n'}
 
 // reportDrops warns, at most every dropReportEvery (and once more at the
 // end), when records were dropped since the last warning.
