@@ -255,12 +255,22 @@ func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// allowMethod answers 405 to a request of another method. A read (GET)
+// also takes HEAD, as HTTP asks of every GET resource: monitoring checks
+// probe with it, and net/http leaves the body out.
 func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+	allowed := method
+	if method == http.MethodGet {
+		if r.Method == http.MethodHead {
+			return true
+		}
+		allowed = "GET, HEAD"
+	}
 	if r.Method == method {
 		return true
 	}
-	w.Header().Set("Allow", method)
-	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: use "+method)
+	w.Header().Set("Allow", allowed)
+	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: use "+allowed)
 	return false
 }
 

@@ -121,7 +121,7 @@ func TestAPIErrors(t *testing.T) {
 		{"weight out of range", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/weight?value=257", nil, 400, "out of range"},
 		{"unknown route", "GET", "/api/v1/whatever", nil, 404, "no such route"},
 		{"GET on disable", "GET", "/api/v1/pools/web/backends/127.0.0.1:9001/disable", nil, 405, "use POST"},
-		{"POST on pools", "POST", "/api/v1/pools", nil, 405, "use GET"},
+		{"POST on pools", "POST", "/api/v1/pools", nil, 405, "use GET, HEAD"},
 		{"browser Origin", "POST", "/api/v1/pools/web/backends/127.0.0.1:9001/disable", map[string]string{"Origin": "http://evil.example"}, 403, "Origin"},
 		{"DNS rebinding Host", "GET", "/api/v1/pools", map[string]string{"Host": "evil.example:9090"}, 403, "Host"},
 	}
@@ -204,5 +204,35 @@ func TestProfilesServed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
 		t.Fatalf("pprof: %d %.80q", resp.StatusCode, body)
+	}
+}
+
+// Every read answers HEAD as it answers GET, without a body: HTTP asks it
+// of GET resources, and monitoring checks probe with it. A write does not.
+func TestReadsAnswerHead(t *testing.T) {
+	srv, _ := newTestServer(t)
+	for _, path := range []string{"/api/v1/pools", "/api/v1/pools/web", "/metrics"} {
+		resp, err := http.Head(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d body bytes, want 200 and none", path, resp.StatusCode, len(body))
+		}
+	}
+	req, _ := http.NewRequest(http.MethodHead, srv.URL+"/api/v1/reload", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("HEAD on reload: %d Allow %q, want 405 Allow POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	code, v := do(t, "PUT", srv.URL+"/api/v1/pools", nil)
+	if code != http.StatusMethodNotAllowed || !strings.Contains(v["error"].(string), "use GET, HEAD") {
+		t.Errorf("PUT on pools: %d %v, want 405 naming GET, HEAD", code, v)
 	}
 }
