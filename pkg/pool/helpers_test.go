@@ -28,7 +28,7 @@ import (
 
 // poolTOML renders listener "l" on a free port feeding pool "p" over
 // backends, with extra lines inside [pool.p].
-func poolTOML(t *testing.T, backends []string, extra string) string {
+func poolTOML(t testing.TB, backends []string, extra string) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "[[listener]]\nname = \"l\"\nbind = %q\npool = \"p\"\n[pool.p]\n%s\n", testnet.FreeAddr(t), extra)
@@ -38,7 +38,7 @@ func poolTOML(t *testing.T, backends []string, extra string) string {
 	return b.String()
 }
 
-func parse(t *testing.T, text string) *config.Config {
+func parse(t testing.TB, text string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse("t.toml", []byte(text))
 	if err != nil {

@@ -67,6 +67,7 @@ type Pool struct {
 	Algorithm string
 	cfg       *config.Pool
 	backends  []*Backend
+	byID      map[string]*Backend         // a reload finds each backend's predecessor here
 	pick      atomic.Pointer[pick.Picker] // rebuilt when an operator sets a weight
 	pickCfg   pick.Config
 	wmu       sync.Mutex // serialises picker rebuilds
@@ -119,6 +120,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		onChange:     deps.OnRuntimeChange,
 	}
 	pickBackends := make([]pick.Backend, len(cfg.Backends))
+	p.byID = make(map[string]*Backend, len(cfg.Backends))
 	for i, bc := range cfg.Backends {
 		b, err := p.newBackend(i, bc, deps)
 		if err != nil {
@@ -126,6 +128,9 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		}
 		b.usable.Store(b.HealthUp())
 		p.backends = append(p.backends, b)
+		if _, dup := p.byID[b.ID]; !dup {
+			p.byID[b.ID] = b
+		}
 		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight()}
 	}
 	p.pickCfg = pick.Config{
@@ -247,12 +252,7 @@ func (p *Pool) backend(identity string) *Backend {
 	if p == nil {
 		return nil
 	}
-	for _, b := range p.backends {
-		if b.ID == identity {
-			return b
-		}
-	}
-	return nil
+	return p.byID[identity]
 }
 
 // HandOver tells p's backends which backend of next, the pool replacing
