@@ -166,7 +166,10 @@ func (c *conn) record(why CloseReason, relayed bool) {
 		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why, Result: ResultRejected,
 	}
 	switch {
-	case relayed:
+	case relayed && why != CloseLocalError:
+		// A connection that reached relaying and then met this host's
+		// trouble (its PROXY header not sent) was never served:
+		// rejected, as l4lb_client_connections_total counts it.
 		r.Result, r.Backend = ResultOK, c.backend.Addr
 		r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
 	case why == CloseNoBackend:

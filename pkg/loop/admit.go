@@ -38,6 +38,15 @@ func (c *conn) admitted() {
 		return
 	}
 	c.sourced = c.policy != nil && c.policy.Sources != nil
+	if c.cl.hup {
+		// The event that brought the PROXY header also reported a reset
+		// (or a socket closed both ways): the client has left, and no
+		// later event will say so. A dial now would judge a backend for
+		// a client that is gone (DESIGN, data path rule 5).
+		c.debug("client left with its PROXY header", unix.ECONNRESET)
+		c.refuseBy(CloseClientLeft, false)
+		return
+	}
 	c.startDial()
 }
 

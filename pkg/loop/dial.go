@@ -199,15 +199,17 @@ func (c *conn) connected(pump bool) {
 		c.l.timers.arm(&c.early.timer, c.l.clock()+int64(p.EarlyResetWindow()))
 	}
 	c.phase = phaseRelaying
-	c.f.OK.Add(1)
 	c.lastActive = c.l.clock()
 	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
 	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	// A connect found reset (pump false) is the relay's to end as a
-	// backend reset: no header goes to a socket that is gone.
+	// backend reset: no header goes to a socket that is gone. The client
+	// counts as ok only once its header is written: sendProxyHeader
+	// counts it when it ends the connection.
 	if v := p.ProxyProtocol(); v != 0 && pump && !c.sendProxyHeader(v) {
 		return
 	}
+	c.f.OK.Add(1)
 	if pump {
 		c.pump()
 	}
