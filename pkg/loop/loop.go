@@ -64,7 +64,7 @@ type Loop struct {
 	udps   []*udpSock
 	udpIn  *mmsgBatch
 	udpOut *udpOut
-	udpRun *mmsgBatch // headers of one burst sent on a session's socket (no data of its own)
+	udpRun *mmsgBatch // iovecs of one burst GSO-sent on a session's socket (no data of its own)
 
 	nconns atomic.Int64
 	stats  loopStats // how it spends its time, for metrics (stats.go)

@@ -28,7 +28,8 @@ type udpRig struct {
 }
 
 type udpRigOpts struct {
-	loops    int // 0: one
+	bind     string // "": 127.0.0.1:0
+	loops    int    // 0: one
 	retries  int
 	settings func(*UDPSettings) // changes the listener's settings last
 }
@@ -66,7 +67,10 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 		o.settings(&set)
 	}
 	f := NewUDPFront("u", set)
-	socks, err := listener.BindUDP("u", "127.0.0.1:0", o.loops)
+	if o.bind == "" {
+		o.bind = "127.0.0.1:0"
+	}
+	socks, err := listener.BindUDP("u", o.bind, o.loops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"net/netip"
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -123,14 +124,20 @@ func sendDatagram(fd int, p []byte) error {
 	}
 }
 
-// nameAddrPort decodes a socket address the kernel wrote.
+// nameAddrPort decodes a socket address the kernel wrote. A scoped
+// (link-local) IPv6 address keeps its scope as the zone, the interface's
+// index: the same address and port on two interfaces are two clients.
 func nameAddrPort(n *sockName) netip.AddrPort {
 	switch n.Family {
 	case unix.AF_INET:
 		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(n))
 		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
 	case unix.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16(n.Addr).Unmap(), ntohs(n.Port))
+		a := netip.AddrFrom16(n.Addr).Unmap()
+		if n.Scope_id != 0 && a.Is6() {
+			a = a.WithZone(strconv.FormatUint(uint64(n.Scope_id), 10))
+		}
+		return netip.AddrPortFrom(a, ntohs(n.Port))
 	}
 	return netip.AddrPort{}
 }

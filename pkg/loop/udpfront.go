@@ -160,11 +160,14 @@ const (
 	// DropDenied: the client's address is in the listener's deny list, or
 	// not in its allow list; no session is opened.
 	DropDenied
+	// DropExcessReply: a backend datagram past the listener's `responses`
+	// for its session (read together with the last one owed): not relayed.
+	DropExcessReply
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop", "denied"}
+var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop", "denied", "excess_reply"}
 
 // String is the metric label value.
 func (r DropReason) String() string { return dropReasonNames[r] }

@@ -22,7 +22,7 @@ type gsoCtl [unix.SizeofCmsghdr + 8]byte // CmsgSpace(2)
 // sendGSO sends iovs as datagrams of size bytes each (the last may be
 // shorter) with one sendmsg on fd. unsupported says the kernel or the
 // route cannot segment these (a datagram larger than the path's MTU, an
-// old kernel): the caller sends them with sendmmsg, and stops trying GSO
+// old kernel): the caller sends them one by one, and stops trying GSO
 // on that socket.
 func sendGSO(fd int, iovs []unix.Iovec, size int) (err error, unsupported bool) {
 	var ctl gsoCtl

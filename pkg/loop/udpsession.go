@@ -32,7 +32,7 @@ type session struct {
 	requests, responses int
 	retired             bool  // took its `requests`: no longer in the client map
 	excess              bool  // the backend sent more than `responses`
-	refused             error // a refusal read while replies ahead of it are still being relayed
+	refused             error // a refusal read on fd while replies ahead of it are still being relayed
 	noGSO               bool  // the socket's route cannot segment a burst (udpgso.go)
 	ended               bool
 	queued              bool // on the loop's ready list
@@ -341,6 +341,7 @@ func (s *session) readReplies() {
 		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {
 			keep = r - s.responses // replies past the limit are not relayed,
 			s.excess = true        // and the socket is not parked: the backend says more than asked
+			u.dropN(DropExcessReply, n-keep)
 		}
 		for i := from; i < from+keep; i++ {
 			out.add(i, s)
@@ -394,6 +395,10 @@ func (s *session) closeBackend() {
 	s.u.l.forget(s.fd)
 	closeFd(s.fd)
 	s.fd = -1
+	// A refusal still pending was read on this socket: it is this
+	// backend's, acted on already by whatever closed the socket, never
+	// the next backend's.
+	s.refused = nil
 	s.u.f.sockets.Add(-1)
 	s.pool.EndRelay(s.backend)
 }

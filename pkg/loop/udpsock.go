@@ -157,32 +157,26 @@ func (u *udpSock) relay(in *mmsgBatch, n int) {
 	u.sendRun(in, run, start, n)
 }
 
-// sendRun sends datagrams [from, to) of the batch on s's socket.
+// sendRun sends datagrams [from, to) of the batch on s's socket: as one
+// GSO send when it can, else one by one. Not with sendmmsg: a refusal
+// reported to one of its later sends (the ICMP about an earlier datagram,
+// which from a local backend comes back before that datagram's send
+// returns) makes it return what it sent with no error, the refusal
+// cleared in the kernel: it would be lost, and the rest of the burst sent
+// to the refusing port. Each single send reports it.
 func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 	if s == nil || from >= to {
 		return
 	}
-	if to-from == 1 || s.proxyHdr != nil {
-		// One by one: a burst cannot carry a header before each
-		// datagram (GSO segments one buffer).
+	// A burst cannot carry a header before each datagram (GSO segments
+	// one buffer).
+	if size, ok := gsoRun(in, from, to); ok && !s.noGSO && s.proxyHdr == nil {
+		iovs := u.l.udpRun.iovs[:to-from]
 		for i := from; i < to; i++ {
-			u.one(in, i)
+			iovs[i-from].Base = &in.data[i*udpSlot]
+			iovs[i-from].SetLen(int(in.hdrs[i].Len))
 		}
-		return
-	}
-	out := u.l.udpRun
-	for i := from; i < to; i++ {
-		k := i - from
-		out.iovs[k].Base = &in.data[i*udpSlot]
-		out.iovs[k].SetLen(int(in.hdrs[i].Len))
-		h := &out.hdrs[k].Hdr
-		h.Iov, h.Iovlen = &out.iovs[k], 1
-		h.Name, h.Namelen = nil, 0
-		h.Control = nil
-		h.SetControllen(0)
-	}
-	if size, ok := gsoRun(in, from, to); ok && !s.noGSO {
-		err, unsupported := sendGSO(s.fd, out.iovs[:to-from], size)
+		err, unsupported := sendGSO(s.fd, iovs, size)
 		if err == nil {
 			s.sentRun(in, from, to)
 			u.f.Bursts.Add(1)
@@ -194,17 +188,8 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 		}
 		s.noGSO = s.noGSO || unsupported
 	}
-	sent, err := sendmmsg(s.fd, out, 0, to-from)
-	if err != nil {
-		if isRefusal(err) {
-			u.refusedRun(in, s, err, from, to)
-			return
-		}
-		sent = 0
-	}
-	s.sentRun(in, from, from+sent)
-	for i := from + sent; i < to; i++ {
-		u.one(in, i) // finds the error and deals with it as a single send does
+	for i := from; i < to; i++ {
+		u.one(in, i)
 	}
 }
 
@@ -293,7 +278,9 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		s.proxyHdr = proxyproto.AppendV2(nil, proxyproto.Datagram,
 			netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(dst.Unmap(), u.local.Port()))
 	}
-	if u.l.sh.own.has(conn4{local: src, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
+	// Own sessions are recorded by getsockname's address, without a zone.
+	bare := netip.AddrPortFrom(src.Addr().WithZone(""), src.Port())
+	if u.l.sh.own.has(conn4{local: bare, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
 		u.f.sockets.Add(-1)
 		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
 		return nil
