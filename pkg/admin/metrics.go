@@ -1,7 +1,11 @@
 package admin
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/l4lb/l4lb/pkg/fleet"
 	"github.com/l4lb/l4lb/pkg/loop"
@@ -58,7 +62,7 @@ var (
 	descUDPSessions   = desc("l4lb_udp_sessions_total", "UDP sessions ended, by result: timeout, responses, evicted (max_sessions), refused (ICMP), moved (backend left rotation), error, shutdown.", "listener", "result")
 	descUDPDatagrams  = desc("l4lb_udp_datagrams_total", "UDP datagrams relayed, by direction (to_backend, to_client).", "listener", "direction")
 	descUDPBytes      = desc("l4lb_udp_bytes_total", "UDP payload bytes relayed, by direction (to_backend, to_client).", "listener", "direction")
-	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop, denied.", "listener", "reason")
+	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop, denied, excess_reply.", "listener", "reason")
 	descUDPUnanswered = desc("l4lb_udp_unanswered_total", "UDP sessions whose first datagram had no reply within the pool's reply_timeout.", "listener")
 	descAdminRejected = desc("l4lb_admin_connections_rejected_total", "Admin connections closed at once because max_connections were open.")
 )
@@ -92,30 +96,29 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	for _, p := range c.src.pools() {
+	pools := c.src.pools()
+	n := 0
+	for _, p := range pools {
+		n += len(p.Backends())
+	}
+	backends := make([]poolBackend, 0, n)
+	for _, p := range pools {
 		counter(descPortsExhausted, p.Exhausted(), p.Name)
+		poolPair := labelPair(&labelPool, p.Name)
 		for _, b := range p.Backends() {
-			st := b.Breaker()
-			gauge(descBackendUp, b01(b.Usable()), p.Name, b.Addr)
-			gauge(descBreakerOpen, b01(st.Open), p.Name, b.Addr)
-			gauge(descBreakerGen, float64(st.Generation), p.Name, b.Addr)
-			gauge(descHealthUp, b01(b.HealthUp()), p.Name, b.Addr)
-			gauge(descDisabled, b01(st.Disabled), p.Name, b.Addr)
-			gauge(descBackendDraining, b01(b.Draining()), p.Name, b.Addr)
-			gauge(descBackendWeight, float64(b.Weight()), p.Name, b.Addr)
-			for _, k := range pool.DialKinds {
-				ok, failed := b.Dials(k)
-				counter(descDials, ok, p.Name, b.Addr, k.String(), "success")
-				counter(descDials, failed, p.Name, b.Addr, k.String(), "failure")
-			}
-			counter(descTrips, b.Trips(), p.Name, b.Addr)
-			counter(descProbeFailures, b.ProbeFailures(), p.Name, b.Addr)
-			counter(descStale, b.StaleResults(), p.Name, b.Addr)
-			gauge(descActive, float64(b.Active()), p.Name, b.Addr)
-			counter(descBytes, b.Meter.ToBackend.Load(), p.Name, b.Addr, "to_backend")
-			counter(descBytes, b.Meter.ToClient.Load(), p.Name, b.Addr, "to_client")
-			collectConnectTimes(ch, p.Name, b)
+			backends = append(backends, poolBackend{poolPair, b})
 		}
+	}
+	// In the order the registry sorts each family in (by backend, then
+	// pool), so its sort of thousands of series only finds them sorted.
+	slices.SortFunc(backends, func(x, y poolBackend) int {
+		if c := strings.Compare(x.b.Addr, y.b.Addr); c != 0 {
+			return c
+		}
+		return strings.Compare(x.pool.GetValue(), y.pool.GetValue())
+	})
+	for _, e := range backends {
+		collectBackend(ch, e.pool, e.b)
 	}
 	c.src.Config.collect(gauge, counter)
 	if s := c.src.Server; s != nil {
@@ -149,6 +152,152 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descAdminMax, float64(l.max))
 		counter(descAdminRejected, l.rejected.Load())
 	}
+}
+
+// The per-backend series are most of a scrape (over 20 per backend), so
+// they skip prometheus.MustNewConstMetric: each backend's series, label
+// pairs and values live in one backendSeries, one allocation per backend
+// per scrape, and the label pairs that never change (label names, dial
+// kinds, results, directions) are made once. The registry reads every
+// field alike, so /metrics says exactly what the const metrics said.
+
+// Label names, pointed to by the label pairs.
+var (
+	labelPool      = "pool"
+	labelBackend   = "backend"
+	labelKind      = "kind"
+	labelResult    = "result"
+	labelDirection = "direction"
+)
+
+// labelPair is name="value"; name is one of the label names above.
+func labelPair(name *string, value string) *dto.LabelPair {
+	return &dto.LabelPair{Name: name, Value: &value}
+}
+
+// The constant label pairs of l4lb_backend_dials_total and l4lb_bytes_total.
+var (
+	dialKindPairs = func() (ps [len(pool.DialKinds)]*dto.LabelPair) {
+		for i, k := range pool.DialKinds {
+			ps[i] = labelPair(&labelKind, k.String())
+		}
+		return ps
+	}()
+	// dialKindsByName indexes pool.DialKinds (and dialKindPairs) in the
+	// order of their names, the order the registry sorts them in.
+	dialKindsByName = func() (ks [len(pool.DialKinds)]int) {
+		for i := range ks {
+			ks[i] = i
+		}
+		slices.SortFunc(ks[:], func(x, y int) int { return strings.Compare(pool.DialKinds[x].String(), pool.DialKinds[y].String()) })
+		return ks
+	}()
+	// dialResultPairs: failure, success (sorted).
+	dialResultPairs = [2]*dto.LabelPair{labelPair(&labelResult, "failure"), labelPair(&labelResult, "success")}
+	// directionPairs: to_backend, to_client.
+	directionPairs = [2]*dto.LabelPair{labelPair(&labelDirection, "to_backend"), labelPair(&labelDirection, "to_client")}
+)
+
+// gaugeSeries and counterSeries are one sample of a gauge or counter: a
+// prometheus.Metric whose dto value lives in it. labels are sorted by
+// name, as the registry wants them, and shared: never changed once sent.
+type gaugeSeries struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	v      float64
+	g      dto.Gauge
+}
+
+func (s *gaugeSeries) Desc() *prometheus.Desc { return s.desc }
+
+func (s *gaugeSeries) Write(out *dto.Metric) error {
+	out.Label = s.labels
+	out.Gauge = &s.g
+	return nil
+}
+
+// send sets s and sends it on ch.
+func (s *gaugeSeries) send(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels []*dto.LabelPair) {
+	s.desc, s.labels, s.v = d, labels, v
+	s.g.Value = &s.v
+	ch <- s
+}
+
+type counterSeries struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	v      float64
+	c      dto.Counter
+}
+
+func (s *counterSeries) Desc() *prometheus.Desc { return s.desc }
+
+func (s *counterSeries) Write(out *dto.Metric) error {
+	out.Label = s.labels
+	out.Counter = &s.c
+	return nil
+}
+
+func (s *counterSeries) send(ch chan<- prometheus.Metric, d *prometheus.Desc, v int64, labels []*dto.LabelPair) {
+	s.desc, s.labels, s.v = d, labels, float64(v)
+	s.c.Value = &s.v
+	ch <- s
+}
+
+// backendSeries holds one backend's series of one scrape.
+type backendSeries struct {
+	addr    string
+	backend dto.LabelPair // backend="addr"
+	// labels are {backend, pool}; dialLabels[kind][result] {backend, kind,
+	// pool, result} (kinds and results by name); byteLabels[direction]
+	// {backend, direction, pool}.
+	labels     [2]*dto.LabelPair
+	dialLabels [len(pool.DialKinds)][2][4]*dto.LabelPair
+	byteLabels [2][3]*dto.LabelPair
+	gauges     [8]gaugeSeries
+	counters   [len(pool.DialKinds)*2 + 5]counterSeries
+	connect    histogramSeries
+}
+
+// poolBackend is a backend and its pool's label pair.
+type poolBackend struct {
+	pool *dto.LabelPair
+	b    *pool.Backend
+}
+
+// collectBackend exports backend b's series; poolPair is its pool="name".
+func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *pool.Backend) {
+	s := new(backendSeries)
+	s.addr = b.Addr
+	s.backend.Name, s.backend.Value = &labelBackend, &s.addr
+	s.labels = [2]*dto.LabelPair{&s.backend, poolPair}
+	l := s.labels[:]
+	st := b.Breaker()
+	g, c := s.gauges[:], s.counters[:]
+	g[0].send(ch, descBackendUp, b01(b.Usable()), l)
+	g[1].send(ch, descBreakerOpen, b01(st.Open), l)
+	g[2].send(ch, descBreakerGen, float64(st.Generation), l)
+	g[3].send(ch, descHealthUp, b01(b.HealthUp()), l)
+	g[4].send(ch, descDisabled, b01(st.Disabled), l)
+	g[5].send(ch, descBackendDraining, b01(b.Draining()), l)
+	g[6].send(ch, descBackendWeight, float64(b.Weight()), l)
+	for i, k := range dialKindsByName {
+		ok, failed := b.Dials(pool.DialKinds[k])
+		for r, v := range [2]int64{failed, ok} {
+			s.dialLabels[i][r] = [4]*dto.LabelPair{&s.backend, dialKindPairs[k], poolPair, dialResultPairs[r]}
+			c[2*i+r].send(ch, descDials, v, s.dialLabels[i][r][:])
+		}
+	}
+	n := 2 * len(pool.DialKinds)
+	c[n].send(ch, descTrips, b.Trips(), l)
+	c[n+1].send(ch, descProbeFailures, b.ProbeFailures(), l)
+	c[n+2].send(ch, descStale, b.StaleResults(), l)
+	g[7].send(ch, descActive, float64(b.Active()), l)
+	for d, v := range [2]int64{b.Meter.ToBackend.Load(), b.Meter.ToClient.Load()} {
+		s.byteLabels[d] = [3]*dto.LabelPair{&s.backend, directionPairs[d], poolPair}
+		c[n+3+d].send(ch, descBytes, v, s.byteLabels[d][:])
+	}
+	s.connect.send(ch, b.ConnectTimes(), &s.labels)
 }
 
 // collectUDP exports one UDP listener's counters.

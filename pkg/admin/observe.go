@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -66,12 +67,41 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAccessDropped, prometheus.CounterValue, float64(s.AccessLogDropped()))
 }
 
-// collectConnectTimes exports backend b's connect-time histogram.
-func collectConnectTimes(ch chan<- prometheus.Metric, poolName string, b *pool.Backend) {
-	h := b.ConnectTimes()
-	buckets := make(map[float64]uint64, len(pool.ConnectBuckets))
-	for i, le := range pool.ConnectBuckets {
-		buckets[le] = h.Cumulative[i]
+// connectBounds are pool.ConnectBuckets, for the buckets' upper bounds to
+// point to.
+var connectBounds = pool.ConnectBuckets
+
+// histogramSeries is a backend's connect-time histogram of one scrape: the
+// dto filled straight from the cumulative counts, buckets in ascending
+// order as prometheus.NewConstHistogram sorts them, no +Inf bucket (the
+// count is its value).
+type histogramSeries struct {
+	labels  *[2]*dto.LabelPair // {backend, pool}; a pointer keeps backendSeries in 4 KiB
+	count   uint64
+	sum     float64
+	cum     [len(pool.ConnectBuckets)]uint64
+	buckets [len(pool.ConnectBuckets)]dto.Bucket
+	ptrs    [len(pool.ConnectBuckets)]*dto.Bucket
+	h       dto.Histogram
+}
+
+func (s *histogramSeries) Desc() *prometheus.Desc { return descConnectTime }
+
+func (s *histogramSeries) Write(out *dto.Metric) error {
+	out.Label = s.labels[:]
+	out.Histogram = &s.h
+	return nil
+}
+
+// send sets s from h and sends it on ch.
+func (s *histogramSeries) send(ch chan<- prometheus.Metric, h pool.ConnectHistogram, labels *[2]*dto.LabelPair) {
+	s.labels = labels
+	s.count, s.sum, s.cum = h.Count, h.Sum.Seconds(), h.Cumulative
+	for i := range s.buckets {
+		s.buckets[i].CumulativeCount = &s.cum[i]
+		s.buckets[i].UpperBound = &connectBounds[i]
+		s.ptrs[i] = &s.buckets[i]
 	}
-	ch <- prometheus.MustNewConstHistogram(descConnectTime, h.Count, h.Sum.Seconds(), buckets, poolName, b.Addr)
+	s.h.SampleCount, s.h.SampleSum, s.h.Bucket = &s.count, &s.sum, s.ptrs[:]
+	ch <- s
 }
