@@ -23,8 +23,8 @@ type Config struct {
 	// configuration file.
 	PasswordFile string
 	// TLS: a CA bundle to verify the server, a client certificate and
-	// key, and a name to verify instead of the URL's host. Any of them
-	// turns TLS on.
+	// key (both or neither), and a name to verify instead of the URL's
+	// host. Any of them turns TLS on.
 	TLSCAFile, TLSCertFile, TLSKeyFile, TLSServerName string
 	// SentinelMaster, when set, makes RedisURL's host and SentinelAddrs
 	// Sentinels, asked for the master of this set (and again on failover).
@@ -83,6 +83,14 @@ func (c Config) clientOption() (rueidis.ClientOption, error) {
 			pw = strings.TrimSuffix(pw, "\n")
 		}
 		opt.Password = pw
+	}
+	// The key pair is both files or neither: a key alone would otherwise
+	// be dropped without a word, and the client connect without TLS.
+	switch {
+	case c.TLSKeyFile != "" && c.TLSCertFile == "":
+		return opt, errors.New("cluster: tls_key_file is set without tls_cert_file: a private key needs its client certificate")
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return opt, errors.New("cluster: tls_cert_file is set without tls_key_file: a client certificate needs its private key")
 	}
 	if c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSServerName != "" {
 		if opt.TLSConfig == nil {

@@ -2,7 +2,8 @@ package fleet
 
 import (
 	"context"
-	"time"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
 )
 
 // reconcile writes back every key this instance decided on alone while
@@ -27,6 +28,10 @@ import (
 // knows is written back by the same rule where Redis is now behind it, so
 // no instance is left holding a breaker open at a generation Redis will
 // never reach.
+//
+// A key Redis refuses to merge with an error that is no outage (it holds
+// what no instance writes: WRONGTYPE) is logged and left as Redis holds
+// it, so that one unusable key does not keep the instance apart.
 //
 // It runs with s.mu held, so no local decision races it, and returns how
 // many keys it merged before an error.
@@ -55,13 +60,22 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 			// outage, no evidence of this instance's own.
 			local.Open, local.Cooldown, local.CooldownLeft = false, 0, 0
 		}
-		mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		start := time.Now()
-		st, changed, err := r.merge(mctx, key, local, apart)
-		cancel()
-		s.observe("merge", time.Since(start), err)
-		if err != nil {
+		var st breaker.State
+		var changed bool
+		err = s.rejoinOp(ctx, "merge", func(ctx context.Context) (err error) {
+			st, changed, err = r.merge(ctx, key, local, apart)
+			return err
+		})
+		if err != nil && unreachable(err) {
 			return merged, err
+		}
+		if err != nil {
+			// Redis refuses this key (it holds what no instance
+			// writes): staying apart for it would keep every other key
+			// from the fleet, for as long as the key stays as it is.
+			s.log.Error("cluster store: a breaker state decided while apart cannot be merged: the key in Redis is unusable", "key", key, "error", err)
+			delete(s.apart, key)
+			continue
 		}
 		if changed {
 			s.log.Info("cluster store: merged a breaker state", "key", key, "decided_locally", apart,
@@ -70,7 +84,7 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 			merged++
 			s.reconciled.Add(1)
 		}
-		s.local.Mirror(key, st)
+		s.mirrorLocked(key, st, s.seq.Add(1))
 		delete(s.apart, key)
 	}
 	return merged, nil

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +62,38 @@ func (r *redisStore) justWrote(key string) bool {
 
 var _ breaker.Store = (*redisStore)(nil)
 
+// errBadReply is wrapped by the error of an answer from Redis that does
+// not decode: a key holding what no instance writes.
+var errBadReply = errors.New("cluster store: unexpected reply")
+
+// unreachable reports whether err, from a Redis operation, means the fleet
+// cannot decide through Redis now, so the Store decides locally: no answer
+// (a connection lost, refused or timed out, a client closing), or an
+// answer that refuses every write or every command for a while (loading
+// its data, a script running too long, out of memory, a disk error, a
+// replica or a cluster without a master, authentication lost). Any other
+// error reply, such as WRONGTYPE or a script failing on what a key holds,
+// and an answer that does not decode, are about one operation and the
+// keys it touched: the operation fails, and the instance stays with the
+// fleet. NOSCRIPT never gets here: rueidis sends the script itself when
+// the server does not know its SHA1, which loads it again.
+func unreachable(err error) bool {
+	if errors.Is(err, errBadReply) || rueidis.IsParseErr(err) || rueidis.IsRedisNil(err) {
+		return false
+	}
+	rerr, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return true
+	}
+	code, _, _ := strings.Cut(rerr.Error(), " ")
+	switch code {
+	case "LOADING", "BUSY", "OOM", "MISCONF", "READONLY", "MASTERDOWN", "NOREPLICAS",
+		"CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "NOAUTH", "WRONGPASS":
+		return true
+	}
+	return false
+}
+
 // readScript reads the state in one consistent step, bypassing the
 // client-side cache (Store uses it right after its own writes).
 var readScript = rueidis.NewLuaScriptReadOnly(stateLua + `return state(1)`)
@@ -96,7 +130,7 @@ func (r *redisStore) Read(ctx context.Context, key string) (breaker.State, error
 	if present[0] {
 		g, err := strconv.ParseUint(vals[0], 10, 64)
 		if err != nil {
-			return breaker.State{}, fmt.Errorf("%s: %w", r.ks.key(key, fieldGen), err)
+			return breaker.State{}, fmt.Errorf("%w: %s: %w", errBadReply, r.ks.key(key, fieldGen), err)
 		}
 		st.Generation = g
 	}
@@ -117,12 +151,12 @@ func decodeState(rr rueidis.RedisResult) (breaker.State, bool, error) {
 		return breaker.State{}, false, err
 	}
 	if len(arr) != 6 {
-		return breaker.State{}, false, fmt.Errorf("state script answered %d values, want 6", len(arr))
+		return breaker.State{}, false, fmt.Errorf("%w: state script answered %d values, want 6", errBadReply, len(arr))
 	}
 	var n [6]int64
 	for i := range arr {
 		if n[i], err = arr[i].AsInt64(); err != nil {
-			return breaker.State{}, false, fmt.Errorf("state script value %d: %w", i, err)
+			return breaker.State{}, false, fmt.Errorf("%w: state script value %d: %w", errBadReply, i, err)
 		}
 	}
 	st := breaker.State{Generation: uint64(n[1]), Open: n[2] == 1, Disabled: n[5] == 1}

@@ -88,6 +88,55 @@ func (s *Store) Shutdown() {
 	}
 }
 
+// handOverProbes makes Redis's probe locks what they would be had this
+// instance never left: the releases it owes are made (a release deletes
+// only its owner's token), and every lock taken on the local copy whose
+// probe may still run is taken in Redis too, for the time it has left, so
+// that no other instance starts a probe of the same backend meanwhile. A
+// lock another instance took in Redis meanwhile stays: its probe and this
+// one have both run since the outage, and whichever ends first moves the
+// generation. It runs with s.mu held; on an error Redis is still out of
+// reach and what is left is handed over at the next try.
+func (s *Store) handOverProbes(ctx context.Context, r *redisStore) error {
+	for id := range s.owed {
+		err := s.rejoinOp(ctx, "release_probe", func(ctx context.Context) error {
+			return r.ReleaseProbe(ctx, id.key, id.owner)
+		})
+		if err != nil && unreachable(err) {
+			return err
+		}
+		delete(s.owed, id)
+	}
+	now := time.Now()
+	for id, until := range s.probes {
+		if left := until.Sub(now); left > 0 {
+			var got bool
+			err := s.rejoinOp(ctx, "acquire_probe", func(ctx context.Context) (err error) {
+				got, err = r.AcquireProbe(ctx, id.key, id.owner, left)
+				return err
+			})
+			if err != nil && unreachable(err) {
+				return err
+			}
+			if err == nil && !got {
+				s.log.Info("cluster store: another instance holds the probe lock of a backend probed here since the outage: both probes run until one ends", "key", id.key)
+			}
+		}
+		delete(s.probes, id)
+	}
+	return nil
+}
+
+// rejoinOp runs op on Redis for rejoin, bounded by the timeout.
+func (s *Store) rejoinOp(ctx context.Context, name string, op func(context.Context) error) error {
+	octx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := op(octx)
+	s.observe(name, time.Since(start), err)
+	return err
+}
+
 // rejoin connects if need be, marks the fleet's data, merges every key
 // decided on locally (and every key, if Redis lost its data), and only then
 // lets Redis decide again. On an error the Store stays apart for the next
@@ -113,7 +162,11 @@ func (s *Store) rejoin(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	lost := s.resync.Load()
-	merged, err := s.reconcile(ctx, r, lost)
+	merged := 0
+	err = s.handOverProbes(ctx, r)
+	if err == nil {
+		merged, err = s.reconcile(ctx, r, lost)
+	}
 	if err == nil {
 		s.resync.Store(false)
 		s.up.Store(true)

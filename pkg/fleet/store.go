@@ -53,6 +53,17 @@ type Store struct {
 	// when only a disable was.
 	mu    sync.Mutex
 	apart map[string]bool
+	// seen orders what reaches the local copy, under mu: for each key,
+	// the number (from seq) of the Redis answer its disable was last
+	// taken from (mirrorLocked).
+	seq  atomic.Uint64
+	seen map[string]uint64
+	// probes are the probe locks taken on the local copy while apart, by
+	// key and owner, with when they run out; owed are the releases that
+	// could not be made in Redis while apart. Under mu; rejoin hands both
+	// over to Redis before Redis decides again (handOverProbes).
+	probes map[probeID]time.Time
+	owed   map[probeID]struct{}
 
 	wmu      sync.Mutex
 	watchers map[string]map[*watch]struct{}
@@ -66,6 +77,9 @@ type Store struct {
 }
 
 type watch struct{ changed func() }
+
+// probeID is one owner's probe lock of one key.
+type probeID struct{ key, owner string }
 
 var (
 	_ breaker.Store    = (*Store)(nil)
@@ -86,6 +100,9 @@ func New(cfg Config, opts Options) (*Store, error) {
 		local:    breaker.NewMemoryStore(nil),
 		kick:     make(chan struct{}, 1),
 		apart:    map[string]bool{},
+		seen:     map[string]uint64{},
+		probes:   map[probeID]time.Time{},
+		owed:     map[probeID]struct{}{},
 		watchers: map[string]map[*watch]struct{}{},
 	}
 	if s.log == nil {
@@ -164,6 +181,13 @@ func (s *Store) call(ctx context.Context, name string, op func(ctx context.Conte
 	if ctx.Err() != nil {
 		return true, err // the caller gave up: says nothing about Redis
 	}
+	if !unreachable(err) {
+		// Redis answered, with an error about this operation (a key of
+		// the wrong type, a script failing on what a key holds): the
+		// operation fails, and the instance stays with the fleet.
+		s.synced()
+		return true, err
+	}
 	s.lost(name, err)
 	return false, nil
 }
@@ -179,15 +203,33 @@ func (s *Store) lost(op string, err error) {
 	}
 }
 
-// mirror keeps the local copy at what Redis said, except for keys decided
-// on locally and not merged yet: their local decision is what the merge
-// must see.
-func (s *Store) mirror(key string, st breaker.State) {
+// mirror keeps the local copy at what Redis answered an operation begun
+// at at (a number from s.seq), except for keys decided on locally and not
+// merged yet: their local decision is what the merge must see.
+func (s *Store) mirror(key string, st breaker.State, at uint64) {
 	s.mu.Lock()
 	if _, ok := s.apart[key]; !ok {
-		s.local.Mirror(key, st)
+		s.mirrorLocked(key, st, at)
 	}
 	s.mu.Unlock()
+}
+
+// mirrorLocked puts st, Redis's answer to an operation begun at at, in the
+// local copy without ever taking it backwards. The generation never goes
+// down (MemoryStore.Mirror refuses an older one). The disable, which no
+// generation orders, is taken from the answer only if the operation began
+// after the one it was last taken from, and after this instance's last
+// Disable or Enable was answered: an answer given before those may say
+// what Redis held before them. s.mu must be held.
+func (s *Store) mirrorLocked(key string, st breaker.State, at uint64) {
+	newer := at > s.seen[key]
+	if !newer {
+		cur, _ := s.local.Read(context.Background(), key)
+		st.Disabled = cur.Disabled
+	}
+	if s.local.Mirror(key, st) && newer {
+		s.seen[key] = at
+	}
 }
 
 // decideLocally runs op on the local copy while the Store is down, marking
@@ -217,13 +259,14 @@ func (s *Store) decideLocallyAs(key string, state bool, op func() (changed bool,
 func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 	for {
 		var st breaker.State
+		at := s.seq.Add(1)
 		ok, err := s.call(ctx, "read", func(ctx context.Context, r *redisStore) (err error) {
 			st, err = r.Read(ctx, key)
 			return err
 		})
 		if ok {
 			if err == nil {
-				s.mirror(key, st)
+				s.mirror(key, st, at)
 			}
 			return st, err
 		}
@@ -243,13 +286,14 @@ func (s *Store) transition(ctx context.Context, name, key string, op func(contex
 	for {
 		var st breaker.State
 		var done bool
+		at := s.seq.Add(1)
 		ok, err := s.call(ctx, name, func(ctx context.Context, r *redisStore) (err error) {
 			st, done, err = op(ctx, r)
 			return err
 		})
 		if ok {
 			if err == nil {
-				s.mirror(key, st)
+				s.mirror(key, st, at)
 			}
 			return st, done, err
 		}
@@ -303,6 +347,9 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 		retry, err := s.decideLocally(key, func() (bool, error) {
 			var err error
 			got, err = s.local.AcquireProbe(ctx, key, owner, ttl)
+			if got {
+				s.probes[probeID{key, owner}] = time.Now().Add(ttl)
+			}
 			return false, err
 		})
 		if !retry {
@@ -312,15 +359,33 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 }
 
 // ReleaseProbe implements breaker.Store. The lock may have been taken on
-// either side of an outage, so both are released (only the owner's).
+// either side of an outage, so both are released (only the owner's). A
+// release Redis cannot be told of while apart is owed, and made when it
+// answers again, before it decides for this instance (handOverProbes).
 func (s *Store) ReleaseProbe(ctx context.Context, key, owner string) error {
-	_, err := s.call(ctx, "release_probe", func(ctx context.Context, r *redisStore) error {
-		return r.ReleaseProbe(ctx, key, owner)
-	})
-	if lerr := s.local.ReleaseProbe(ctx, key, owner); err == nil {
-		err = lerr
+	id := probeID{key, owner}
+	for {
+		ok, err := s.call(ctx, "release_probe", func(ctx context.Context, r *redisStore) error {
+			return r.ReleaseProbe(ctx, key, owner)
+		})
+		if ok {
+			s.mu.Lock()
+			delete(s.probes, id)
+			s.mu.Unlock()
+			if lerr := s.local.ReleaseProbe(ctx, key, owner); err == nil {
+				err = lerr
+			}
+			return err
+		}
+		retry, err := s.decideLocally(key, func() (bool, error) {
+			delete(s.probes, id)
+			s.owed[id] = struct{}{}
+			return false, s.local.ReleaseProbe(ctx, key, owner)
+		})
+		if !retry {
+			return err
+		}
 	}
-	return err
 }
 
 // Disable implements breaker.Store. While apart it is kept locally and
@@ -376,4 +441,7 @@ func (s *Store) mirrorDisabled(ctx context.Context, key string, disabled bool) {
 	} else {
 		_ = s.local.Enable(ctx, key)
 	}
+	// Redis has it now: any answer to an operation begun before is no
+	// newer (mirrorLocked).
+	s.seen[key] = s.seq.Add(1)
 }
