@@ -133,6 +133,10 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
 		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
+		// The inherited sockets no listener took close once this process
+		// serves (closeRest; the old process's copies at its hand-over):
+		// a listener moved to an overlapping address binds beside them.
+		Own: inh.sockets.Own(),
 	})
 	if err != nil {
 		closeUntaken(fronts)

@@ -11,11 +11,16 @@
 // Before binding, Bind makes a plain bind on the address: if something
 // already listens there (another l4lb, say) start-up fails, rather than
 // joining that socket's reuseport group and taking a share of its
-// connections. Port 0 picks a free port, shared by all the sockets. The
-// backlog is set with listen(2) itself (0: the kernel's somaxconn). IPv6
-// sockets are IPv6-only, so "[::]:P" can sit beside "0.0.0.0:P". Accepted
-// sockets inherit TCP_NODELAY from their listener and get no keepalive:
-// dead peers are found by the idle timeout.
+// connections. The plain bind also collides with l4lb's own sockets on an
+// overlapping address of the port, which a reload or an upgrade moving a
+// listener ("127.0.0.1:P" to "0.0.0.0:P", or back) still holds while its
+// new sockets are bound: BindOwn and BindUDPOwn are told those sockets
+// (Own, own.go), look the port's holders up in /proc, and refuse only a
+// socket that is not one of them. Port 0 picks a free port, shared by all
+// the sockets. The backlog is set with listen(2) itself (0: the kernel's
+// somaxconn). IPv6 sockets are IPv6-only, so "[::]:P" can sit beside
+// "0.0.0.0:P". Accepted sockets inherit TCP_NODELAY from their listener
+// and get no keepalive: dead peers are found by the idle timeout.
 //
 // Inherited sockets (inherit.go) come open from the l4lb this process
 // replaces (a binary upgrade) or from systemd (LISTEN_FDS): Describe says

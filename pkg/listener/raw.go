@@ -22,12 +22,18 @@ type Sockets struct {
 // here, not in a loop: a second l4lb, or anything else, already listening
 // there is refused rather than joined.
 func Bind(name, addr string, backlog, n int) (*Sockets, error) {
+	return BindOwn(name, addr, backlog, n, nil)
+}
+
+// BindOwn is Bind beside sockets this process holds (own): one of them on
+// an overlapping address of the port is not taken for another's.
+func BindOwn(name, addr string, backlog, n int, own Own) (*Sockets, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
 	}
 	if ap.Port() != 0 {
-		if err := checkUnused("tcp", ap); err != nil {
+		if err := checkUnused("tcp", ap, own); err != nil {
 			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, err)
 		}
 	}
@@ -36,7 +42,7 @@ func Bind(name, addr string, backlog, n int) (*Sockets, error) {
 		fd, err := rawListen(ap, backlog)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, err)
+			return nil, fmt.Errorf("listener %q on %s: %w", name, addr, bindError(ap, err))
 		}
 		s.FDs = append(s.FDs, fd)
 		if i == 0 {

@@ -18,8 +18,12 @@ const maxBacklog = 1<<16 - 1
 // "tcp" or "udp"). With SO_REUSEPORT a second process of the same user
 // (another l4lb, a demo left running) would otherwise join the port
 // silently and take a share of the clients; a plain bind without
-// SO_REUSEPORT tells.
-func checkUnused(proto string, addr netip.AddrPort) error {
+// SO_REUSEPORT tells. The plain bind also collides with this process's
+// own sockets on an overlapping address of the port ("127.0.0.1:P" when
+// "0.0.0.0:P" is asked, or the reverse), which a reload or an upgrade
+// moving a listener still holds: then the port's holders are looked up,
+// and only a socket not in own counts (see Own).
+func checkUnused(proto string, addr netip.AddrPort, own Own) error {
 	network := proto + "4"
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = proto + "6"
@@ -32,12 +36,23 @@ func checkUnused(proto string, addr netip.AddrPort) error {
 		c, err = net.Listen(network, addr.String())
 	}
 	if err != nil {
-		if errors.Is(err, unix.EADDRINUSE) {
-			return fmt.Errorf("address already in use by another socket (another l4lb?): %w", err)
+		if !errors.Is(err, unix.EADDRINUSE) {
+			return err
 		}
-		return err
+		if len(own) > 0 {
+			// Unreadable holders leave the collision as it is: refused.
+			if foreign, ferr := foreignHolder(proto, addr, own); ferr == nil && !foreign {
+				return nil
+			}
+		}
+		return inUse(err)
 	}
 	return c.Close()
+}
+
+// inUse is the error of an address another socket holds.
+func inUse(err error) error {
+	return fmt.Errorf("address already in use by another socket (another l4lb?): %w", err)
 }
 
 // reusePortSocket opens a non-blocking socket of sotype for ap with

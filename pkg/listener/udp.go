@@ -27,12 +27,17 @@ type UDPSockets struct {
 // literal). As with Bind, an address something else already holds fails
 // here rather than being joined.
 func BindUDP(name, addr string, n int) (*UDPSockets, error) {
+	return BindUDPOwn(name, addr, n, nil)
+}
+
+// BindUDPOwn is BindUDP beside sockets this process holds, as BindOwn.
+func BindUDPOwn(name, addr string, n int, own Own) (*UDPSockets, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: bad address %q: %w", name, addr, err)
 	}
 	if ap.Port() != 0 {
-		if err := checkUnused("udp", ap); err != nil {
+		if err := checkUnused("udp", ap, own); err != nil {
 			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, err)
 		}
 	}
@@ -41,7 +46,7 @@ func BindUDP(name, addr string, n int) (*UDPSockets, error) {
 		fd, err := rawUDP(ap, s.Wildcard)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, err)
+			return nil, fmt.Errorf("listener %q on udp %s: %w", name, addr, bindError(ap, err))
 		}
 		s.FDs = append(s.FDs, fd)
 		if i == 0 {

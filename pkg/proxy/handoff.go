@@ -24,20 +24,21 @@ import (
 // loop read first, splitting its session across loops.
 
 // tcpSockets opens fc's sockets: its inherited ones adopted, else one new
-// socket per loop.
-func tcpSockets(fc Frontend, loops int) (*listener.Sockets, error) {
+// socket per loop, beside own (sockets this process holds and is about to
+// close: see listener.Own).
+func tcpSockets(fc Frontend, loops int, own listener.Own) (*listener.Sockets, error) {
 	if len(fc.FDs) > 0 {
 		return listener.Adopt(fc.Name, fc.FDs, fc.Backlog)
 	}
-	return listener.Bind(fc.Name, fc.Bind, fc.Backlog, loops)
+	return listener.BindOwn(fc.Name, fc.Bind, fc.Backlog, loops, own)
 }
 
 // udpSockets is tcpSockets for a UDP listener.
-func udpSockets(fc Frontend, loops int) (*listener.UDPSockets, error) {
+func udpSockets(fc Frontend, loops int, own listener.Own) (*listener.UDPSockets, error) {
 	if len(fc.FDs) > 0 {
 		return listener.AdoptUDP(fc.Name, fc.FDs)
 	}
-	return listener.BindUDP(fc.Name, fc.Bind, loops)
+	return listener.BindUDPOwn(fc.Name, fc.Bind, loops, own)
 }
 
 // spread hands fds to the loops with add, as described above (share: a

@@ -3,7 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"maps"
 
+	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
@@ -22,6 +24,12 @@ type ReloadStats struct {
 // finish (a removed UDP listener ends its sessions). Connections already
 // open keep the pool they were accepted with. maxConns becomes the cap on
 // client connections.
+//
+// A listener moved to an overlapping address of the same port
+// ("127.0.0.1:P" to "0.0.0.0:P", or back) is a removed one and a new one:
+// the new sockets are bound beside the removed listener's (which do not
+// count as busy: listener.Own), serve before those close, and take the
+// old address's new clients from then on.
 func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 	var st ReloadStats
 	if maxConns <= 0 {
@@ -75,10 +83,23 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 		keptFC = append(keptFC, fc)
 	}
 
-	// Bind every new listener first: a busy address fails here.
+	// Bind every new listener first: a busy address fails here. The
+	// sockets of the listeners this reload removes are still open, and a
+	// new listener may overlap them.
+	releasing := listener.Own{}
+	for k, f := range tcpNow {
+		if !seen[k] {
+			maps.Copy(releasing, f.own)
+		}
+	}
+	for k, f := range udpNow {
+		if !seen[k] {
+			maps.Copy(releasing, f.own)
+		}
+	}
 	var opened []*bound
 	for _, fc := range add {
-		b, err := s.open(fc)
+		b, err := s.open(fc, releasing)
 		if err != nil {
 			for _, o := range opened {
 				o.close()

@@ -67,7 +67,13 @@ type Config struct {
 	// WakeCoalesce is how long a loop that relayed data on several
 	// connections sleeps on a timer before it polls again (0: never).
 	WakeCoalesce time.Duration
-	Logger       *slog.Logger
+	// Own are sockets this process holds and closes once the server
+	// serves: an upgrade's inherited sockets no listener took. A listener
+	// bound beside one of them on an overlapping address (moved from
+	// "127.0.0.1:P" to "0.0.0.0:P") is not refused as if another process
+	// held the port.
+	Own    listener.Own
+	Logger *slog.Logger
 }
 
 // Server runs the listeners of one configuration on its event loops.
@@ -93,6 +99,9 @@ type front struct {
 	*loop.Front
 	key  string // protocol and bind address: what a reload matches on
 	addr *net.TCPAddr
+	// own are its sockets: when a reload removes it, a new listener may
+	// bind beside them on an overlapping address.
+	own listener.Own
 	// Clients refused for want of a backend, and connection loops, are
 	// logged at most once a second each, with a count.
 	noBackendLog *refusalLog
@@ -133,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 		s.loops = append(s.loops, l)
 	}
 	for _, fc := range cfg.Frontends {
-		b, err := s.open(fc)
+		b, err := s.open(fc, cfg.Own)
 		if err == nil {
 			err = s.attach(b, false)
 		}
@@ -164,12 +173,13 @@ func (b *bound) close() {
 }
 
 // open binds fc's sockets, one per loop, without handing them over: a
-// busy address fails here, before anything changed.
-func (s *Server) open(fc Frontend) (*bound, error) {
+// busy address fails here, before anything changed. Sockets in own (this
+// process's, about to close) do not make an address busy.
+func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 	if fc.Protocol == "udp" {
-		return s.openUDP(fc)
+		return s.openUDP(fc, own)
 	}
-	socks, err := tcpSockets(fc, len(s.loops))
+	socks, err := tcpSockets(fc, len(s.loops), own)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +189,8 @@ func (s *Server) open(fc Frontend) (*bound, error) {
 			return nil, fmt.Errorf("listener %s: keepalive: %w", fc.Name, err)
 		}
 	}
-	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr}
+	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr, own: listener.Own{}}
+	f.own.Add(socks.FDs)
 	f.SetPolicy(fc.Policy)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)

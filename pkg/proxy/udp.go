@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/loop"
 )
 
@@ -17,21 +18,23 @@ type udpFront struct {
 	addr         *net.UDPAddr
 	local        netip.AddrPort
 	wildcard     bool
+	own          listener.Own // its sockets, as front's
 	noBackendLog *refusalLog
 }
 
 // openUDP binds the UDP listener fc's sockets, one per loop.
-func (s *Server) openUDP(fc Frontend) (*bound, error) {
+func (s *Server) openUDP(fc Frontend, own listener.Own) (*bound, error) {
 	if fc.SessionTimeout <= 0 || fc.MaxSessions <= 0 {
 		return nil, errors.New("proxy: a UDP listener needs SessionTimeout and MaxSessions > 0")
 	}
-	socks, err := udpSockets(fc, len(s.loops))
+	socks, err := udpSockets(fc, len(s.loops), own)
 	if err != nil {
 		return nil, err
 	}
 	ap := socks.Addr.AddrPort()
 	f := &udpFront{UDPFront: loop.NewUDPFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
-		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard}
+		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard, own: listener.Own{}}
+	f.own.Add(socks.FDs)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("datagrams dropped: no backend could take them", "listener", f.Name, "pool", f.Settings().Pool.Name, "dropped", k)
 	})
