@@ -41,10 +41,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "run":
+		defer subscribeStartSignals()()
 		return cmdRun(args, stdout, stderr)
 	case "check":
 		return cmdCheck(args, stdout, stderr)
 	case "demo":
+		defer subscribeStartSignals()()
 		return cmdDemo(args, stdout, stderr)
 	case "upgrade":
 		return cmdUpgrade(args, stdout, stderr)

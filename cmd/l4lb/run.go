@@ -50,16 +50,42 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return serveUntilSignal(cfg, *path, log, nil)
 }
 
+// handledSignals are the signals l4lb run and demo act on: SIGTERM and
+// SIGINT drain and exit, SIGHUP reloads, SIGUSR2 upgrades.
+var handledSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2}
+
+// startSignals receives handledSignals from the first thing l4lb run and
+// demo do (subscribeStartSignals, in main.go's run), before the work of
+// their start (reading the file, an upgrade's state, the pools, binding),
+// so no signal meanwhile takes its default action: an unsubscribed SIGHUP
+// ends a Go process, and an unsubscribed SIGUSR2 is dropped.
+// serveUntilSignal takes the channel and acts on what came, once serving.
+var startSignals chan os.Signal
+
+// subscribeStartSignals subscribes startSignals; stop unsubscribes it.
+func subscribeStartSignals() (stop func()) {
+	startSignals = make(chan os.Signal, 4)
+	signal.Notify(startSignals, handledSignals...)
+	return func() {
+		signal.Stop(startSignals)
+		startSignals = nil
+	}
+}
+
 // serveUntilSignal runs cfg (read from path) until SIGTERM or SIGINT, then
 // drains for up to shutdown_timeout (a second signal cuts the drain short)
 // and returns the exit code. SIGHUP reloads path. ready, if set, is called
 // once l4lb accepts connections.
 func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready func(*instance)) int {
-	// Subscribe before listening so no early signal takes the default
-	// action (which for SIGHUP would kill the process).
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	// The signals that came since run subscribed wait in the channel: each
+	// acts once serving (a SIGHUP reloads, as the file read at start may
+	// be older than it).
+	sigs := startSignals
+	if sigs == nil {
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, handledSignals...)
+		defer signal.Stop(sigs)
+	}
 
 	up, inh := runUpgrade.take(log)
 	defer up.exiting()

@@ -92,11 +92,20 @@ func (u *upgrader) exiting() {
 // notifications there).
 func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (ok bool, stop os.Signal) {
 	start := time.Now()
+	// No reload while the new process starts: it reads the file itself,
+	// and a reload would change what this one hands over. SIGHUP is
+	// ignored below; the API refuses, once a reload it runs is done. A
+	// process that handed over never reloads again.
+	allowReloads := in.config.RefuseReloads("a binary upgrade is under way; the new process reads the configuration file itself (reload again if the upgrade fails)")
+	finished := func() {
+		allowReloads()
+		u.finished()
+	}
 	u.log.Info("upgrade: starting the new executable", "path", u.exe)
 	child, err := u.spawn(in)
 	if err != nil {
 		u.log.Error("upgrade failed: cannot start the new process; this one goes on serving", "path", u.exe, "error", err)
-		u.finished()
+		finished()
 		return false, nil
 	}
 	defer child.release()
@@ -106,7 +115,7 @@ func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (
 		child.kill()
 		args = append([]any{"new_pid", child.pid, "path", u.exe}, args...)
 		u.log.Error("upgrade failed: "+why+"; this one goes on serving", args...)
-		u.finished()
+		finished()
 	}
 	for {
 		select {

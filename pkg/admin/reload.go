@@ -30,6 +30,38 @@ type ConfigState struct {
 	// alone by a reload (Hold): a drain, weight or enable made on the
 	// pools a reload is replacing would be lost with them.
 	actions sync.RWMutex
+
+	// gate is held by an API reload while it runs and by RefuseReloads,
+	// so the refusal waits for one under way; refused says why the API
+	// refuses reloads now ("": it does not).
+	gate    sync.Mutex
+	refused string
+}
+
+// RefuseReloads makes the API refuse reloads with 409 and why (a binary
+// upgrade is under way, as SIGHUP is then ignored) until allow is called.
+// It returns once no API reload is under way.
+func (c *ConfigState) RefuseReloads(why string) (allow func()) {
+	c.gate.Lock()
+	c.refused = why
+	c.gate.Unlock()
+	return func() {
+		c.gate.Lock()
+		c.refused = ""
+		c.gate.Unlock()
+	}
+}
+
+// reloadUnlessRefused is an API reload: Reload's answer, or why reloads
+// are refused now.
+func (c *ConfigState) reloadUnlessRefused() (result any, errs []string, refused string) {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	if c.refused != "" {
+		return nil, nil, c.refused
+	}
+	result, errs = c.Reload()
+	return result, errs, ""
 }
 
 // Hold runs f, a reload, with no operator action on a backend under way;
@@ -104,7 +136,8 @@ type reloadErrorJSON struct {
 }
 
 // reload serves POST /api/v1/reload: 200 with what changed, or 400 with
-// every error, the running configuration untouched.
+// every error, the running configuration untouched; 409 while reloads are
+// refused (RefuseReloads).
 func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
 		return
@@ -113,7 +146,12 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "this endpoint has no configuration file to reload")
 		return
 	}
-	result, errs := a.config.Reload()
+	result, errs, refused := a.config.reloadUnlessRefused()
+	if refused != "" {
+		a.log.Warn("reload refused: " + refused)
+		writeError(w, http.StatusConflict, "reload refused: "+refused)
+		return
+	}
 	if len(errs) > 0 {
 		writeJSON(w, http.StatusBadRequest, reloadErrorJSON{Error: "reload failed: the running configuration stays", Errors: errs})
 		return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,5 +70,73 @@ func TestReloadRouteReturnsEveryErrorOrTheResult(t *testing.T) {
 		if !strings.Contains(string(metrics), "\n"+series+"\n") {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+}
+
+// While reloads are refused (a binary upgrade is under way), the route
+// answers 409 saying why, without reloading or counting; RefuseReloads
+// waits for an API reload under way, and allow lets reloads through again.
+func TestReloadRouteRefusedDuringUpgrade(t *testing.T) {
+	log, logs := newLog()
+	cs := &ConfigState{}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var reloads atomic.Int64
+	cs.Reload = func() (any, []string) {
+		if reloads.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		cs.Counted(true)
+		return map[string]any{"result": "ok"}, nil
+	}
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{testPool(t)}, Config: cs}, "", log))
+	defer srv.Close()
+	post := func() (int, string) {
+		resp, err := http.Post(srv.URL+"/api/v1/reload", "", nil)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Error string `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v.Error
+	}
+
+	// A reload under way when the upgrade begins: the refusal waits for it.
+	first := make(chan int, 1)
+	go func() { code, _ := post(); first <- code }()
+	<-entered
+	refusing := make(chan func(), 1)
+	go func() { refusing <- cs.RefuseReloads("a binary upgrade is under way") }()
+	select {
+	case <-refusing:
+		t.Fatal("RefuseReloads returned while a reload was under way")
+	default:
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Fatalf("the reload under way: %d, want 200", code)
+	}
+	allow := <-refusing
+
+	code, msg := post()
+	if code != http.StatusConflict || msg != "reload refused: a binary upgrade is under way" {
+		t.Fatalf("reload during an upgrade: %d %q, want 409 saying why", code, msg)
+	}
+	if n := reloads.Load(); n != 1 {
+		t.Fatalf("Reload ran %d times, want only the one before the upgrade", n)
+	}
+	if cs.ok.Load() != 1 || cs.failed.Load() != 0 {
+		t.Fatalf("reloads counted ok %d, failed %d; want the one before the upgrade only", cs.ok.Load(), cs.failed.Load())
+	}
+	if l := logs.lines("level=WARN", "reload refused: a binary upgrade is under way"); len(l) != 1 {
+		t.Fatalf("refusal logged %d times, want once:\n%s", len(l), logs.String())
+	}
+
+	allow() // the upgrade failed
+	if code, msg := post(); code != http.StatusOK {
+		t.Fatalf("reload after the upgrade: %d %q, want 200", code, msg)
 	}
 }

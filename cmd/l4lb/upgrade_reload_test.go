@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+// postReload asks l4lb's admin endpoint for a reload: the status and the
+// JSON body's error.
+func postReload(t *testing.T, adminAddr string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+adminAddr+"/api/v1/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("reload answer: %v", err)
+	}
+	return resp.StatusCode, body.Error
+}
+
+// While a binary upgrade is under way, a reload through the admin API is
+// refused as SIGHUP is (logged and ignored): 409, saying an upgrade is
+// under way, the running configuration untouched and nothing counted. The
+// new process reads the file itself, and a reload would change what the
+// old one hands over while it hands it over. Once the attempt fails, the
+// API reloads again.
+func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
+	testnet.CheckLeaks(t)
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "l4lb")
+	install(t, exe, bin)
+	be := testnet.StartBackend(t, "b", "")
+	path, listen, adminAddr := writeConfig(t, dir, []string{be.Addr}, "")
+	pidfile := filepath.Join(dir, "l4lb.pid")
+	p := startLogged(t, bin, "-config", path, "-pidfile", pidfile, "-upgrade-timeout", "10m")
+	testnet.Eventually(t, "the pid file", func() bool {
+		if p.exited() {
+			t.Fatalf("l4lb exited: %v", p.cmd.ProcessState)
+		}
+		pid, err := readPIDFile(pidfile)
+		return err == nil && pid == p.cmd.Process.Pid
+	})
+	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
+		t.Fatalf("reload before the upgrade: %d %q, want 200", code, msg)
+	}
+
+	// The new executable says where it runs, then never becomes ready:
+	// the upgrade stays under way until the test ends it.
+	nextPID := filepath.Join(dir, "next.pid")
+	installBytes(t, fmt.Appendf(nil, "#!/bin/sh\necho $$ > %s.tmp && mv %s.tmp %s\nexec sleep 600\n", nextPID, nextPID, nextPID), bin, 0o755)
+	p.signal(t, syscall.SIGUSR2)
+	var next int
+	testnet.Eventually(t, "the upgrade's new process", func() bool {
+		next, err = readPIDFile(nextPID)
+		return err == nil
+	})
+	t.Cleanup(func() {
+		syscall.Kill(next, syscall.SIGKILL)
+		testnet.Eventually(t, "the new process to be gone", func() bool { return processGone(next) })
+	})
+
+	code, msg := postReload(t, adminAddr)
+	if code != http.StatusConflict || !strings.Contains(msg, "upgrade is under way") {
+		t.Fatalf("reload during the upgrade: %d %q, want 409 saying an upgrade is under way", code, msg)
+	}
+	// SIGHUP meanwhile, as before: logged and ignored.
+	p.signal(t, syscall.SIGHUP)
+	testnet.Eventually(t, "SIGHUP to be ignored", func() bool {
+		return strings.Contains(p.logText(), "signal ignored while an upgrade is under way")
+	})
+	if n := strings.Count(p.logText(), "reload refused"); n != 1 {
+		t.Fatalf("%d refused reloads logged, want 1", n)
+	}
+	if ok, failed := metric(t, adminAddr, `l4lb_config_reloads_total{result="ok"}`), metric(t, adminAddr, `l4lb_config_reloads_total{result="failed"}`); ok != 1 || failed != 0 {
+		t.Fatalf("reloads counted ok %v, failed %v; want the one before the upgrade only", ok, failed)
+	}
+
+	// The attempt fails: this process serves on, and reloads again.
+	if err := syscall.Kill(next, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "the attempt to fail", func() bool {
+		return strings.Contains(p.logText(), "upgrade failed: the new process exited before it was ready")
+	})
+	testnet.Eventually(t, "the API to reload again", func() bool {
+		code, _ := postReload(t, adminAddr)
+		return code == http.StatusOK
+	})
+	if tag, err := testnet.Hello(listen, ""); err != nil || tag != "b" {
+		t.Fatalf("after the failed upgrade: %q, %v", tag, err)
+	}
+	p.signal(t, syscall.SIGTERM)
+	testnet.Eventually(t, "l4lb to exit", p.exited)
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("l4lb: %v, want exit 0", p.cmd.ProcessState)
+	}
+}
