@@ -262,12 +262,18 @@ func (s *Stream) Release(sc *Scratch) {
 // when a signal interrupts them. The fds are non-blocking, so the calls
 // cannot block: they are raw, skipping the runtime's syscall bookkeeping
 // (an event loop makes millions of them).
+//
+// The fds are sockets, so the copies use recvfrom and sendto rather than
+// read and write: those skip the file layer's checks and notifications
+// (rw_verify_area, fsnotify) that read(2) and write(2) pass through, and
+// MSG_NOSIGNAL spares the thread a SIGPIPE when the peer is gone (EPIPE
+// says it as well).
 func readFd(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	for {
-		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -283,7 +289,7 @@ func writeFd(fd int, b []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
