@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"syscall"
 	"time"
@@ -50,28 +49,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return serveUntilSignal(cfg, *path, log, nil)
 }
 
-// handledSignals are the signals l4lb run and demo act on: SIGTERM and
-// SIGINT drain and exit, SIGHUP reloads, SIGUSR2 upgrades.
-var handledSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2}
-
-// startSignals receives handledSignals from the first thing l4lb run and
-// demo do (subscribeStartSignals, in main.go's run), before the work of
-// their start (reading the file, an upgrade's state, the pools, binding),
-// so no signal meanwhile takes its default action: an unsubscribed SIGHUP
-// ends a Go process, and an unsubscribed SIGUSR2 is dropped.
-// serveUntilSignal takes the channel and acts on what came, once serving.
-var startSignals chan os.Signal
-
-// subscribeStartSignals subscribes startSignals; stop unsubscribes it.
-func subscribeStartSignals() (stop func()) {
-	startSignals = make(chan os.Signal, 4)
-	signal.Notify(startSignals, handledSignals...)
-	return func() {
-		signal.Stop(startSignals)
-		startSignals = nil
-	}
-}
-
 // serveUntilSignal runs cfg (read from path) until SIGTERM or SIGINT, then
 // drains for up to shutdown_timeout (a second signal cuts the drain short)
 // and returns the exit code. SIGHUP reloads path. ready, if set, is called
@@ -82,9 +59,9 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	// be older than it).
 	sigs := startSignals
 	if sigs == nil {
-		sigs = make(chan os.Signal, 4)
-		signal.Notify(sigs, handledSignals...)
-		defer signal.Stop(sigs)
+		var stop func()
+		sigs, stop = subscribeSignals()
+		defer stop()
 	}
 
 	up, inh := runUpgrade.take(log)

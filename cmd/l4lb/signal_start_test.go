@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,10 +122,12 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 	}
 	be := testnet.StartBackend(t, "b", "")
 	for _, tc := range []struct {
-		sig   syscall.Signal
-		check func(t *testing.T, p *loggedProc, pidfile, front, extra string)
+		name   string
+		before []syscall.Signal // sent first, each delivered before the next
+		sig    syscall.Signal
+		check  func(t *testing.T, p *loggedProc, pidfile, front, extra string)
 	}{
-		{syscall.SIGHUP, func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
+		{"SIGHUP", nil, syscall.SIGHUP, func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
 			waitLoggedAccepting(t, p, front)
 			// The file read at the start had no extra listener; the
 			// reload the signal asked for reads the one now there.
@@ -133,7 +136,7 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 				t.Fatalf("%d reloads logged, want 1", n)
 			}
 		}},
-		{syscall.SIGUSR2, func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
+		{"SIGUSR2", nil, syscall.SIGUSR2, func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
 			var next int
 			testnet.Eventually(t, "the pid file to name the upgrade's new process", func() bool {
 				exited := p.exited() // before the file: an old one exits once it handed over
@@ -163,20 +166,21 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 				t.Fatal("the log does not say the upgrade handed over")
 			}
 		}},
-		{syscall.SIGTERM, func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
-			testnet.Eventually(t, "l4lb to exit", p.exited)
-			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-				t.Fatalf("l4lb: %v, want exit 0 after a drain", p.cmd.ProcessState)
-			}
-			log := p.logText()
-			for _, want := range []string{"l4lb running", "shutting down", "signal=terminated"} {
-				if !strings.Contains(log, want) {
-					t.Fatalf("the log lacks %q", want)
+		{"SIGTERM", nil, syscall.SIGTERM, checkStoppedBySIGTERM},
+		// A burst of reloads must not crowd the stop out: signal.Notify
+		// drops what its channel has no room for, and a SIGTERM lost
+		// leaves systemd waiting out its stop timeout.
+		{"SIGHUPs then SIGTERM", slices.Repeat([]syscall.Signal{syscall.SIGHUP}, 8), syscall.SIGTERM,
+			func(t *testing.T, p *loggedProc, pidfile, front, extra string) {
+				checkStoppedBySIGTERM(t, p, pidfile, front, extra)
+				// The stop goes first; at most one reload ran, if the stop
+				// reached the inbox only after l4lb took the first SIGHUP.
+				if n := strings.Count(p.logText(), "configuration reloaded"); n > 1 {
+					t.Fatalf("%d reloads logged for 8 SIGHUPs waiting together, want at most 1", n)
 				}
-			}
-		}},
+			}},
 	} {
-		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path, pidfile := filepath.Join(dir, "l4lb.toml"), filepath.Join(dir, "l4lb.pid")
 			if err := unix.Mkfifo(path, 0o600); err != nil {
@@ -199,10 +203,12 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 					unix.Close(w)
 				}
 			}()
-			p.signal(t, tc.sig)
-			testnet.Eventually(t, "the signal to be delivered", func() bool {
-				return !signalPending(t, p.cmd.Process.Pid, tc.sig)
-			})
+			for _, sig := range append(tc.before, tc.sig) {
+				p.signal(t, sig)
+				testnet.Eventually(t, "the signal to be delivered", func() bool {
+					return !signalPending(t, p.cmd.Process.Pid, sig)
+				})
+			}
 			// The file l4lb reads now; then the path is a regular file
 			// with one listener more, for whatever reads it next.
 			if _, err := unix.Write(w, []byte(startConfigText(front, "", admin, be.Addr))); err != nil && err != unix.EPIPE {
@@ -219,6 +225,21 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 			})
 			tc.check(t, p, pidfile, front, extra)
 		})
+	}
+}
+
+// checkStoppedBySIGTERM: l4lb served, then drained and exited 0 on the
+// SIGTERM.
+func checkStoppedBySIGTERM(t *testing.T, p *loggedProc, pidfile, front, extra string) {
+	testnet.Eventually(t, "l4lb to exit", p.exited)
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("l4lb: %v, want exit 0 after a drain", p.cmd.ProcessState)
+	}
+	log := p.logText()
+	for _, want := range []string{"l4lb running", "shutting down", "signal=terminated"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the log lacks %q", want)
+		}
 	}
 }
 
