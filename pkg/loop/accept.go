@@ -14,6 +14,9 @@ type lsock struct {
 	fd     int
 	f      *Front
 	closed bool
+	// unwatched: out of the epoll set because another process holds
+	// the socket too (an upgrade); closing this descriptor resets nothing.
+	unwatched bool
 
 	// Back-off after accept failed for want of resources (EMFILE...): the
 	// queue is left alone for a while instead of spinning on it.
@@ -49,6 +52,7 @@ func (l *Loop) DetachListener(f *Front) {
 	kept := l.lsocks[:0]
 	for _, s := range l.lsocks {
 		if s.f == f {
+			s.acceptQueued()
 			s.close()
 			continue
 		}
@@ -96,6 +100,7 @@ func (l *Loop) RenameListener(old, f *Front) {
 func (l *Loop) CloseListeners() {
 	l.Post(func() {
 		for _, s := range l.lsocks {
+			s.acceptQueued()
 			s.close()
 		}
 		for _, u := range l.udps {
@@ -124,8 +129,32 @@ func (s *lsock) event(uint32) {
 func (s *lsock) resume() { s.acceptAll() }
 
 func (s *lsock) acceptAll() {
-	if s.closed {
+	if s.acceptSome() {
+		s.l.markReady(s) // more may be queued: go on after the other events
+	}
+}
+
+// acceptQueued accepts every connection waiting in s's queue, past the
+// per-turn batch, before s closes: closing a listening socket resets the
+// connections whose handshake completed but that were not accepted yet
+// (unless net.ipv4.tcp_migrate_req moves them to a socket of the same
+// group). The ones accepted here are relayed like any other, through the
+// drain. It stops where accepting fails (out of fds: the rest are lost to
+// the close either way), and skips a socket another process also holds
+// (an upgrade's): its queue is that process's to serve.
+func (s *lsock) acceptQueued() {
+	if s.unwatched || s.retry.index >= 0 {
 		return
+	}
+	for s.acceptSome() {
+	}
+}
+
+// acceptSome accepts up to acceptBatch connections and reports whether
+// more may be queued.
+func (s *lsock) acceptSome() (more bool) {
+	if s.closed {
+		return false
 	}
 	for range acceptBatch {
 		fd, src, err := accept4(s.fd)
@@ -139,7 +168,7 @@ func (s *lsock) acceptAll() {
 			continue
 		case unix.EAGAIN:
 			s.backoff = 0 // the queue is empty: the next failure starts afresh
-			return
+			return false
 		case unix.ECONNABORTED, unix.EPROTO, unix.EPERM:
 			continue // that client is gone; the next one may be fine
 		}
@@ -154,7 +183,7 @@ func (s *lsock) acceptAll() {
 			s.backoff = min(2*s.backoff, maxAcceptBackoff)
 		}
 		s.l.timers.arm(&s.retry, s.l.clock()+int64(s.backoff))
-		return
+		return false
 	}
-	s.l.markReady(s) // more may be queued: go on after the other events
+	return true
 }

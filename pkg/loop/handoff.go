@@ -89,6 +89,7 @@ func (l *Loop) UnwatchListeners() {
 		for _, s := range l.lsocks {
 			if !s.closed {
 				l.poll.del(s.fd)
+				s.unwatched = true
 			}
 		}
 		for _, u := range l.udps {
