@@ -132,6 +132,11 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 			// The file read at the start had no extra listener; the
 			// reload the signal asked for reads the one now there.
 			waitLoggedAccepting(t, p, extra)
+			// The reload logs once it has swapped: after the new
+			// listener already accepts.
+			testnet.Eventually(t, "the reload to be logged", func() bool {
+				return strings.Contains(p.logText(), "configuration reloaded")
+			})
 			if n := strings.Count(p.logText(), "configuration reloaded"); n != 1 {
 				t.Fatalf("%d reloads logged, want 1", n)
 			}
