@@ -134,19 +134,30 @@ func (s *lsock) acceptAll() {
 	}
 }
 
-// acceptQueued accepts every connection waiting in s's queue, past the
+// acceptQueued accepts the connections waiting in s's queue, past the
 // per-turn batch, before s closes: closing a listening socket resets the
 // connections whose handshake completed but that were not accepted yet
 // (unless net.ipv4.tcp_migrate_req moves them to a socket of the same
 // group). The ones accepted here are relayed like any other, through the
-// drain. It stops where accepting fails (out of fds: the rest are lost to
-// the close either way), and skips a socket another process also holds
-// (an upgrade's): its queue is that process's to serve.
+// drain. It takes at most what the queue held when it looked (TCP_INFO's
+// unacked is a listening socket's queue length), so clients arriving
+// meanwhile cannot keep the loop here: the queue is bounded by the
+// backlog, and only a handshake completing in the instant before the
+// close is reset. It stops where accepting fails (out of fds: the rest
+// are lost to the close either way), and skips a socket another process
+// also holds (an upgrade's): its queue is that process's to serve.
 func (s *lsock) acceptQueued() {
-	if s.unwatched || s.retry.index >= 0 {
+	if s.closed || s.unwatched || s.retry.index >= 0 {
 		return
 	}
-	for s.acceptSome() {
+	info, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return
+	}
+	for left := int(info.Unacked); left > 0; left -= acceptBatch {
+		if !s.acceptSome() {
+			return
+		}
 	}
 }
 

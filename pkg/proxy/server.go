@@ -374,6 +374,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range s.loops {
 		l.CloseListeners()
 	}
+	// Once every loop has closed its listeners, the clients they took from
+	// their queues count as open: the drain waits for them too.
+	for _, l := range s.loops {
+		l.Do(func() {})
+	}
 	var err error
 	if !s.waitIdle(ctx.Done()) {
 		left := s.Active() // the caller logs why the drain ended (deadline or signal)
