@@ -64,7 +64,7 @@ type Loop struct {
 	udps   []*udpSock
 	udpIn  *mmsgBatch
 	udpOut *udpOut
-	udpRun *mmsgBatch // iovecs of one burst GSO-sent on a session's socket (no data of its own)
+	udpRun *[udpBatch]unix.Iovec // one burst GSO-sent on a session's socket (pointing into udpIn)
 
 	nconns atomic.Int64
 	stats  loopStats // how it spends its time, for metrics (stats.go)

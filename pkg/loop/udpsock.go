@@ -50,7 +50,7 @@ const udpReadBudget = 4 * udpBatch
 // has its socket.
 func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcard bool) error {
 	if l.udpIn == nil {
-		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), &mmsgBatch{}
+		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), new([udpBatch]unix.Iovec)
 	}
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
 		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock), expiry: timer{index: -1}}
@@ -171,7 +171,7 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 	// A burst cannot carry a header before each datagram (GSO segments
 	// one buffer).
 	if size, ok := gsoRun(in, from, to); ok && !s.noGSO && s.proxyHdr == nil {
-		iovs := u.l.udpRun.iovs[:to-from]
+		iovs := u.l.udpRun[:to-from]
 		for i := from; i < to; i++ {
 			iovs[i-from].Base = &in.data[i*udpSlot]
 			iovs[i-from].SetLen(int(in.hdrs[i].Len))
