@@ -5,39 +5,19 @@ package testnet
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// FreePort returns a port on 127.0.0.1, free for TCP and UDP a moment
-// ago, that no earlier call in this process returned: the kernel may hand
-// a port just closed out again, and a test that asks for a listener's port
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no earlier call in this process returned: the kernel may hand a
+// port just closed out again, and a test that asks for a listener's port
 // and a dead backend's port must not get the same one twice.
-//
-// The port comes from outside the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range) where there is room: a port the kernel
-// picked for a bind to port 0 is one it hands the next such bind, and go
-// test runs packages side by side in separate processes, so another
-// package's test listener could take it between this call and the bind
-// it is for (a test then talked to the wrong process). Ports outside the
-// range are only ever taken by name.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	if lo, hi, ok := outsideEphemeral(); ok {
-		for range 1000 {
-			port := lo + rand.IntN(hi-lo+1)
-			if claim(port) {
-				if portFree(port) {
-					return port
-				}
-			}
-		}
-	}
 	for {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -45,59 +25,14 @@ func FreePort(t testing.TB) int {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		if claim(port) {
+		handedMu.Lock()
+		fresh := !handed[port]
+		handed[port] = true
+		handedMu.Unlock()
+		if fresh {
 			return port
 		}
 	}
-}
-
-// claim marks port handed out; false if it was already.
-func claim(port int) bool {
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	if handed[port] {
-		return false
-	}
-	handed[port] = true
-	return true
-}
-
-// portFree reports whether port binds on 127.0.0.1 for TCP and for UDP.
-func portFree(port int) bool {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return false
-	}
-	pc.Close()
-	return true
-}
-
-// outsideEphemeral is a range of at least 1,000 ports that the kernel
-// never picks for a bind to port 0: above its ephemeral range, else below
-// it, from 40000 up (clear of the services and of the bench's port plan
-// lower down).
-func outsideEphemeral() (lo, hi int, ok bool) {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0, 0, false
-	}
-	var first, last int
-	if _, err := fmt.Sscan(string(data), &first, &last); err != nil {
-		return 0, 0, false
-	}
-	switch {
-	case 65535-last >= 1000:
-		return last + 1, 65535, true
-	case first-1-40000 >= 1000:
-		return 40000, first - 1, true
-	}
-	return 0, 0, false
 }
 
 // handed are the ports FreePort returned.
