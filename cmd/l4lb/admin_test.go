@@ -83,6 +83,9 @@ func TestAdminTokenFile(t *testing.T) {
 	path, listen, adminAddr := adminConfig(t, b.Addr, fmt.Sprintf("token_file = %q", tokenFile))
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
+	// The data listeners listen from the moment they are bound, before
+	// the admin endpoint starts.
+	waitAccepting(t, "l4lb admin", p, adminAddr)
 
 	url := "http://" + adminAddr + "/api/v1/pools/p/backends/" + b.Addr + "/disable"
 	if code := post(t, url, ""); code != http.StatusUnauthorized {
@@ -125,6 +128,9 @@ func TestAdminConnectionsLeaveTheDataPathItsFds(t *testing.T) {
 	t.Setenv(nofileEnv, "256")
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
+	// The data listeners listen from the moment they are bound, before
+	// the admin endpoint starts.
+	waitAccepting(t, "l4lb admin", p, adminAddr)
 	var m []string
 	testnet.Eventually(t, "max_connections in the start log", func() bool {
 		m = regexp.MustCompile(`l4lb running.*max_connections=(\d+)`).FindStringSubmatch(p.stderr.String())
