@@ -25,6 +25,9 @@ import (
 type lineBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// claimed are the lines lineFor returned: a client port the kernel
+	// hands out again later is another client, with a line of its own.
+	claimed map[int]bool
 }
 
 func (l *lineBuffer) Write(p []byte) (int, error) {
@@ -83,13 +86,17 @@ func startAccessLog(t *testing.T, s *Server, format string) (*accesslog.Log, *li
 }
 
 // lineFor waits for the access line of the client whose local address is
-// client.
+// client: the first such line no earlier call returned.
 func lineFor(t *testing.T, buf *lineBuffer, client string) accessLine {
 	t.Helper()
 	var found accessLine
 	testnet.Eventually(t, "the access line of client "+client, func() bool {
-		for _, m := range jsonLines(t, buf) {
-			if m["client"] == client {
+		for i, m := range jsonLines(t, buf) {
+			if m["client"] == client && !buf.claimed[i] {
+				if buf.claimed == nil {
+					buf.claimed = map[int]bool{}
+				}
+				buf.claimed[i] = true
 				found = m
 				return true
 			}
