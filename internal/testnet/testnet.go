@@ -10,21 +10,28 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// that no earlier call in this process returned: the kernel may hand a
+// FreePort returns a TCP port that was free a moment ago on every address
+// and that no earlier call in this process returned: the kernel may hand a
 // port just closed out again, and a test that asks for a listener's port
 // and a dead backend's port must not get the same one twice.
+//
+// The kernel picks it for a bind to the wildcard address without
+// SO_REUSEADDR, which it grants only on a port no socket uses at all. A
+// bind to 127.0.0.1 with SO_REUSEADDR (what net.Listen does) may be given
+// a port that outgoing connections are using as their source port, and a
+// test then binding "0.0.0.0:PORT" on it fails (seen under go test's
+// parallel packages, many connections at once).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := unusedPort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
 		handedMu.Lock()
 		fresh := !handed[port]
 		handed[port] = true
@@ -33,6 +40,24 @@ func FreePort(t testing.TB) int {
 			return port
 		}
 	}
+}
+
+// unusedPort is the port the kernel gives a TCP socket bound to 0.0.0.0:0
+// without SO_REUSEADDR.
+func unusedPort() (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	return sa.(*unix.SockaddrInet4).Port, nil
 }
 
 // handed are the ports FreePort returned.
