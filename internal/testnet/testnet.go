@@ -4,6 +4,7 @@ package testnet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -19,8 +20,8 @@ import (
 // port just closed out again, and a test that asks for a listener's port
 // and a dead backend's port must not get the same one twice.
 //
-// The kernel picks it for a bind to the wildcard address without
-// SO_REUSEADDR, which it grants only on a port no socket uses at all. A
+// The kernel picks it for a bind to the wildcard address (IPv4 and IPv6)
+// without SO_REUSEADDR, which it grants only on a port no socket uses. A
 // bind to 127.0.0.1 with SO_REUSEADDR (what net.Listen does) may be given
 // a port that outgoing connections are using as their source port, and a
 // test then binding "0.0.0.0:PORT" on it fails (seen under go test's
@@ -42,22 +43,47 @@ func FreePort(t testing.TB) int {
 	}
 }
 
-// unusedPort is the port the kernel gives a TCP socket bound to 0.0.0.0:0
-// without SO_REUSEADDR.
+// unusedPort is the port the kernel gives a TCP socket bound to the
+// wildcard without SO_REUSEADDR: a dual-stack "[::]:0", so that neither an
+// IPv4 nor an IPv6 socket uses it, or "0.0.0.0:0" on a host without IPv6.
 func unusedPort() (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	port, err := unusedPortOf(unix.AF_INET6)
+	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL) {
+		port, err = unusedPortOf(unix.AF_INET)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("free port: %w", err)
+	}
+	return port, nil
+}
+
+func unusedPortOf(family int) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
 	}
 	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	var sa unix.Sockaddr = &unix.SockaddrInet4{}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return 0, err
+		}
+		sa = &unix.SockaddrInet6{}
 	}
-	sa, err := unix.Getsockname(fd)
+	if err := unix.Bind(fd, sa); err != nil {
+		return 0, err
+	}
+	got, err := unix.Getsockname(fd)
 	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+		return 0, err
 	}
-	return sa.(*unix.SockaddrInet4).Port, nil
+	switch a := got.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port, nil
+	case *unix.SockaddrInet6:
+		return a.Port, nil
+	}
+	return 0, fmt.Errorf("getsockname: %T", got)
 }
 
 // handed are the ports FreePort returned.
