@@ -224,7 +224,13 @@ func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodPost) {
 		return
 	}
-	defer a.config.acting()() // not on pools a reload is replacing
+	release, refused := a.config.acting() // not on pools a reload is replacing
+	if refused != "" {
+		a.log.Warn(action+" refused: "+refused, "pool", r.PathValue("pool"), "backend", r.PathValue("addr"))
+		writeError(w, http.StatusConflict, action+" refused: "+refused)
+		return
+	}
+	defer release()
 	p := a.findPool(r.PathValue("pool"))
 	if p == nil {
 		writeError(w, http.StatusNotFound, "unknown pool "+quote(r.PathValue("pool")))

@@ -27,9 +27,13 @@ type ConfigState struct {
 	failed atomic.Int64
 
 	// actions is held shared by an operator's action on a backend and
-	// alone by a reload (Hold): a drain, weight or enable made on the
-	// pools a reload is replacing would be lost with them.
-	actions sync.RWMutex
+	// alone by a reload (Hold) and by RefuseActions: a drain, weight or
+	// enable made on the pools a reload is replacing would be lost with
+	// them, and one made after an upgrade took its state would be lost
+	// with this process. actionsRefused says why actions are refused now
+	// ("": they are not); written under actions held alone.
+	actions        sync.RWMutex
+	actionsRefused string
 
 	// gate is held by an API reload while it runs and by RefuseReloads,
 	// so the refusal waits for one under way; refused says why the API
@@ -64,6 +68,23 @@ func (c *ConfigState) reloadUnlessRefused() (result any, errs []string, refused 
 	return result, errs, ""
 }
 
+// RefuseActions makes the API refuse operators' actions on backends
+// (disable, enable, probe, drain, weight) with 409 and why until allow is
+// called: a binary upgrade has taken this process's state for the new
+// one, and an action made now would not reach it (a disable undone by the
+// upgrade breaks rule 5). It returns once no action is under way, so the
+// state taken after it includes every action this endpoint accepted.
+func (c *ConfigState) RefuseActions(why string) (allow func()) {
+	c.actions.Lock()
+	c.actionsRefused = why
+	c.actions.Unlock()
+	return func() {
+		c.actions.Lock()
+		c.actionsRefused = ""
+		c.actions.Unlock()
+	}
+}
+
 // Hold runs f, a reload, with no operator action on a backend under way;
 // one that comes meanwhile waits, then acts on the pools f left.
 func (c *ConfigState) Hold(f func()) {
@@ -73,13 +94,18 @@ func (c *ConfigState) Hold(f func()) {
 }
 
 // acting is held around an operator's action on a backend; it returns
-// the release.
-func (c *ConfigState) acting() (release func()) {
+// the release, or why actions are refused now (RefuseActions), with
+// nothing held.
+func (c *ConfigState) acting() (release func(), refused string) {
 	if c == nil {
-		return func() {}
+		return func() {}, ""
 	}
 	c.actions.RLock()
-	return c.actions.RUnlock
+	if why := c.actionsRefused; why != "" {
+		c.actions.RUnlock()
+		return nil, why
+	}
+	return c.actions.RUnlock, ""
 }
 
 // Loaded records the configuration now running (its content hash).

@@ -140,3 +140,62 @@ func TestReloadRouteRefusedDuringUpgrade(t *testing.T) {
 		t.Fatalf("reload after the upgrade: %d %q, want 200", code, msg)
 	}
 }
+
+// While an upgrade has taken the process's state (RefuseActions), every
+// action on a backend answers 409 saying why and changes nothing: a
+// disable made then would be undone in the new process. RefuseActions
+// waits for an action under way; allow lets actions through again.
+func TestBackendActionsRefusedDuringUpgrade(t *testing.T) {
+	log, logs := newLog()
+	cs := &ConfigState{}
+	p := testPool(t)
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Config: cs}, "", log))
+	defer srv.Close()
+	post := func(action string) (int, string) {
+		resp, err := http.Post(srv.URL+"/api/v1/pools/web/backends/127.0.0.1:9001/"+action, "", nil)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Error string `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v.Error
+	}
+
+	// An action under way when the upgrade begins: the refusal waits.
+	cs.actions.RLock()
+	refusing := make(chan func(), 1)
+	go func() { refusing <- cs.RefuseActions("a binary upgrade is under way") }()
+	select {
+	case <-refusing:
+		t.Fatal("RefuseActions returned while an action was under way")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cs.actions.RUnlock()
+	allow := <-refusing
+
+	for _, action := range []string{"disable", "enable", "probe", "drain", "weight?value=3"} {
+		name, _, _ := strings.Cut(action, "?")
+		code, msg := post(action)
+		if code != http.StatusConflict || msg != name+" refused: a binary upgrade is under way" {
+			t.Errorf("%s during an upgrade: %d %q, want 409 saying why", name, code, msg)
+		}
+	}
+	b, _ := p.Backend("127.0.0.1:9001")
+	if b.Breaker().Disabled || b.Weight() != b.ConfiguredWeight() {
+		t.Fatalf("a refused action changed the backend: disabled %v, weight %d", b.Breaker().Disabled, b.Weight())
+	}
+	if l := logs.lines("level=WARN", "disable refused: a binary upgrade is under way"); len(l) != 1 {
+		t.Fatalf("refusal logged %d times, want once:\n%s", len(l), logs.String())
+	}
+
+	allow() // the upgrade failed
+	if code, msg := post("disable"); code != http.StatusOK {
+		t.Fatalf("disable after the upgrade: %d %q, want 200", code, msg)
+	}
+	if !b.Breaker().Disabled {
+		t.Fatal("disable after the upgrade did not take")
+	}
+}

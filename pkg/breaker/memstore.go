@@ -18,6 +18,7 @@ type MemoryStore struct {
 	open     map[string]openEntry
 	locks    map[string]probeLock
 	disabled map[string]struct{}
+	watch    memWatch
 }
 
 type openEntry struct {
@@ -82,6 +83,7 @@ func (s *MemoryStore) Trip(ctx context.Context, key string, seen uint64, cooldow
 	}
 	s.gens[key]++
 	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.now().Add(ttl)}
+	s.changedLocked(key, false)
 	return s.stateLocked(key), true, nil
 }
 
@@ -97,6 +99,7 @@ func (s *MemoryStore) Close(ctx context.Context, key string, gen uint64) (State,
 	}
 	delete(s.open, key)
 	s.gens[key]++
+	s.changedLocked(key, false)
 	return s.stateLocked(key), true, nil
 }
 
@@ -112,6 +115,7 @@ func (s *MemoryStore) Reopen(ctx context.Context, key string, gen uint64, cooldo
 	}
 	s.gens[key]++
 	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.now().Add(ttl)}
+	s.changedLocked(key, false)
 	return s.stateLocked(key), true, nil
 }
 
@@ -151,6 +155,7 @@ func (s *MemoryStore) Disable(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.disabled[key] = struct{}{}
+	s.changedLocked(key, false)
 	return nil
 }
 
@@ -162,6 +167,7 @@ func (s *MemoryStore) Enable(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.disabled, key)
+	s.changedLocked(key, false)
 	return nil
 }
 
@@ -188,5 +194,6 @@ func (s *MemoryStore) Mirror(key string, st State) bool {
 	} else {
 		delete(s.disabled, key)
 	}
+	s.changedLocked(key, false)
 	return true
 }
