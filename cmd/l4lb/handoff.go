@@ -86,11 +86,8 @@ func captureHandoff(store *breaker.MemoryStore, pools []*pool.Pool) *handoffStat
 	st := &handoffState{Format: handoffFormat, Version: handoffVersion, FromPID: pid(), FromVersion: versionString()}
 	if store != nil {
 		for _, e := range store.Snapshot().Entries {
-			b := handoffBreaker{Key: e.Key, Generation: e.Generation, Open: e.Open, Disabled: e.Disabled}
-			if e.Open {
-				b.Cooldown, b.CooldownLeft = e.Cooldown.String(), e.CooldownLeft.String()
-			}
-			st.Breaker = append(st.Breaker, b)
+			st.Breaker = append(st.Breaker, handoffBreakerOf(e.Key, breaker.State{Generation: e.Generation,
+				Open: e.Open, Cooldown: e.Cooldown, CooldownLeft: e.CooldownLeft, Disabled: e.Disabled}))
 		}
 	}
 	st.Runtime = []handoffRuntime{}
@@ -106,6 +103,16 @@ func captureHandoff(store *breaker.MemoryStore, pools []*pool.Pool) *handoffStat
 		}
 	}
 	return st
+}
+
+// handoffBreakerOf is key's state as the document (and the breaker feed)
+// writes it.
+func handoffBreakerOf(key string, s breaker.State) handoffBreaker {
+	b := handoffBreaker{Key: key, Generation: s.Generation, Open: s.Open, Disabled: s.Disabled}
+	if s.Open {
+		b.Cooldown, b.CooldownLeft = s.Cooldown.String(), s.CooldownLeft.String()
+	}
+	return b
 }
 
 func (st *handoffState) encode(w io.Writer) error {

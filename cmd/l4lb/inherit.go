@@ -47,10 +47,11 @@ type inheritance struct {
 	state   *handoffState
 	ready   int // the upgrade's readiness pipe; -1: none
 	parent  int
+	feed    int // the upgrade's breaker feed (breakerfeed.go); -1: none
 }
 
 // noInheritance is a plain start.
-func noInheritance() *inheritance { return &inheritance{ready: -1} }
+func noInheritance() *inheritance { return &inheritance{ready: -1, feed: -1} }
 
 // takeInheritance collects what the environment says was passed, and
 // clears the variables, so nothing this process starts takes them for its
@@ -63,7 +64,7 @@ func takeInheritance(log *slog.Logger) *inheritance {
 	} else if os.Getenv("LISTEN_FDS") != "" {
 		in.fromSystemd(log)
 	}
-	for _, k := range []string{envUpgradeParent, envUpgradeState, envUpgradeReady, envUpgradeSockets,
+	for _, k := range []string{envUpgradeParent, envUpgradeState, envUpgradeReady, envUpgradeSockets, envUpgradeBreakerFeed,
 		"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
 		os.Unsetenv(k)
 	}
@@ -103,6 +104,10 @@ func (in *inheritance) fromUpgrade(log *slog.Logger) {
 	in.takeSockets(fds, log)
 	if in.ready >= 0 {
 		unix.CloseOnExec(in.ready)
+	}
+	if fd, ok := feedFD(os.Getenv(envUpgradeBreakerFeed), parent); ok {
+		unix.CloseOnExec(fd)
+		in.feed = fd
 	}
 	stateFD, ok := envFD(envUpgradeState)
 	if !ok {
@@ -211,9 +216,13 @@ func (in *inheritance) adminListener(listen string, log *slog.Logger) net.Listen
 	return ln
 }
 
-// closeRest closes the inherited sockets no listener took: listeners the
-// new configuration no longer has.
+// closeRest closes the inherited sockets no listener took (listeners the
+// new configuration no longer has), and a breaker feed no store took.
 func (in *inheritance) closeRest(log *slog.Logger) {
+	if in.feed >= 0 { // a fleet now: its breaker state is in Redis
+		unix.Close(in.feed)
+		in.feed = -1
+	}
 	count := map[string]int{}
 	var order []string
 	for _, s := range in.sockets.Rest() {
@@ -229,14 +238,21 @@ func (in *inheritance) closeRest(log *slog.Logger) {
 	}
 }
 
-// restoreStore loads the upgrade's breaker state into store.
-func (in *inheritance) restoreStore(store *breaker.MemoryStore, log *slog.Logger) {
-	if in.state == nil {
-		return
+// restoreStore loads the upgrade's breaker state into store, and follows
+// the old process's changes since (the returned follower, to stop; nil
+// without a feed).
+func (in *inheritance) restoreStore(store *breaker.MemoryStore, log *slog.Logger) *feedFollower {
+	if in.state != nil {
+		if err := in.state.restore(store); err != nil {
+			log.Warn("upgrade: breaker state not restored; breakers and disables start fresh", "error", err)
+		}
 	}
-	if err := in.state.restore(store); err != nil {
-		log.Warn("upgrade: breaker state not restored; breakers and disables start fresh", "error", err)
+	if in.feed < 0 {
+		return nil
 	}
+	fd := in.feed
+	in.feed = -1
+	return followBreakerFeed(fd, store, in.state, log)
 }
 
 // runtime is the upgrade's drains and weights (see handoffState); nil

@@ -25,6 +25,7 @@ type instance struct {
 	admin  *admin.Server
 	access *accesslog.Log // nil: access log off
 	state  *stateFile     // nil: no state_file
+	feed   *feedFollower  // an upgrade's old process's breaker changes; nil: none
 
 	// What a reload replaces (reload.go), under mu.
 	mu  sync.Mutex
@@ -99,7 +100,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	} else {
 		// A fleet's state is in Redis; only the process's own store is
 		// handed over by an upgrade.
-		inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
+		in.feed = inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
 	}
 	in.state = newStateFile(cfg.Global.StateFile, log)
 	runtime, disabled, err := in.state.load()
@@ -206,6 +207,7 @@ func (in *instance) stop() {
 		in.stopBackground()
 	}
 	in.poolsDone.Wait()
+	in.feed.stop()
 	if in.admin != nil {
 		in.admin.Close()
 	}

@@ -36,6 +36,7 @@ type upgrader struct {
 	timeout time.Duration
 	pidfile string // "" : none
 	log     *slog.Logger
+	feed    *breakerFeed // after a hand-over, to the new process; nil: none
 }
 
 func newUpgrader(pidfile string, timeout time.Duration, log *slog.Logger) *upgrader {
@@ -78,6 +79,7 @@ func (u *upgrader) started(inh *inheritance) {
 // exiting removes the pid file if it still names this process (after an
 // upgrade it names the new one).
 func (u *upgrader) exiting() {
+	u.feed.stop(feedFlushGrace) // the drain's last trips too
 	if u.pidfile != "" {
 		removePIDFile(u.pidfile, os.Getpid())
 	}
@@ -97,7 +99,11 @@ func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (
 	// ignored below; the API refuses, once a reload it runs is done. A
 	// process that handed over never reloads again.
 	allowReloads := in.config.RefuseReloads("a binary upgrade is under way; the new process reads the configuration file itself (reload again if the upgrade fails)")
+	// Nor an operator's action: the new process starts from the state
+	// taken below, so a disable made after it would be undone there.
+	allowActions := in.config.RefuseActions("a binary upgrade is under way; the new process takes over this one's state (act on the new process once it serves, or again here if the upgrade fails)")
 	finished := func() {
+		allowActions()
 		allowReloads()
 		u.finished()
 	}
@@ -113,6 +119,7 @@ func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (
 	defer timer.Stop()
 	fail := func(why string, args ...any) {
 		child.kill()
+		child.feed.stop(0)
 		args = append([]any{"new_pid", child.pid, "path", u.exe}, args...)
 		u.log.Error("upgrade failed: "+why+"; this one goes on serving", args...)
 		finished()
@@ -141,6 +148,7 @@ func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (
 				"new_pid", child.pid, "took", time.Since(start).Round(time.Millisecond).String())
 			// systemd follows the new process; this one says nothing more.
 			commit()
+			u.feed = child.feed // until this process exits
 			if err := sdnotify.Notify("MAINPID=" + strconv.Itoa(child.pid)); err != nil {
 				u.log.Warn("cannot notify systemd", "error", err)
 			}
@@ -188,6 +196,7 @@ type newProcess struct {
 	// exited is closed once the process is reaped, status then set.
 	exited chan struct{}
 	status syscall.WaitStatus
+	feed   *breakerFeed // nil: a fleet, whose breaker state is in Redis
 }
 
 type readyMsg struct{ err error }
@@ -216,7 +225,8 @@ func (c *newProcess) release() {
 }
 
 // spawn starts the new process: fd 3 the state pipe, 4 its readiness
-// pipe, 5 on the listening sockets.
+// pipe, 5 on the listening sockets, then the breaker feed's pipe
+// (breakerfeed.go) unless the breaker state is a fleet's.
 func (u *upgrader) spawn(in *instance) (*newProcess, error) {
 	socks, err := in.server.HandoffSockets()
 	if err != nil {
@@ -243,14 +253,25 @@ func (u *upgrader) spawn(in *instance) (*newProcess, error) {
 	if ms, ok := in.store.store.(*breaker.MemoryStore); ok {
 		store = ms
 	}
+	feedR, feedW := -1, (*os.File)(nil)
+	var feed *breakerFeed
+	if store != nil {
+		if feedR, feedW, err = newFeedPipe(); err != nil {
+			return nil, err
+		}
+		defer unix.Close(feedR)                      // the new process has its copy
+		feed = startBreakerFeed(store, feedW, u.log) // before the state is taken
+	}
 	state := captureHandoff(store, in.livePools())
 
 	var statePipe, readyPipe [2]int
 	if err := unix.Pipe2(statePipe[:], unix.O_CLOEXEC); err != nil {
+		feed.stop(0)
 		return nil, fmt.Errorf("state pipe: %w", err)
 	}
 	if err := unix.Pipe2(readyPipe[:], unix.O_CLOEXEC); err != nil {
 		closeAll(statePipe[:])
+		feed.stop(0)
 		return nil, fmt.Errorf("readiness pipe: %w", err)
 	}
 	files := []uintptr{0, 1, 2, uintptr(statePipe[0]), uintptr(readyPipe[1])}
@@ -263,10 +284,14 @@ func (u *upgrader) spawn(in *instance) (*newProcess, error) {
 		envUpgradeReady + "=4",
 		envUpgradeSockets + "=5:" + strconv.Itoa(len(fds)),
 	}
+	if feed != nil { // after the sockets, so their numbering is what older builds expect
+		env = append(env, feedEnv(len(files)))
+		files = append(files, uintptr(feedR))
+	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case envUpgradeParent, envUpgradeState, envUpgradeReady, envUpgradeSockets,
+		case envUpgradeParent, envUpgradeState, envUpgradeReady, envUpgradeSockets, envUpgradeBreakerFeed,
 			"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
 			"WATCHDOG_PID": // names this process; the new one pings once it is the main process
 			continue
@@ -280,9 +305,10 @@ func (u *upgrader) spawn(in *instance) (*newProcess, error) {
 	if err != nil {
 		unix.Close(statePipe[1])
 		unix.Close(readyPipe[0])
+		feed.stop(0)
 		return nil, err
 	}
-	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{})}
+	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{}), feed: feed}
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil { // before anything can reap it
 		c.pidfd = fd
 	}
