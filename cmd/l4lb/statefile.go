@@ -121,7 +121,9 @@ func (sf *stateFile) save(store breaker.Store, live func() []*pool.Pool) {
 }
 
 // writeAtomic replaces path with data: a temporary file beside it, synced,
-// then renamed over it.
+// renamed over it, and the directory synced, since the rename is an entry
+// of the directory: without its fsync a crash (power, kernel) after save
+// returned can bring back the old file, or none.
 func writeAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -143,7 +145,24 @@ func writeAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs the directory dir; a variable so that a test sees it
+// called after the rename.
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // restoreDisables sets the kept manual disables in a fresh store.
