@@ -121,7 +121,7 @@ func (n *systemdNotifier) status() string {
 		}
 		usable := 0
 		for _, be := range p.Backends() {
-			if be.Usable() {
+			if be.InRotation() {
 				usable++
 			}
 		}

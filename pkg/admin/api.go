@@ -26,9 +26,15 @@ type poolJSON struct {
 }
 
 type backendJSON struct {
-	Addr              string      `json:"addr"`
-	Weight            int         `json:"weight"`
-	Usable            bool        `json:"usable"`
+	Addr   string `json:"addr"`
+	Weight int    `json:"weight"`
+	// Usable: takes new connections (pool.Backend.InRotation), so false
+	// while draining, even though the backend itself is fine.
+	Usable bool `json:"usable"`
+	// Draining: an operator's drain, under way or done (drain says
+	// since when and its deadline); the backend takes no new connection
+	// until it is enabled.
+	Draining          bool        `json:"draining"`
 	Health            string      `json:"health"`
 	Disabled          bool        `json:"disabled"`
 	ActiveConnections int64       `json:"active_connections"`
@@ -68,7 +74,7 @@ func backendView(b *pool.Backend) backendJSON {
 		state = "open"
 	}
 	v := backendJSON{
-		Addr: b.Addr, Weight: b.Weight(), Usable: b.Usable(), Health: health, Disabled: st.Disabled,
+		Addr: b.Addr, Weight: b.Weight(), Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
 		Breaker: breakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
@@ -78,6 +84,7 @@ func backendView(b *pool.Backend) backendJSON {
 		v.LastCheckError = hs.LastError
 	}
 	if d, ok := b.DrainState(); ok {
+		v.Draining = true
 		v.Drain = &drainJSON{Since: d.Since, Deadline: d.Deadline,
 			DeadlineLeftSeconds: max(0, time.Until(d.Deadline).Seconds()), Remaining: b.Active()}
 	}
@@ -177,9 +184,18 @@ func withParams(action string, r *http.Request) func(*pool.Pool, context.Context
 	if err != nil {
 		err = fmt.Errorf("%w: query %q does not decode: %w", errBadParam, r.URL.RawQuery, err)
 	}
-	for name := range q {
-		if want := actionParams[action]; err == nil && name != want {
+	for name, values := range q {
+		switch want := actionParams[action]; {
+		case err != nil:
+		case name != want:
 			err = fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, want)
+		// Neither an empty value nor a second one is what the
+		// operator meant: the default would stand in for the first, and
+		// one of two for the other.
+		case len(values) > 1:
+			err = fmt.Errorf("%w: %s given %d times: give it once", errBadParam, name, len(values))
+		case values[0] == "":
+			err = fmt.Errorf("%w: %s= has no value: give one, or leave %s out for the default", errBadParam, name, name)
 		}
 	}
 	if err != nil {

@@ -39,7 +39,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	backendLabels = []string{"pool", "backend"}
 
-	descBackendUp     = desc("l4lb_backend_up", "1 when the backend is usable: enabled, health-up and breaker closed.", backendLabels...)
+	descBackendUp     = desc("l4lb_backend_up", "1 when the backend takes new connections: enabled, not drained, health-up and breaker closed.", backendLabels...)
 	descBreakerOpen   = desc("l4lb_breaker_open", "1 while the backend's breaker is open.", backendLabels...)
 	descBreakerGen    = desc("l4lb_breaker_generation", "Current breaker generation of the backend.", backendLabels...)
 	descHealthUp      = desc("l4lb_health_up", "1 while the backend's active health checks pass.", backendLabels...)
@@ -274,7 +274,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 	l := s.labels[:]
 	st := b.Breaker()
 	g, c := s.gauges[:], s.counters[:]
-	g[0].send(ch, descBackendUp, b01(b.Usable()), l)
+	g[0].send(ch, descBackendUp, b01(b.InRotation()), l)
 	g[1].send(ch, descBreakerOpen, b01(st.Open), l)
 	g[2].send(ch, descBreakerGen, float64(st.Generation), l)
 	g[3].send(ch, descHealthUp, b01(b.HealthUp()), l)

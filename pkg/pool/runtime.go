@@ -66,9 +66,16 @@ func (b *Backend) Is(other *Backend) bool {
 	return false
 }
 
-// Admits reports whether a new client may be sent to b: usable, not
-// drained, a slot free.
-func (b *Backend) Admits() bool { return b.Usable() && !b.Draining() && !b.Full() }
+// InRotation reports whether b takes new connections: usable and not
+// drained. What operators see as "usable" (the API, l4lb_backend_up,
+// systemd's STATUS): a drained backend is healthy but takes nobody new.
+// A full one stays in rotation: it takes the next client once a slot
+// frees.
+func (b *Backend) InRotation() bool { return b.Usable() && !b.Draining() }
+
+// Admits reports whether a new client may be sent to b: in rotation, a
+// slot free.
+func (b *Backend) Admits() bool { return b.InRotation() && !b.Full() }
 
 // Drain stops new connections to b at once and cuts those still open
 // after timeout (0: at once), with a reset, through Deps.CutBackend. A
