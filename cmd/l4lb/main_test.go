@@ -322,6 +322,12 @@ func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	testnet.Eventually(t, "the reload log line", func() bool {
 		return strings.Contains(p.stderr.String(), "configuration reloaded")
 	})
+	// The line names what changed.
+	for _, want := range []string{"changes.backends_added=[p/" + c.Addr + "]", "changes.backends_removed=[p/" + b.Addr + "]"} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("the reload's log line does not say %s:\n%s", want, p.stderr.String())
+		}
+	}
 	// A broken file: every error logged with its line, the running
 	// configuration stays.
 	if err := os.WriteFile(path, []byte(next+"[pool.p.health]\nrise = -1\n"), 0o644); err != nil {

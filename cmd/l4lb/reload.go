@@ -31,6 +31,8 @@ type reloadResult struct {
 	Removed  int      `json:"listeners_removed"`
 	Pools    int      `json:"pools"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Changes names what changed: the counts above say how much.
+	Changes configChanges `json:"changes"`
 }
 
 // useFile tells the instance which file it runs, for reloads.
@@ -109,9 +111,13 @@ func (in *instance) reload() (reloadResult, []string) {
 	for _, w := range res.Warnings {
 		in.log.Warn("reload: "+w, "file", in.path)
 	}
-	in.log.Info("configuration reloaded", "file", in.path, "hash", res.Hash[:12], "listeners_kept", res.Kept,
+	msg := "configuration reloaded"
+	if res.Changes.none() {
+		msg = "configuration reloaded: no listener, pool or backend changed"
+	}
+	in.log.Info(msg, "file", in.path, "hash", res.Hash[:12], "listeners_kept", res.Kept,
 		"listeners_added", res.Added, "listeners_removed", res.Removed, "pools", res.Pools,
-		"took", time.Since(start).Round(time.Microsecond).String())
+		res.Changes.logAttr(), "took", time.Since(start).Round(time.Microsecond).String())
 	return res, nil
 }
 
@@ -129,7 +135,7 @@ func (in *instance) apply() (reloadResult, []string) {
 		return res, errorLines(err)
 	}
 	in.mu.Lock()
-	running, oldPools := in.running, in.pools
+	running, oldPools, oldCfg := in.running, in.pools, in.cfg
 	in.mu.Unlock()
 	res.Warnings = needsRestart(running, cfg)
 
@@ -170,7 +176,7 @@ func (in *instance) apply() (reloadResult, []string) {
 	hash := fileHash(data)
 	in.config.Loaded(hash, time.Now())
 	res = reloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
-		Pools: len(pools), Warnings: res.Warnings}
+		Pools: len(pools), Warnings: res.Warnings, Changes: diffConfigs(oldCfg, cfg)}
 	return res, nil
 }
 

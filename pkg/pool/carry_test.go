@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -148,5 +150,46 @@ func TestReloadCarriesTheFailureWindow(t *testing.T) {
 	fail(last, b)
 	if !b.Breaker().Open {
 		t.Fatal("three failures across two reloads did not trip the breaker")
+	}
+}
+
+// An operator's weight survives a reload that leaves the backend's weight
+// in the file alone, and gives way, with one line saying so, to a reload
+// that changes it: the file's edit is the newer word.
+func TestReloadLogsTheFileWeightReplacingTheOperators(t *testing.T) {
+	store := breaker.NewMemoryStore(nil)
+	rec := &logRecorder{}
+	build := func(weight int, prev *pool.Pool) *pool.Pool {
+		t.Helper()
+		text := poolTOML(t, nil, "") + fmt.Sprintf("[[pool.p.backend]]\naddr = \"127.0.0.1:1001\"\nweight = %d\n", weight)
+		p, err := pool.New(parse(t, text).Pools["p"], pool.Deps{Store: store, Previous: prev, Logger: slog.New(rec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := build(2, nil)
+	if err := old.SetWeight(context.Background(), old.Backends()[0], 7); err != nil {
+		t.Fatal(err)
+	}
+	same := build(2, old)
+	if w := same.Backends()[0].Weight(); w != 7 {
+		t.Fatalf("after a reload that left the file's weight: %d, want the operator's 7", w)
+	}
+	if n := len(rec.messages("the file's new weight replaces the operator's")); n != 0 {
+		t.Fatalf("%d replacement lines for a weight the file did not change", n)
+	}
+	edited := build(3, same)
+	if w := edited.Backends()[0].Weight(); w != 3 {
+		t.Fatalf("after a reload that changed the file's weight: %d, want the file's 3", w)
+	}
+	lines := rec.messages("the file's new weight replaces the operator's")
+	if len(lines) != 1 {
+		t.Fatalf("%d replacement lines, want 1", len(lines))
+	}
+	for k, want := range map[string]string{"backend": "127.0.0.1:1001", "operator_weight": "7", "file_weight_was": "2", "file_weight": "3"} {
+		if got := lines[0][k]; got != want {
+			t.Errorf("the replacement line's %s = %q, want %q", k, got, want)
+		}
 	}
 }

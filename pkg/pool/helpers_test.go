@@ -284,3 +284,23 @@ func (h *logRecorder) errors(msg string) []error {
 	}
 	return out
 }
+
+// messages returns the attributes, as text, of the records with message
+// msg.
+func (h *logRecorder) messages(msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range h.records {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool {
+			attrs[a.Key] = a.Value.String()
+			return true
+		})
+		out = append(out, attrs)
+	}
+	return out
+}

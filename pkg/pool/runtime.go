@@ -181,25 +181,39 @@ func (p *Pool) changed() {
 
 // carryRuntime takes a reload's predecessor's drain and weight: the
 // operator's changes survive a reload. A weight the file changed since
-// the operator set one is the file's.
+// the operator set one is the file's (keepOperatorWeight).
 func (p *Pool) carryRuntime(b, prev *Backend) {
 	if d := prev.drain.Load(); d != nil {
 		b.drain.Store(d)
 	}
-	if w := prev.Weight(); w != prev.cfgWeight && prev.cfgWeight == b.cfgWeight {
-		b.weight.Store(int32(w))
+	if w := prev.Weight(); w != prev.cfgWeight {
+		p.keepOperatorWeight(b, w, prev.cfgWeight)
 	}
 }
 
-// restoreRuntime applies what the state file kept for b at start.
+// restoreRuntime applies what the state file (or an upgrade) kept for b
+// at start.
 func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 	if rt.Drained {
 		now := p.now()
 		b.drain.Store(&Drain{Since: now, Deadline: now})
 	}
-	if rt.Weight != nil && rt.ConfiguredWeight == b.cfgWeight && *rt.Weight >= 0 && *rt.Weight <= pick.MaxWeight {
-		b.weight.Store(int32(*rt.Weight))
+	if rt.Weight != nil && *rt.Weight >= 0 && *rt.Weight <= pick.MaxWeight {
+		p.keepOperatorWeight(b, *rt.Weight, rt.ConfiguredWeight)
 	}
+}
+
+// keepOperatorWeight gives b the weight w an operator set while the file
+// said fileWeight, unless the file now says something else: an edit of
+// the file is the newer word. That replacement is logged, since the
+// operator's weight goes without any action of theirs.
+func (p *Pool) keepOperatorWeight(b *Backend, w, fileWeight int) {
+	if fileWeight == b.cfgWeight {
+		b.weight.Store(int32(w))
+		return
+	}
+	p.log.Warn("the file's new weight replaces the operator's", "backend", b.Addr,
+		"operator_weight", w, "file_weight_was", fileWeight, "file_weight", b.cfgWeight)
 }
 
 // RuntimeStates reports, by backend identity, what an operator changed at
