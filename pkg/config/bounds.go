@@ -6,10 +6,10 @@ import "time"
 // one statement of its fact: Parse enforces it, the tests and the
 // reference config.toml and docs/design.md quote it. Like the bounds of
 // defaults.go and policy.go, they refuse values that are certainly
-// mistakes (a check dialed 100,000 times a second, a timer that re-arms
-// itself without end, a limit the code would silently lower), not merely
-// unusual ones; the keys they bound keep their zero meanings ("0s": off,
-// 0: the kernel's or l4lb's own choice) where they have one.
+// mistakes (a health check that dials without rest, a timer that
+// re-arms itself without end, a limit the code would silently lower),
+// not merely unusual ones; the keys they bound keep their zero meanings
+// ("0s": off, 0: the kernel's or l4lb's own choice) where they have one.
 //
 // The common floor of the timers is 10ms: below it a timer measures the
 // host, not the backend (a loaded host's run-queue delay, a GC pause or
@@ -40,16 +40,16 @@ const (
 	// every idle_timeout.
 	MinIdleTimeout = 100 * time.Millisecond
 
-	// MinBreakerWindow is the least [pool.NAME.breaker] window: shorter
-	// cannot hold `failures` failed dials of a dead backend, and the
-	// breaker never trips.
+	// MinBreakerWindow is the least [pool.NAME.breaker] window: a window
+	// of nanoseconds holds one failed dial at a time, so a breaker that
+	// needs several never trips.
 	MinBreakerWindow = 10 * time.Millisecond
 	// MinCooldown is the least cooldown and max_cooldown: a tripped
 	// backend is probed once a cooldown, so "1ns" probes it without rest.
 	MinCooldown = 10 * time.Millisecond
-	// MinEarlyResetWindow is the least early_reset_window: shorter judges
-	// a dial a success before a crashing server's reset can arrive, and
-	// count_early_reset does nothing.
+	// MinEarlyResetWindow is the least early_reset_window: much shorter
+	// judges a dial a success before a crashing server's reset is likely
+	// to arrive, and count_early_reset does nothing.
 	MinEarlyResetWindow = 10 * time.Millisecond
 
 	// MinPipeSize is one page: F_SETPIPE_SZ cannot go lower.

@@ -267,8 +267,8 @@ func (t *table) durationIn(name string, dst *time.Duration, lo, hi time.Duration
 		return true
 	}
 	if d > hi && hi >= MaxDuration {
-		// In duration's words: no key of durationIn's has a ceiling of
-		// its own there.
+		// A key with a floor only, past every duration's ceiling: in
+		// duration's words.
 		t.c.add(t.keyOf(name), "%q is too long: at most %v (100 years)", t.m[name], MaxDuration)
 		return false
 	}
