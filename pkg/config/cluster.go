@@ -139,18 +139,10 @@ func decodeCluster(t *table, cl *Cluster) {
 
 	syncOK, timeoutOK := true, true
 	if !misplaced["sync_interval"] {
-		syncOK = t.duration("sync_interval", &cl.SyncInterval, true)
-		if syncOK && (cl.SyncInterval < MinSyncInterval || cl.SyncInterval > MaxSyncInterval) {
-			t.c.add(t.keyOf("sync_interval"), "%v is out of range: must be between %v and %v", cl.SyncInterval, MinSyncInterval, MaxSyncInterval)
-			syncOK = false
-		}
+		syncOK = t.durationIn("sync_interval", &cl.SyncInterval, MinSyncInterval, MaxSyncInterval, "")
 	}
 	if !misplaced["timeout"] {
-		timeoutOK = t.duration("timeout", &cl.Timeout, true)
-		if timeoutOK && cl.Timeout < MinStoreTimeout {
-			t.c.add(t.keyOf("timeout"), "%v is too short: must be at least %v", cl.Timeout, MinStoreTimeout)
-			timeoutOK = false
-		}
+		timeoutOK = t.durationIn("timeout", &cl.Timeout, MinStoreTimeout, MaxDuration, "")
 	}
 	if redis && syncOK && timeoutOK && cl.Timeout >= cl.SyncInterval {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "sync_interval")), "timeout %v is not shorter than sync_interval %v: one store operation must end before the next sync is due; lower timeout or raise sync_interval", cl.Timeout, cl.SyncInterval)

@@ -192,7 +192,7 @@ func TestClusterRefuses(t *testing.T) {
 		// sync_interval and timeout
 		{"sync interval too short", withRedis("sync_interval = \"99ms\" #!\n"), "cluster.sync_interval", "must be between 100ms and 1h0m0s"},
 		{"sync interval too long", withRedis("sync_interval = \"1h1s\" #!\n"), "cluster.sync_interval", "must be between 100ms and 1h0m0s"},
-		{"sync interval zero", withRedis("sync_interval = \"0s\" #!\n"), "cluster.sync_interval", "must be greater than zero"},
+		{"sync interval zero", withRedis("sync_interval = \"0s\" #!\n"), "cluster.sync_interval", "0s is out of range: must be between 100ms and 1h0m0s"},
 		{"sync interval not a duration", withRedis("sync_interval = 2 #!\n"), "cluster.sync_interval", "must be a duration string"},
 		{"timeout too short", withRedis("timeout = \"9ms\" #!\n"), "cluster.timeout", "must be at least 10ms"},
 		{"timeout negative", withRedis("timeout = \"-1s\" #!\n"), "cluster.timeout", "is negative"},

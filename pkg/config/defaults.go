@@ -94,12 +94,9 @@ const (
 // mistakes (or would make l4lb allocate absurd amounts of memory), not
 // merely unusual ones.
 const (
-	MinPipeSize        = 4096    // one page: F_SETPIPE_SZ cannot go lower
-	MaxPipeSize        = 1 << 30 // far beyond any sane /proc/sys/fs/pipe-max-size
 	MaxEventLoops      = 1024
 	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
 	MaxWakeCoalesce    = time.Millisecond // past it the added latency outweighs any batching
-	MaxBacklog         = 1<<31 - 1        // listen(2) takes an int
 	MaxRetries         = 16               // each retry costs the client up to connect_timeout
 	MaxWeight          = 256
 	MaxRingVnodes      = 10000

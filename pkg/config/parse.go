@@ -106,7 +106,7 @@ func isEmptyArray(v any) bool {
 
 func decodeGlobal(t *table, g *Global) {
 	t.duration("shutdown_timeout", &g.ShutdownTimeout, false)
-	t.integer("max_connections", &g.MaxConnections, 0, math.MaxInt)
+	t.integer("max_connections", &g.MaxConnections, 0, MaxClientConnections)
 	// accept_loops named the same number when each listener had its own
 	// accept loops; it stays accepted so existing files keep working.
 	if _, ok := t.get("event_loops"); ok {
@@ -175,7 +175,7 @@ func decodeListener(t *table) Listener {
 		notUDP += " (protocol left out means \"tcp\")"
 	}
 	if !t.misplaced("session_timeout", udp, "%s", notUDP) {
-		t.duration("session_timeout", &l.SessionTimeout, true)
+		t.durationIn("session_timeout", &l.SessionTimeout, MinIdleTimeout, MaxDuration, "")
 	}
 	if !t.misplaced("max_sessions", udp, "%s", notUDP) {
 		t.integer("max_sessions", &l.MaxSessions, 1, MaxUDPSessions)
@@ -221,21 +221,21 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	tcp, udp := use.protocol != ProtocolUDP, use.protocol != ProtocolTCP
 	timeoutOK := true
 	if !t.misplaced("connect_timeout", tcp, "%s", use.notFor("connect_timeout", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
-		timeoutOK = t.duration("connect_timeout", &p.ConnectTimeout, true)
+		timeoutOK = t.durationIn("connect_timeout", &p.ConnectTimeout, MinConnectTimeout, MaxDuration, "")
 	}
 	if !t.misplaced("connect_budget", tcp, "%s", use.notFor("connect_budget", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
 		if _, set := t.get("connect_budget"); !set && timeoutOK {
 			p.ConnectBudget = max(p.ConnectBudget, p.ConnectTimeout)
 		}
-		if t.duration("connect_budget", &p.ConnectBudget, true) && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
+		if t.durationIn("connect_budget", &p.ConnectBudget, MinConnectTimeout, MaxDuration, "") && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
 			t.c.add(t.keyOf("connect_budget"), "connect_budget %v is shorter than connect_timeout %v: not even the first dial could take its full time; raise connect_budget or lower connect_timeout", p.ConnectBudget, p.ConnectTimeout)
 		}
 	}
 	if !t.misplaced("idle_timeout", tcp, "%s", use.notFor("idle_timeout", "UDP sessions end after the listener's session_timeout")) {
-		t.duration("idle_timeout", &p.IdleTimeout, true)
+		t.durationIn("idle_timeout", &p.IdleTimeout, MinIdleTimeout, MaxDuration, "")
 	}
 	if !t.misplaced("reply_timeout", udp, "%s", use.notFor("reply_timeout", "a TCP dial is judged at its connect (connect_timeout)")) {
-		t.duration("reply_timeout", &p.ReplyTimeout, true)
+		t.durationIn("reply_timeout", &p.ReplyTimeout, MinConnectTimeout, MaxDuration, "")
 	}
 	t.integer("retries", &p.Retries, 0, MaxRetries)
 	t.duration("slow_start", &p.SlowStart, false)
@@ -316,8 +316,8 @@ func decodeHealth(t *table, h *Health, protocol string) {
 	if typeKnown && h.Type == HealthSendExpect && protocol == ProtocolUDP && sendOK && len(h.Send) == 0 {
 		t.c.add(t.keyOf(t.writtenOr("send", t.writtenOr("send_hex", "type"))), "a send-expect check of a UDP pool needs bytes to send (send or send_hex): a UDP backend only answers what it receives")
 	}
-	intervalOK := t.duration("interval", &h.Interval, true)
-	timeoutOK := t.duration("timeout", &h.Timeout, true)
+	intervalOK := t.durationIn("interval", &h.Interval, MinCheckInterval, MaxCheckInterval, "")
+	timeoutOK := t.durationIn("timeout", &h.Timeout, MinCheckTimeout, MaxDuration, "")
 	if intervalOK && timeoutOK && h.Timeout > h.Interval {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "interval")), "timeout %v is longer than interval %v: a check would still be running when the next one is due; lower timeout or raise interval", h.Timeout, h.Interval)
 	}
@@ -328,13 +328,13 @@ func decodeHealth(t *table, h *Health, protocol string) {
 
 func decodeBreaker(t *table, b *Breaker, use poolUse) {
 	t.integer("failures", &b.Failures, 1, MaxBreakerCount)
-	t.duration("window", &b.Window, true)
+	t.durationIn("window", &b.Window, MinBreakerWindow, MaxDuration, "")
 	if t.number("min_ratio", &b.MinRatio) && (b.MinRatio < 0 || b.MinRatio > 1) {
 		t.c.add(t.keyOf("min_ratio"), "%v is out of range: must be between 0 (off) and 1", b.MinRatio)
 	}
 	t.integer("min_volume", &b.MinVolume, 0, MaxBreakerCount)
-	cooldownOK := t.duration("cooldown", &b.Cooldown, true)
-	maxOK := t.duration("max_cooldown", &b.MaxCooldown, true)
+	cooldownOK := t.durationIn("cooldown", &b.Cooldown, MinCooldown, MaxDuration, "")
+	maxOK := t.durationIn("max_cooldown", &b.MaxCooldown, MinCooldown, MaxDuration, "")
 	if cooldownOK && maxOK && b.MaxCooldown < b.Cooldown {
 		t.c.add(t.keyOf(t.writtenOr("max_cooldown", "cooldown")), "max_cooldown %v is shorter than cooldown %v: the cooldown only ever doubles up to max_cooldown", b.MaxCooldown, b.Cooldown)
 	}
@@ -345,7 +345,7 @@ func decodeBreaker(t *table, b *Breaker, use poolUse) {
 		t.boolean("count_early_reset", &b.CountEarlyReset)
 	}
 	if !t.misplaced("early_reset_window", tcp, "%s", use.notFor("early_reset_window", noResets)) {
-		t.duration("early_reset_window", &b.EarlyResetWindow, true)
+		t.durationIn("early_reset_window", &b.EarlyResetWindow, MinEarlyResetWindow, MaxDuration, "")
 	}
 	if !t.misplaced("count_no_reply", udp, "%s", use.notFor("count_no_reply", "a TCP dial fails at its connect, or with count_early_reset at an early reset")) {
 		t.boolean("count_no_reply", &b.CountNoReply)

@@ -250,9 +250,10 @@ func (t *table) wholeSeconds(name string, d time.Duration, sockopt string) bool 
 	return false
 }
 
-// durationIn reads a duration in lo..hi. zero, when not "", says what 0
-// means, and 0 is then accepted too. Like integer, it reports false only
-// for a present but unusable value.
+// durationIn reads a duration in lo..hi; hi is MaxDuration for a key with
+// a floor only. zero, when not "", says what 0 means, and 0 is then
+// accepted too. Like integer, it reports false only for a present but
+// unusable value.
 func (t *table) durationIn(name string, dst *time.Duration, lo, hi time.Duration, zero string) bool {
 	var d time.Duration
 	if !t.anyDuration(name, &d, false) {
@@ -265,12 +266,27 @@ func (t *table) durationIn(name string, dst *time.Duration, lo, hi time.Duration
 		*dst = d
 		return true
 	}
-	if zero != "" {
-		t.c.add(t.keyOf(name), "%v is out of range: must be \"0s\" (%s) or between %v and %v", d, zero, lo, hi)
-	} else {
-		t.c.add(t.keyOf(name), "%v is out of range: must be between %v and %v", d, lo, hi)
+	if d > hi && hi >= MaxDuration {
+		// A key with a floor only, past every duration's ceiling: in
+		// duration's words.
+		t.c.add(t.keyOf(name), "%q is too long: at most %v (100 years)", t.m[name], MaxDuration)
+		return false
 	}
+	t.c.add(t.keyOf(name), "%v is out of range: %s", d, durationRangeText(lo, hi, zero))
 	return false
+}
+
+// durationRangeText says what durationIn accepts, as rangeText does for
+// integers.
+func durationRangeText(lo, hi time.Duration, zero string) string {
+	r := fmt.Sprintf("between %v and %v", lo, hi)
+	if hi >= MaxDuration {
+		r = fmt.Sprintf("at least %v", lo)
+	}
+	if zero != "" {
+		return fmt.Sprintf("must be \"0s\" (%s) or %s", zero, r)
+	}
+	return "must be " + r
 }
 
 // prefixes reads an array of client addresses and networks (see

@@ -13,12 +13,13 @@ func TestHugeDurationsRefused(t *testing.T) {
 		{"idle_timeout", withPool("idle_timeout = \"2562047h\" #!\n"), "pool.web.idle_timeout", msg},
 		{"connect_budget", withPool("connect_budget = \"2000000h\" #!\n"), "pool.web.connect_budget", msg},
 		{"max_cooldown", validBase + "[pool.web.breaker]\nmax_cooldown = \"2562047h\" #!\n", "pool.web.breaker.max_cooldown", msg},
-		{"health interval", validBase + "[pool.web.health]\ninterval = \"876001h\" #!\n", "pool.web.health.interval", msg},
+		{"health timeout", validBase + "[pool.web.health]\ntimeout = \"876001h\" #!\n", "pool.web.health.timeout", msg},
 		{"shutdown_timeout", "[global]\nshutdown_timeout = \"2562047h\" #!\n" + validBase, "global.shutdown_timeout", msg},
 		{"session_timeout", "[[listener]]\nname = \"u\"\nbind = \"127.0.0.1:53\"\nprotocol = \"udp\"\npool = \"web\"\nsession_timeout = \"2562047h\" #!\n" + poolWeb,
 			"listener[0].session_timeout", msg},
 		// A key with a range of its own keeps its own message.
 		{"queue_timeout", withPool("queue_timeout = \"2562047h\" #!\n"), "pool.web.queue_timeout", "out of range: must be between 0s and 1m0s"},
+		{"health interval", validBase + "[pool.web.health]\ninterval = \"876001h\" #!\n", "pool.web.health.interval", "out of range: must be between 10ms and 1h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantOneError(t, tt, parseErrors(t, tt.src)) })

@@ -65,7 +65,7 @@ func TestParseReportsEachUDPProblem(t *testing.T) {
 		{"protocol written as a number", withListener("name = \"web\"\nbind = \"127.0.0.1:8080\"\nprotocol = 17 #!\npool = \"web\"\nsession_timeout = \"5s\"\n"), "listener[0].protocol", "must be a string, not the integer 17"},
 
 		// Listener values.
-		{"zero session timeout", withUDPListener("session_timeout = \"0s\" #!\n"), "listener[0].session_timeout", "must be greater than zero"},
+		{"zero session timeout", withUDPListener("session_timeout = \"0s\" #!\n"), "listener[0].session_timeout", "0s is out of range: must be"},
 		{"negative session timeout", withUDPListener("session_timeout = \"-1s\" #!\n"), "listener[0].session_timeout", `"-1s" is negative`},
 		{"session timeout as a number", withUDPListener("session_timeout = 60 #!\n"), "listener[0].session_timeout", `must be a duration string such as "2s", not the integer 60`},
 		{"zero max sessions", withUDPListener("max_sessions = 0 #!\n"), "listener[0].max_sessions", "0 is out of range: must be between 1 and 1000000"},
@@ -98,7 +98,7 @@ func TestParseReportsEachUDPProblem(t *testing.T) {
 		{"a bad tcp value in a udp pool is reported once", withUDPPool("connect_timeout = \"0s\" #!\n"), "pool.dns.connect_timeout", "connect_timeout " + udpPool},
 
 		// UDP pool values.
-		{"zero reply timeout", withUDPPool("reply_timeout = \"0s\" #!\n"), "pool.dns.reply_timeout", "must be greater than zero"},
+		{"zero reply timeout", withUDPPool("reply_timeout = \"0s\" #!\n"), "pool.dns.reply_timeout", "0s is out of range: must be"},
 		{"reply timeout without unit", withUDPPool("reply_timeout = \"2\" #!\n"), "pool.dns.reply_timeout", `"2" is not a duration`},
 		{"count_no_reply as a string", validUDP + "[pool.dns.breaker]\ncount_no_reply = \"yes\" #!\n", "pool.dns.breaker.count_no_reply", `must be true or false, not the string "yes"`},
 
@@ -168,7 +168,7 @@ func TestParseAcceptsUDP(t *testing.T) {
 		{"udp backend at the admin endpoint's address", listenerDNS + poolOf("dns", `"127.0.0.1:9090"`)},
 		{"udp loopback backend under a tcp wildcard", listenerOn("t", `"0.0.0.0:53"`, "tcp", "web") + poolOf("web", `"127.0.0.1:9001"`) + listenerOn("u", `"127.0.0.1:5353"`, "udp", "dns") + poolOf("dns", `"127.0.0.1:53"`)},
 		{"two udp listeners on one pool", validUDP + listenerOn("dns6", `"[::1]:5353"`, "udp", "dns")},
-		{"every udp key", withUDPListener("session_timeout = \"1ms\"\nmax_sessions = 1\nresponses = 0\nrequests = 0\n")},
+		{"every udp key", withUDPListener("session_timeout = \"100ms\"\nmax_sessions = 1\nresponses = 0\nrequests = 0\n")},
 		{"most sessions", withUDPListener("max_sessions = 1000000\n")},
 		{"udp pool keys", withUDPPool("reply_timeout = \"30s\"\nretries = 0\nslow_start = \"10s\"\nalgorithm = \"maglev\"\nhash_key = \"source-ip-port\"\n") + "[pool.dns.breaker]\ncount_no_reply = false\n"},
 		{"udp pool with a connect check on a port", validUDP + "[pool.dns.health]\ntype = \"connect\"\nport = 53\n"},

@@ -1,0 +1,75 @@
+package config
+
+import "time"
+
+// Floors and ceilings of the duration and count keys (issue 25), each the
+// one statement of its fact: Parse enforces it, the tests and the
+// reference config.toml and docs/design.md quote it. Like the bounds of
+// defaults.go and policy.go, they refuse values that are certainly
+// mistakes (a health check that dials without rest, a timer that
+// re-arms itself without end, a limit the code would silently lower),
+// not merely unusual ones; the keys they bound keep their zero meanings
+// ("0s": off, 0: the kernel's or l4lb's own choice) where they have one.
+//
+// The common floor of the timers is 10ms: below it a timer measures the
+// host, not the backend (a loaded host's run-queue delay, a GC pause or
+// an event loop busy with other connections are that long), and for
+// timers that repeat per backend (checks, probes) it caps their rate at
+// 100 a second each.
+const (
+	// MinCheckInterval is the least [pool.NAME.health] interval: "1ns"
+	// would dial every backend as fast as the prober can loop.
+	MinCheckInterval = 10 * time.Millisecond
+	// MaxCheckInterval is the longest: a backend checked less often than
+	// hourly is not health-checked at all (enabled = false says so).
+	MaxCheckInterval = time.Hour
+	// MinCheckTimeout is the least [pool.NAME.health] timeout (at most
+	// interval): shorter fails healthy backends on scheduling delay alone.
+	MinCheckTimeout = 10 * time.Millisecond
+
+	// MinConnectTimeout is the least connect_timeout and connect_budget of
+	// a TCP pool, and reply_timeout of a UDP one: below it a backend that
+	// answers in a few milliseconds counts as failed, and every client
+	// dial feeds the breaker.
+	MinConnectTimeout = 10 * time.Millisecond
+
+	// MinIdleTimeout is the least idle_timeout of a TCP pool and
+	// session_timeout of a UDP listener: silence shorter than one
+	// ordinary exchange (a backend's think time, a WAN round trip) would
+	// cut live relays, and while a slow peer drains the idle timer re-arms
+	// every idle_timeout.
+	MinIdleTimeout = 100 * time.Millisecond
+
+	// MinBreakerWindow is the least [pool.NAME.breaker] window: a window
+	// of nanoseconds holds one failed dial at a time, so a breaker that
+	// needs several never trips.
+	MinBreakerWindow = 10 * time.Millisecond
+	// MinCooldown is the least cooldown and max_cooldown: a tripped
+	// backend is probed once a cooldown, so "1ns" probes it without rest.
+	MinCooldown = 10 * time.Millisecond
+	// MinEarlyResetWindow is the least early_reset_window: much shorter
+	// judges a dial a success before a crashing server's reset is likely
+	// to arrive, and count_early_reset does nothing.
+	MinEarlyResetWindow = 10 * time.Millisecond
+
+	// MinPipeSize is one page: F_SETPIPE_SZ cannot go lower.
+	MinPipeSize = 4096
+	// MaxPipeSize is 64 MiB: 64 times the kernel's default pipe-max-size,
+	// and its default quota of pipe pages for all of one user's pipes
+	// (pipe-user-pages-soft, 16384 pages). What waits in a pipe is kernel
+	// memory, and a pipe larger than the socket buffers it splices from
+	// moves nothing more per call. (Up to issue 25: 1 GiB.)
+	MaxPipeSize = 64 << 20
+
+	// MaxBacklog is the longest [[listener]] backlog: pkg/listener asks
+	// listen(2) for no more than 65535 (and the kernel caps any backlog at
+	// net.core.somaxconn), so a larger value would silently not be the one
+	// used. (Up to issue 25: 1<<31 - 1, what listen(2) takes.)
+	MaxBacklog = 1<<16 - 1
+
+	// MaxClientConnections bounds [global] max_connections: each client
+	// connection holds two fds (client and backend), and no fd limit goes
+	// past fs.nr_open's maximum, just under 1<<31, so more could never be
+	// open; near math.MaxInt the fd budget's arithmetic would overflow.
+	MaxClientConnections = 1 << 30
+)
