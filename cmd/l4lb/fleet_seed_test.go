@@ -43,17 +43,11 @@ import (
 const fleetNetnsEnv = "L4LB_FLEET_NETNS_CHILD"
 
 func TestFleetStaleSuccessAcrossProcessesLeavesBreakerOpen(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root for network namespaces, nftables and a second user")
-	}
-	for _, tool := range []string{"ip", "nft", "ss"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install iproute2 nftables)", tool)
-		}
-	}
+	// The headline across a fleet: it never skips silently.
+	testnet.RequireNetns(t, "ss")
 	ns := fmt.Sprintf("l4lbf-%d-%d", os.Getpid(), fleetNetnsSeq.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a network namespace here: %v\n%s", err, out)
+		t.Fatalf("cannot make a network namespace here: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {

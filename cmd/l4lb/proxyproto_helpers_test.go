@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +41,7 @@ func needProxyTools(t *testing.T) proxyTools {
 	t.Helper()
 	var tools proxyTools
 	var missing []string
-	tools.nginx = ppSbinPath("nginx")
+	tools.nginx = testnet.ToolPath("nginx")
 	switch {
 	case tools.nginx == "":
 		missing = append(missing, "nginx")
@@ -66,15 +65,11 @@ func needProxyTools(t *testing.T) proxyTools {
 			missing = append(missing, "an nginx built with the stream module")
 		}
 	}
-	if tools.haproxy = ppSbinPath("haproxy"); tools.haproxy == "" {
+	if tools.haproxy = testnet.ToolPath("haproxy"); tools.haproxy == "" {
 		missing = append(missing, "haproxy")
 	}
 	if len(missing) > 0 {
-		msg := strings.Join(missing, ", ") + " not installed (Debian: apt-get install nginx libnginx-mod-stream haproxy; .ci/run does)"
-		if os.Getenv("CI") == "" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg + ": CI is set, so the PROXY protocol tests with real backends must run")
+		testnet.Missing(t, strings.Join(missing, ", ")+" not installed", "nginx", "libnginx-mod-stream", "haproxy")
 	}
 	return tools
 }
@@ -86,21 +81,6 @@ func ppHasWord(words []string, w string) bool {
 		}
 	}
 	return false
-}
-
-// ppSbinPath finds a program on PATH or, for a PATH without the sbin
-// directories, where Debian puts it; "" when it is not installed.
-func ppSbinPath(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, dir := range []string{"/usr/sbin", "/sbin"} {
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
 }
 
 // ppStartChild runs a program other than l4lb (nginx, haproxy) in the

@@ -39,19 +39,10 @@ const unitExecStart = "ExecStart=/usr/local/bin/l4lb "
 // the current figure.
 const maxExposure = 20
 
-// needTool returns the path of a tool the test needs. Without it the test
-// skips, except as root: CI runs as root and .ci/run installs it.
+// needTool returns the path of a tool the test needs (testnet.NeedTool).
 func needTool(t *testing.T, name, pkg string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getuid() == 0 {
-		t.Fatalf("%s not found: install Debian's %s package (.ci/run does)", name, pkg)
-	}
-	t.Skipf("%s not found (Debian's %s package); not root, so skipping", name, pkg)
-	return ""
+	return testnet.NeedTool(t, name, pkg)
 }
 
 // buildL4LB builds cmd/l4lb as it ships (no race detector, no test code)

@@ -26,9 +26,8 @@ import (
 // learns which server answered.
 const DNSZone = "l4lb.test"
 
-// NeedDNSTools makes sure dnsmasq and dig are installed. Without them a
-// test skips when not root (a developer's machine), and fails when root:
-// CI runs as root and installs them, so there they must run.
+// NeedDNSTools makes sure dnsmasq and dig are installed, by the policy of
+// tools.go.
 func NeedDNSTools(t testing.TB) {
 	t.Helper()
 	var missing []string
@@ -41,26 +40,12 @@ func NeedDNSTools(t testing.TB) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("%s not installed (Debian: apt-get install dnsmasq-base bind9-dnsutils; .ci/run does)", strings.Join(missing, " and "))
-	if os.Geteuid() != 0 {
-		t.Skip(msg)
-	}
-	t.Fatal(msg + ": as root, as in CI, the DNS tests must run")
+	Missing(t, strings.Join(missing, " and ")+" not installed", "dnsmasq-base", "bind9-dnsutils")
 }
 
 // dnsmasqPath finds dnsmasq on PATH or, for a PATH without the sbin
 // directories, where Debian puts it; "" when it is not installed.
-func dnsmasqPath() string {
-	if p, err := exec.LookPath("dnsmasq"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/sbin/dnsmasq", "/sbin/dnsmasq"} {
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
+func dnsmasqPath() string { return ToolPath("dnsmasq") }
 
 // Dnsmasq is one dnsmasq process serving DNS on a UDP (and TCP) port of
 // one address, answering every name under DNSZone with Answer.

@@ -19,17 +19,33 @@ import (
 // (as pool's netns tests do), so everything the inner test starts (servers,
 // l4lb processes, redis-server) and every rule it adds lives there.
 
-// NeedNetns skips the test unless it runs as root with ip and nft (and any
-// further tools named) on PATH.
+// NeedNetns skips the test unless it runs as root; as root, ip and nft
+// (and any further tools named, from iproute2 or nftables) must be there
+// (NeedTool).
 func NeedNetns(t testing.TB, tools ...string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and nftables")
 	}
+	needNetnsTools(t, tools)
+}
+
+// RequireNetns is NeedNetns for the headline tests (RequireRoot): without
+// root they fail rather than skip.
+func RequireNetns(t testing.TB, tools ...string) {
+	t.Helper()
+	RequireRoot(t, "network namespaces and nftables")
+	needNetnsTools(t, tools)
+}
+
+func needNetnsTools(t testing.TB, tools []string) {
+	t.Helper()
 	for _, tool := range append([]string{"ip", "nft"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install iproute2 nftables)", tool)
+		pkg := "iproute2"
+		if tool == "nft" {
+			pkg = "nftables"
 		}
+		NeedTool(t, tool, pkg)
 	}
 }
 

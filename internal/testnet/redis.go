@@ -39,17 +39,7 @@ type Redis struct {
 
 // redisServerPath finds redis-server on PATH or where Debian puts it; ""
 // when it is not installed.
-func redisServerPath() string {
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"} {
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
+func redisServerPath() string { return ToolPath("redis-server") }
 
 // StartRedis starts redis-server on a free port of 127.0.0.1, with no
 // persistence (--save "" --appendonly no), --dir in the test's temporary
@@ -57,17 +47,13 @@ func redisServerPath() string {
 // change --port or --bind), and waits until it answers. When the test ends
 // it is killed and waited for; the test is leak-checked (CheckLeaks).
 //
-// Without redis-server the test skips, unless the environment variable CI
-// is set: there it fails, since CI installs it.
+// Without redis-server the test fails as root and skips otherwise
+// (tools.go).
 func StartRedis(t testing.TB, extraArgs ...string) *Redis {
 	t.Helper()
 	bin := redisServerPath()
 	if bin == "" {
-		msg := "redis-server not installed (Debian: apt-get install redis-server; .ci/run does)"
-		if os.Getenv("CI") == "" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg + ": CI is set, so the Redis tests must run")
+		Missing(t, "redis-server not installed", "redis-server")
 	}
 	CheckLeaks(t)
 	base := t.TempDir()

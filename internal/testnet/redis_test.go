@@ -138,7 +138,7 @@ func TestRedisRequirePass(t *testing.T) {
 // A server that cannot start fails with its log.
 func TestRedisStartFailureShowsLog(t *testing.T) {
 	if redisServerPath() == "" {
-		t.Skip("redis-server not installed")
+		Missing(t, "redis-server not installed", "redis-server")
 	}
 	r := &Redis{t: t, dir: t.TempDir() + "/data", logPath: t.TempDir() + "/redis.log",
 		args: []string{redisServerPath(), "--no-such-option", "1"}}
