@@ -22,6 +22,10 @@ const (
 // Config holds the per-pool breaker settings ([pool.X.breaker]).
 type Config struct {
 	// Failures is how many failed dials within Window trip the breaker.
+	// Up to 64 the count is exact; above it failures are counted in the
+	// 64 buckets of Window/64 that also keep the MinRatio volume, so a
+	// failure counts for at least Window − Window/64 and never for Window
+	// or longer (window.go: memory stays bounded whatever the setting).
 	Failures int
 	// Window is the span of the sliding failure window.
 	Window time.Duration
