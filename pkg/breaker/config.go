@@ -31,7 +31,7 @@ type Config struct {
 	Window time.Duration
 	// MinRatio, when > 0, also requires this share of failed dials among at
 	// least MinVolume dials in the window. The ratio is kept in 64 buckets
-	// of Window/64, so its edge is that coarse; the Failures count is exact.
+	// of Window/64, so its edge is that coarse (see Failures for the count).
 	MinRatio  float64
 	MinVolume int
 	// Cooldown is how long a tripped breaker waits before its first probe.
