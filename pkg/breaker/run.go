@@ -12,6 +12,8 @@ import (
 // disabled backends and returns when ctx is done, after its probe (if any)
 // has returned.
 func (b *Breaker) Run(ctx context.Context) {
+	b.start()
+	defer b.stop() // after the probe: the queue is final only then
 	var probes sync.WaitGroup
 	defer probes.Wait()
 	if n, ok := b.store.(Notifier); ok {
@@ -25,7 +27,7 @@ func (b *Breaker) Run(ctx context.Context) {
 			return
 		case op := <-b.ops: // Async: a transition Done decided
 			octx, cancel := context.WithTimeout(ctx, b.opts.StoreTimeout)
-			op(octx)
+			b.apply(octx, op)
 			cancel()
 			continue
 		case <-timer.C:
