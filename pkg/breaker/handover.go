@@ -100,12 +100,11 @@ func (b *Breaker) start() {
 	b.opsMu.Unlock()
 }
 
-// stop marks Run stopped and passes what it left queued to the successor;
-// with none, those transitions are dropped and counted.
-func (b *Breaker) stop() {
+// stop marks Run stopped and passes left, and what is still queued, to
+// the successor; with none, those transitions are dropped and counted.
+func (b *Breaker) stop(left []asyncOp) {
 	b.opsMu.Lock()
 	b.stopped = true
-	var left []asyncOp
 	for len(b.ops) > 0 {
 		left = append(left, <-b.ops)
 	}
