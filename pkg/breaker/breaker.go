@@ -58,7 +58,8 @@ type Options struct {
 // asyncQueue bounds the transitions waiting for Run. They are rare (a trip,
 // a close per generation) and coalesced, so a full queue means Run is stuck
 // on an unreachable Store; a dropped trip is asked for again by the next
-// failure, a dropped close by the next success.
+// failure, a dropped close by the next success. Either is counted
+// (Events.Dropped).
 const asyncQueue = 16
 
 // Attempt is what a dial captured before its connect: its kind and the
@@ -93,8 +94,17 @@ type Breaker struct {
 	probeNow atomic.Uint64 // generation+1 ProbeNow asked to probe at; 0: none. Run clears it when it acts
 	wake     chan struct{} // ProbeNow and Store change notices wake Run; buffered 1
 
-	ops        chan func(context.Context) // Async transitions for Run
-	tripQueued atomic.Uint64              // generation+1 of the trip in ops; 0: none
+	ops        chan asyncOp  // Async transitions for Run
+	tripQueued atomic.Uint64 // generation+1 of the trip in ops; 0: none
+
+	// next is the breaker that replaced this one at a reload (HandOver);
+	// results and queued transitions go on to it. nil: none.
+	next atomic.Pointer[Breaker]
+	// opsMu orders submit against Run's exit, so that no transition is
+	// queued where no Run will ever take it without being forwarded or
+	// counted (handover.go).
+	opsMu   sync.Mutex
+	stopped bool // Run has returned; guarded by opsMu
 
 	mu       sync.Mutex // guards win and recovery
 	win      *window
@@ -145,7 +155,7 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 		log:   log,
 		win:   newWindow(cfg, opts.Now()),
 		wake:  make(chan struct{}, 1),
-		ops:   make(chan func(context.Context), asyncQueue),
+		ops:   make(chan asyncOp, asyncQueue),
 	}
 	b.snap.Store(&snapshot{readAt: opts.Now()})
 	ctx, cancel := b.storeCtx()

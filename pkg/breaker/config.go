@@ -22,12 +22,16 @@ const (
 // Config holds the per-pool breaker settings ([pool.X.breaker]).
 type Config struct {
 	// Failures is how many failed dials within Window trip the breaker.
+	// Up to 64 the count is exact; above it failures are counted in the
+	// 64 buckets of Window/64 that also keep the MinRatio volume, so a
+	// failure counts for at least Window − Window/64 and never for Window
+	// or longer (window.go: memory stays bounded whatever the setting).
 	Failures int
 	// Window is the span of the sliding failure window.
 	Window time.Duration
 	// MinRatio, when > 0, also requires this share of failed dials among at
 	// least MinVolume dials in the window. The ratio is kept in 64 buckets
-	// of Window/64, so its edge is that coarse; the Failures count is exact.
+	// of Window/64, so its edge is that coarse (see Failures for the count).
 	MinRatio  float64
 	MinVolume int
 	// Cooldown is how long a tripped breaker waits before its first probe.

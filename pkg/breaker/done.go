@@ -22,8 +22,11 @@ import (
 //     it); it is no post-trip evidence and is ignored.
 //
 // With Options.Async the Store calls are made by Run instead, so Done never
-// waits on anything.
-func (b *Breaker) Done(a Attempt, r Result) { b.done(a, r, b.opts.Async) }
+// waits on anything. Once b is handed over (HandOver), its successor judges.
+func (b *Breaker) Done(a Attempt, r Result) {
+	b = b.current()
+	b.done(a, r, b.opts.Async)
+}
 
 // done is Done with the choice of making Store calls here (async false: the
 // caller may wait) or handing them to Run.
@@ -43,13 +46,7 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 		// Only possible when the attempt came from a fresher view than
 		// ours; catch up before judging it.
 		if async {
-			b.submit(func(ctx context.Context) {
-				if err := b.Refresh(ctx); err != nil {
-					b.log.Warn("breaker result dropped: store unreadable", "error", err)
-					return
-				}
-				b.judge(a, r, false)
-			})
+			b.submit(asyncOp{kind: opJudge, a: a, r: r})
 			return
 		}
 		ctx, cancel := b.storeCtx()
@@ -90,19 +87,6 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 	}
 }
 
-// submit hands a Store transition to Run (Options.Async). It never blocks:
-// with the queue full (Run stuck on an unreachable Store) the transition is
-// dropped, and the evidence that asked for it asks again.
-func (b *Breaker) submit(op func(ctx context.Context)) bool {
-	select {
-	case b.ops <- op:
-		return true
-	default:
-		b.log.Warn("breaker transition dropped: the store is not keeping up")
-		return false
-	}
-}
-
 func (b *Breaker) stale(a Attempt, r Result, current uint64) {
 	call(b.opts.Events.Stale, b.key)
 	if b.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -136,7 +120,7 @@ func (b *Breaker) closedResult(a Attempt, r Result, async bool) {
 		if b.tripQueued.Swap(a.Generation+1) == a.Generation+1 {
 			return
 		}
-		if !b.submit(func(ctx context.Context) { b.trip(ctx, a) }) {
+		if !b.submit(asyncOp{kind: opTrip, a: a}) {
 			b.tripQueued.Store(0)
 		}
 		return
@@ -179,7 +163,7 @@ func (b *Breaker) recover(a Attempt, async bool) {
 		return
 	}
 	if async {
-		b.submit(func(ctx context.Context) { b.close(ctx, a) })
+		b.submit(asyncOp{kind: opClose, a: a})
 		return
 	}
 	ctx, cancel := b.storeCtx()

@@ -21,6 +21,10 @@ type Events struct {
 	Stale func(key string)
 	// Dial: every result handed to Done, Local included.
 	Dial func(key string, k Kind, r Result)
+	// Dropped: a transition a result asked for (Options.Async) was never
+	// made: the queue to Run was full, or Run had stopped and no successor
+	// (HandOver) took it, as for a backend a reload removed.
+	Dropped func(key string)
 }
 
 func call(f func(string), key string) {

@@ -35,7 +35,7 @@ func (r *recorder) events() Events {
 	}
 	return Events{
 		Trip: incState("trip"), Close: incState("close"), Reopen: incState("reopen"),
-		ProbeFailure: inc("probe_failure"), Stale: inc("stale"),
+		ProbeFailure: inc("probe_failure"), Stale: inc("stale"), Dropped: inc("dropped"),
 		Dial: func(key string, k Kind, res Result) {
 			r.mu.Lock()
 			r.dials[k.String()+"/"+res.String()]++

@@ -12,6 +12,9 @@ import (
 // disabled backends and returns when ctx is done, after its probe (if any)
 // has returned.
 func (b *Breaker) Run(ctx context.Context) {
+	b.start()
+	var left []asyncOp              // taken from the queue as Run stops
+	defer func() { b.stop(left) }() // after the probe: the queue is final only then
 	var probes sync.WaitGroup
 	defer probes.Wait()
 	if n, ok := b.store.(Notifier); ok {
@@ -24,8 +27,14 @@ func (b *Breaker) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case op := <-b.ops: // Async: a transition Done decided
-			octx, cancel := context.WithTimeout(ctx, b.opts.StoreTimeout)
-			op(octx)
+			if ctx.Err() != nil {
+				left = append(left, op) // stopping: the successor makes it, if any
+				return
+			}
+			// A transition begun is finished, within StoreTimeout, even if
+			// ctx ends meanwhile: cut off, it would be lost.
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.StoreTimeout)
+			b.apply(octx, op)
 			cancel()
 			continue
 		case <-timer.C:

@@ -380,17 +380,31 @@ func TestOutage_KilledRedisBoundsEveryCall(t *testing.T) {
 		}
 	})
 
-	time.Sleep(200 * time.Millisecond)
+	// moreCalls waits until the load has made n more calls: each phase
+	// is measured under load, however slowly the machine runs it.
+	moreCalls := func(what string, n int) {
+		t.Helper()
+		mu.Lock()
+		from := calls
+		mu.Unlock()
+		testnet.Eventually(t, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return calls >= from+n
+		})
+	}
+	moreCalls("calls answered by redis", 100)
 	h.srv.Kill()
 	killed := time.Now()
 	testnet.Eventually(t, "store turns local", func() bool { return !s.Up() })
 	t.Logf("store local %d ms after the kill", time.Since(killed).Milliseconds())
-	time.Sleep(500 * time.Millisecond) // load on the local copy, rejoin tries failing
+	// Load on the local copy, while Run's rejoin tries fail.
+	moreCalls("calls on the local copy", 100)
 	h.srv.Restart()
 	restarted := time.Now()
 	testnet.Eventually(t, "store rejoins", func() bool { return s.Up() })
 	t.Logf("store up %d ms after the restart", time.Since(restarted).Milliseconds())
-	time.Sleep(200 * time.Millisecond)
+	moreCalls("calls after the rejoin", 100)
 	stop()
 	waitLoad()
 	waitControl()

@@ -23,6 +23,7 @@ type probeLog struct {
 
 	mu    sync.Mutex
 	gens  []uint64
+	cools []int64 // the cooldown TTL Redis held as each probe ran (PTTL)
 	by    []string
 	calls int
 }
@@ -42,13 +43,20 @@ func (l *probeLog) probe(name string, during func(ctx context.Context)) func(con
 		// The generation the Store holds now, read on the server (not
 		// through a Store and its cache). A probe runs on its breaker's
 		// goroutine, not the test's, so no t.Fatal here.
+		ks := keyspace{prefix: DefaultKeyPrefix}
 		var gen uint64
-		if v, err := l.h.srv.Do("GET", keyspace{prefix: DefaultKeyPrefix}.key(l.key, fieldGen)); err == nil {
+		if v, err := l.h.srv.Do("GET", ks.key(l.key, fieldGen)); err == nil {
 			gen, _ = strconv.ParseUint(v, 10, 64)
+		}
+		// The cooldown's TTL left in milliseconds: -2 once it has run out.
+		var cool int64
+		if v, err := l.h.srv.Do("PTTL", ks.key(l.key, fieldCool)); err == nil {
+			cool, _ = strconv.ParseInt(v, 10, 64)
 		}
 		l.mu.Lock()
 		l.calls++
 		l.gens = append(l.gens, gen)
+		l.cools = append(l.cools, cool)
 		l.by = append(l.by, name)
 		l.mu.Unlock()
 		if during != nil {
@@ -64,16 +72,22 @@ func (l *probeLog) snapshot() (calls int, gens []uint64, by []string) {
 	return l.calls, append([]uint64(nil), l.gens...), append([]string(nil), l.by...)
 }
 
+func (l *probeLog) n() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls
+}
+
 // One probe per cooldown fleet-wide: three instances with a 300 ms
-// cooldown that never grows, a backend that fails every probe, ~3 s of
-// wall time. Each failed probe re-opens with a fresh cooldown, so no two
-// probes may run at one generation, none may overlap, and no more can run
-// than cooldowns fit in the time. (An upper bound only: how many fewer
-// ran is the scheduler's business, but a few must have.)
+// cooldown that never grows and a backend that fails every probe. Each
+// failed probe re-opens with a fresh cooldown, so until five probes have
+// run: no two may run at one generation, none may overlap, and none may
+// run while Redis still holds the cooldown of the generation it probes.
 func TestOneProbePerCooldownFleetWide(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.0.5:80"
 	const cooldown = 300 * time.Millisecond
+	const probes = 5
 	cfg := breaker.Config{Failures: 1, Cooldown: cooldown, MaxCooldown: cooldown}
 	log := &probeLog{h: h, key: key}
 	var ins []*instance
@@ -88,35 +102,27 @@ func TestOneProbePerCooldownFleetWide(t *testing.T) {
 		waits = append(waits, h.start(ctx, in))
 	}
 
-	start := time.Now()
 	tripOn(t, ins[0])
-	time.Sleep(3 * time.Second)
+	testnet.Eventually(t, "five probes", func() bool { return log.n() >= probes })
 	stop()
 	for _, w := range waits {
 		w()
 	}
-	elapsed := time.Since(start)
 
 	calls, gens, by := log.snapshot()
-	t.Logf("%d probes in %v (instances %v at generations %v), at most %d at once",
-		calls, elapsed.Round(time.Millisecond), by, gens, log.maxInflight.Load())
+	t.Logf("%d probes (instances %v at generations %v), at most %d at once", calls, by, gens, log.maxInflight.Load())
 	seen := map[uint64]int{}
 	for i, g := range gens {
 		if j, dup := seen[g]; dup {
 			t.Errorf("probes %d (%s) and %d (%s) both ran at generation %d", j, by[j], i, by[i], g)
 		}
 		seen[g] = i
+		if c := log.cools[i]; c != -2 {
+			t.Errorf("probe %d (%s) ran at generation %d with %d ms of its cooldown left in redis", i, by[i], g, c)
+		}
 	}
 	if m := log.maxInflight.Load(); m > 1 {
 		t.Errorf("%d probes ran at once", m)
-	}
-	// The shortest jittered cooldown is 0.9 of it; the first probe waits
-	// a whole one after the trip.
-	if limit := int(elapsed/(cooldown*9/10)) + 1; calls > limit {
-		t.Errorf("%d probes in %v: more than one per cooldown (at most %d)", calls, elapsed, limit)
-	}
-	if calls < 2 {
-		t.Errorf("%d probes in %v: probing did not happen", calls, elapsed)
 	}
 	var reopens int
 	for _, in := range ins {
@@ -190,7 +196,12 @@ func TestProbeNowOnEveryInstanceAtOnceIsOneProbe(t *testing.T) {
 		}
 		return released >= 1
 	})
-	time.Sleep(200 * time.Millisecond) // room for a second probe to show
+	// Once every instance has seen the re-open, the requests (made at
+	// generation 1) are moot and the minute's cooldown runs: a second
+	// probe could only have dialed before.
+	for _, in := range ins {
+		waitState(t, in, "sees the failed probe's re-open", isOpenAt(2))
+	}
 	calls, gens, by := log.snapshot()
 	if calls != 1 {
 		t.Fatalf("%d probes (instances %v at generations %v) for one ProbeNow per instance at generation 1, want 1", calls, by, gens)
@@ -198,7 +209,6 @@ func TestProbeNowOnEveryInstanceAtOnceIsOneProbe(t *testing.T) {
 	if gens[0] != 1 {
 		t.Fatalf("the probe ran at generation %d, want 1", gens[0])
 	}
-	waitState(t, ins[0], "re-opened by the failed probe", isOpenAt(2))
 	for _, name := range names {
 		if n := ops[name].n("acquire_probe"); n != 1 {
 			t.Errorf("%s asked for the probe lock %d times, want 1", name, n)

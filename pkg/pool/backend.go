@@ -94,6 +94,7 @@ type counters struct {
 	trips         atomic.Int64
 	probeFailures atomic.Int64
 	stale         atomic.Int64
+	dropped       atomic.Int64
 	// connect times of successful client dials (connecttime.go).
 	connect connectTimes
 }
@@ -134,6 +135,12 @@ func (b *Backend) Dials(k DialKind) (success, failure int64) {
 func (b *Backend) Trips() int64         { return b.trips.Load() }
 func (b *Backend) ProbeFailures() int64 { return b.probeFailures.Load() }
 func (b *Backend) StaleResults() int64  { return b.stale.Load() }
+
+// DroppedResults counts breaker transitions that dial results asked for
+// and that were never made (breaker.Events.Dropped): in a fleet, the
+// results of a backend a reload removed, reported after its breaker
+// stopped, or a queue to the Store that was full.
+func (b *Backend) DroppedResults() int64 { return b.dropped.Load() }
 
 // countDial records one dial; local trouble is neither success nor failure.
 func (b *Backend) countDial(k DialKind, o dialer.Outcome) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
@@ -25,7 +26,12 @@ func fail(p *pool.Pool, b *pool.Backend) {
 
 func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	addrs := []string{testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)}
-	p := newPool(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	// The cooldowns left tell the force-try apart: the Store and the
+	// breakers keep them on a clock moved by hand between the trips.
+	testnet.CheckLeaks(t)
+	clk := newHandClock()
+	p := runPoolDeps(t, parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")),
+		pool.Deps{Store: breaker.NewMemoryStore(clk.now), Now: clk.now, BreakerRefresh: 20 * time.Millisecond})
 	var buf [pool.MaxCandidates]int
 	cands, force := p.Plan(client, buf[:0])
 	if force || len(cands) != 3 {
@@ -45,9 +51,9 @@ func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	}
 
 	// All down: exactly one force-try, of the backend closest to recovery.
-	time.Sleep(20 * time.Millisecond)
+	clk.advance(time.Second)
 	fail(p, p.At(1))
-	time.Sleep(20 * time.Millisecond)
+	clk.advance(time.Second)
 	fail(p, p.At(2))
 	for range 3 {
 		cands, force = p.Plan(client, buf[:0])

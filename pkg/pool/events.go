@@ -23,5 +23,8 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 		Stale: func(string) {
 			b.stale.Add(1)
 		},
+		Dropped: func(string) {
+			b.dropped.Add(1)
+		},
 	}
 }

@@ -60,7 +60,12 @@ func newPool(t *testing.T, backends []string, extra string) *pool.Pool {
 
 func runPool(t *testing.T, cfg *config.Config) *pool.Pool {
 	t.Helper()
-	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
+	return runPoolDeps(t, cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
+}
+
+func runPoolDeps(t *testing.T, cfg *config.Config, deps pool.Deps) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(cfg.Pools["p"], deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +308,24 @@ func (h *logRecorder) messages(msg string) []map[string]string {
 		out = append(out, attrs)
 	}
 	return out
+}
+
+// handClock is a clock a test moves by hand, for a pool and its Store.
+type handClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newHandClock() *handClock { return &handClock{t: time.Now()} }
+
+func (c *handClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *handClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }

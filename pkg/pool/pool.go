@@ -258,10 +258,14 @@ func (p *Pool) backend(identity string) *Backend {
 // HandOver tells p's backends which backend of next, the pool replacing
 // p at a reload, carries each on (same identity at the same address), or
 // that it is gone; nil next: the reload removed the pool. Call it once
-// next serves, before p stops.
+// next serves, before p stops. The results of dials made through p that
+// end later go to the successor's breaker (breaker.HandOver): p's breakers
+// stop with p, and in a fleet (Deps.RemoteStore) the transitions those
+// results ask for would otherwise never be made.
 func (p *Pool) HandOver(next *Pool) {
 	for _, b := range p.backends {
 		if n := next.backend(b.ID); n != nil && n.Addr == b.Addr {
+			b.breaker.HandOver(n.breaker)
 			b.handedTo.Store(n)
 		} else {
 			b.handedTo.Store(retired)

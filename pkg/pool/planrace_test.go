@@ -26,7 +26,7 @@ func (a *afterPick) Pick(src netip.AddrPort, n int, dst []int) []int {
 	return dst
 }
 
-func reviewPool(t *testing.T, text string) *Pool {
+func internalPool(t *testing.T, text string) *Pool {
 	t.Helper()
 	cfg, err := config.Parse("t.toml", []byte(text))
 	if err != nil {
@@ -44,7 +44,7 @@ func reviewPool(t *testing.T, text string) *Pool {
 // the client must get the freed backend as a client dial within its cap,
 // never a force-try (which ignores the cap) at a backend still full.
 func TestPlanSlotFreedAfterThePickIsNoForceTry(t *testing.T) {
-	p := reviewPool(t, `
+	p := internalPool(t, `
 [[listener]]
 name = "l"
 bind = "127.0.0.1:1"

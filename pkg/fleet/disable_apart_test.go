@@ -12,7 +12,7 @@ import (
 // is cut off before anything re-reads the key, the instance decides alone
 // on its local copy, and rule 5 says nothing automatic re-enables a
 // manually disabled backend.
-func TestReview_DisableThroughRedisHoldsWhileApart(t *testing.T) {
+func TestDisableThroughRedisHoldsWhileApart(t *testing.T) {
 	h := newFleet(t)
 	p := startProxy(t, h.srv.Addr)
 	s := h.store(func(c *Config) {
@@ -39,7 +39,7 @@ func TestReview_DisableThroughRedisHoldsWhileApart(t *testing.T) {
 // A key that A only disabled while apart must not have A's mirrored (and
 // by then stale) open entry written back: B closed the breaker in Redis
 // meanwhile on fresh evidence, and A decided nothing about it.
-func TestReview_DisableApartDoesNotReopenStaleMirror(t *testing.T) {
+func TestDisableApartDoesNotReopenStaleMirror(t *testing.T) {
 	h := newFleet(t)
 	p := startProxy(t, h.srv.Addr)
 	a := h.store(func(c *Config) {

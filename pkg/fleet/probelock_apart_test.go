@@ -1,0 +1,58 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+)
+
+// A probe that ends while its instance is apart cannot release the lock it
+// took in Redis before the outage; the release is owed, and made before
+// Redis decides for the instance again. Otherwise the lock outlives the
+// probe in Redis, and nobody probes the backend until it expires.
+func TestProbeLockReleasedApartIsReleasedInRedisOnReturn(t *testing.T) {
+	_, p, a, b := apartStores(t, Options{})
+	const key = "web/10.0.8.1:80"
+	ctx := context.Background()
+	if got, err := a.AcquireProbe(ctx, key, "A", time.Hour); err != nil || !got {
+		t.Fatalf("A takes the probe lock in redis: %v %v", got, err)
+	}
+	cutOff(t, p, a, key)
+	if err := a.ReleaseProbe(ctx, key, "A"); err != nil {
+		t.Fatalf("A releases apart: %v", err)
+	}
+	p.Heal()
+	testnet.Eventually(t, "A rejoins", a.Up)
+	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || !got {
+		t.Fatalf("B asks for the probe lock after A's probe ended and A rejoined: %v %v; A's lock is still held in redis", got, err)
+	}
+}
+
+// A probe begun while its instance is apart still runs when Redis answers
+// again: its lock must reach Redis before the instance rejoins, or another
+// instance takes the lock in Redis and probes the same backend at once.
+func TestProbeLockTakenApartHoldsInRedisAfterReturn(t *testing.T) {
+	_, p, a, b := apartStores(t, Options{})
+	const key = "web/10.0.8.2:80"
+	ctx := context.Background()
+	cutOff(t, p, a, key)
+	if got, err := a.AcquireProbe(ctx, key, "A", time.Hour); err != nil || !got {
+		t.Fatalf("A takes its local probe lock apart: %v %v", got, err)
+	}
+	if a.Up() {
+		t.Fatal("A rejoined through a cut proxy")
+	}
+	p.Heal()
+	testnet.Eventually(t, "A rejoins", a.Up)
+	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || got {
+		t.Fatalf("B asks for the probe lock while A's probe still runs: %v %v; want refused (two probes of one backend at once)", got, err)
+	}
+	if err := a.ReleaseProbe(ctx, key, "A"); err != nil {
+		t.Fatalf("A's probe ends: %v", err)
+	}
+	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || !got {
+		t.Fatalf("B asks for the probe lock after A's probe ended: %v %v", got, err)
+	}
+}
