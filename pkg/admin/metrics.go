@@ -48,6 +48,7 @@ var (
 	descTrips         = desc("l4lb_breaker_trips_total", "Times this instance tripped the backend's breaker.", backendLabels...)
 	descProbeFailures = desc("l4lb_breaker_probe_failures_total", "Failed recovery probes: the breaker alert signal.", backendLabels...)
 	descStale         = desc("l4lb_breaker_stale_results_total", "Dial results ignored because the dial began before a breaker transition.", backendLabels...)
+	descDropped       = desc("l4lb_breaker_dropped_results_total", "Breaker transitions asked for by dial results that were never made (the backend left the configuration, or the queue to the store was full).", backendLabels...)
 	descActive        = desc("l4lb_connections_active", "Connections on the backend now: dials in flight and open relays.", backendLabels...)
 	descBytes         = desc("l4lb_bytes_total", "Bytes relayed, by direction (to_backend, to_client).", "pool", "backend", "direction")
 	descClientConns   = desc("l4lb_client_connections_total", "Client connections by result: ok, failed (no backend could be dialed), rejected (cap, local trouble).", "listener", "result")
@@ -75,7 +76,7 @@ type collector struct {
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descHealthUp, descDisabled,
-		descDials, descTrips, descProbeFailures, descStale, descActive, descBytes, descClientConns,
+		descDials, descTrips, descProbeFailures, descStale, descDropped, descActive, descBytes, descClientConns,
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
 		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered,
@@ -255,7 +256,7 @@ type backendSeries struct {
 	dialLabels [len(pool.DialKinds)][2][4]*dto.LabelPair
 	byteLabels [2][3]*dto.LabelPair
 	gauges     [8]gaugeSeries
-	counters   [len(pool.DialKinds)*2 + 5]counterSeries
+	counters   [len(pool.DialKinds)*2 + 6]counterSeries
 	connect    histogramSeries
 }
 
@@ -297,6 +298,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 		s.byteLabels[d] = [3]*dto.LabelPair{&s.backend, directionPairs[d], poolPair}
 		c[n+3+d].send(ch, descBytes, v, s.byteLabels[d][:])
 	}
+	c[n+5].send(ch, descDropped, b.DroppedResults(), l)
 	s.connect.send(ch, b.ConnectTimes(), &s.labels)
 }
 
