@@ -38,7 +38,7 @@ func TestMaskNextMatchesScan(t *testing.T) {
 		if k.Nodes() != want {
 			t.Fatalf("density %v: Nodes = %d, want %d", density, k.Nodes(), want)
 		}
-		for range 2000 {
+		for range 500 {
 			p := r.IntN(positions)
 			wantQ := -1
 			for d := range positions {
