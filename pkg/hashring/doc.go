@@ -13,6 +13,9 @@
 // slots of the Maglev table). That order is a pure function of the key and
 // the node set, so a client whose owner is unavailable always lands on the
 // same fallback, and gets its owner back once the owner returns.
+// SuccessorsIn walks the same order restricted to the nodes of a Mask,
+// jumping over the others, so that a walk costs what it meets in the mask
+// however many nodes are left out.
 //
 // The hash function is injected (xxhash when nil) so that tests can use one
 // whose values can be worked out by hand.

@@ -31,7 +31,7 @@ type Maglev struct {
 	table    []int32 // node index per slot; -1 only when no node has weight
 	weights  []int32
 	weighted int
-	bits     bitsets // for long walks over many nodes
+	bits     bitsets // for walks that meet many of many nodes
 }
 
 // NewMaglev builds a table of size slots (0 means DefaultMaglevSize) over
@@ -131,13 +131,23 @@ func (m *Maglev) Lookup(key uint64) int { return int(m.table[key%uint64(len(m.ta
 // Successors appends to dst up to n distinct nodes, starting with key's
 // owner and continuing with the owners of the following slots, skipping
 // nodes that accept rejects (nil accepts every node) and nodes already in
-// dst. The allocation rules are those of Ring.Successors.
+// dst. The cost and allocation rules are those of Ring.Successors.
 func (m *Maglev) Successors(key uint64, dst []int, n int, accept func(node int) bool) []int {
+	return m.SuccessorsIn(key, nil, dst, n, accept)
+}
+
+// SuccessorsIn is Successors over the nodes in mask only (nil: all), made
+// by NewMask, as Ring.SuccessorsIn.
+func (m *Maglev) SuccessorsIn(key uint64, mask *Mask, dst []int, n int, accept func(node int) bool) []int {
 	if m.weighted == 0 {
 		return dst
 	}
-	return walk(m.table, int(key%uint64(len(m.table))), m.weights, m.weighted, dst, n, accept, &m.bits)
+	mask.check(m.table)
+	return walk(m.table, int(key%uint64(len(m.table))), m.weights, m.weighted, dst, n, accept, &m.bits, mask)
 }
+
+// NewMask returns a mask over the table's slots with every node in.
+func (m *Maglev) NewMask() *Mask { return NewMask(m.table, len(m.weights)) }
 
 func isPrime(n int) bool {
 	if n < 2 {

@@ -34,7 +34,7 @@ type Ring struct {
 	// search over the whole ring (~1 MiB at 1000 nodes).
 	index []int32
 	shift uint
-	bits  bitsets // for long walks over many nodes
+	bits  bitsets // for walks that meet many of many nodes
 }
 
 // NewRing builds a ring over nodes with vnodes points per unit of weight
@@ -162,13 +162,30 @@ func (r *Ring) Lookup(key uint64) int {
 // and nodes already in dst. The first node appended is the owner of key
 // among the accepted nodes, the rest are its fallbacks.
 //
-// It allocates nothing beyond growing dst: rings of more than 1024 nodes
-// asked for n > 8 recycle a bitmap, which is allocated only until the ring
-// has one for each concurrent walk. accept must not retain
-// anything: it is called on the caller's goroutine before Successors returns.
+// It calls accept at most once per node, and stops once it has met every
+// node, so when accept rejects nearly all of them it costs O(nodes): use
+// SuccessorsIn with a mask of the nodes accept could take to bound it.
+//
+// It allocates nothing beyond growing dst: walks over rings of more than
+// 1024 nodes that meet more than 16 recycle a bitmap, which is allocated
+// only until the ring has one for each concurrent walk. accept must not
+// retain anything: it is called on the caller's goroutine before
+// Successors returns.
 func (r *Ring) Successors(key uint64, dst []int, n int, accept func(node int) bool) []int {
+	return r.SuccessorsIn(key, nil, dst, n, accept)
+}
+
+// SuccessorsIn is Successors over the nodes in mask only (nil: all), made
+// by NewMask: the same nodes as Successors with an accept that also
+// rejects the nodes out of mask, at a cost that grows with the nodes it
+// meets in mask, not with the ring.
+func (r *Ring) SuccessorsIn(key uint64, mask *Mask, dst []int, n int, accept func(node int) bool) []int {
 	if len(r.hashes) == 0 {
 		return dst
 	}
-	return walk(r.owners, r.search(key), r.weights, r.weighted, dst, n, accept, &r.bits)
+	mask.check(r.owners)
+	return walk(r.owners, r.search(key), r.weights, r.weighted, dst, n, accept, &r.bits, mask)
 }
+
+// NewMask returns a mask over the ring's points with every node in.
+func (r *Ring) NewMask() *Mask { return NewMask(r.owners, len(r.weights)) }

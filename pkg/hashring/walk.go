@@ -2,16 +2,22 @@ package hashring
 
 import "sync"
 
-// smallSetWords bounds the on-stack bitmap used to remember visited nodes:
-// up to 64*smallSetWords nodes a walk allocates nothing and stops as soon as
-// it has met every node.
+// smallSetWords bounds the on-stack bitmap used to remember visited nodes
+// in walks over up to 64*smallSetWords nodes.
 const smallSetWords = 16
+
+// visitedList is how many nodes a walk over more nodes than that remembers
+// in a list on its stack before it takes a recycled bitmap: most walks
+// meet a handful of nodes, and a list of 16 costs less to search than a
+// bitmap costs to fetch and clear.
+const visitedList = 16
 
 // bitset is a fixed-size set of node indices.
 type bitset []uint64
 
 // bitsets recycles the bitmaps of walks over more than 64*smallSetWords
-// nodes, so that they allocate only until the pool is warm.
+// nodes that meet more than visitedList of them, so that they allocate
+// only until the pool is warm.
 type bitsets struct{ pool sync.Pool }
 
 func (b *bitsets) get(words int) *bitset {
@@ -31,82 +37,140 @@ func (b *bitsets) put(s *bitset) {
 func (b bitset) has(i int) bool { return b[i>>6]&(1<<(uint(i)&63)) != 0 }
 func (b bitset) add(i int)      { b[i>>6] |= 1 << (uint(i) & 63) }
 
+// visited is the set of nodes a walk has met: a bitmap on the caller's
+// stack for small pools; for large ones a list, then a recycled bitmap
+// once the list is full (spill). It holds no pointer but bits, so that
+// the stack bitmap stays on the stack.
+type visited struct {
+	bits bitset
+	list [visitedList]int32
+	n    int // entries in list
+}
+
+// add marks node as met and reports whether it was not yet. Unless bits
+// is set, the list must not be full.
+func (v *visited) add(node int) bool {
+	if v.bits != nil {
+		if v.bits.has(node) {
+			return false
+		}
+		v.bits.add(node)
+		return true
+	}
+	for _, x := range v.list[:v.n] {
+		if int(x) == node {
+			return false
+		}
+	}
+	v.list[v.n] = int32(node)
+	v.n++
+	return true
+}
+
+// full reports whether add needs a bitmap first.
+func (v *visited) full() bool { return v.bits == nil && v.n == len(v.list) }
+
+// spill moves v's list to a bitmap for nodes nodes taken from big (a new
+// one when big is nil) and returns what to give back to big.
+func spill(v *visited, nodes int, big *bitsets) *bitset {
+	words := (nodes + 63) / 64
+	var taken *bitset
+	if big == nil {
+		b := make(bitset, words)
+		v.bits = b
+	} else {
+		taken = big.get(words)
+		v.bits = *taken
+	}
+	for _, x := range v.list {
+		v.bits.add(int(x))
+	}
+	return taken
+}
+
 // walk appends to dst up to n distinct nodes accepted by accept (nil accepts
 // all), taken from the cyclic sequence seq starting at position start. Nodes
 // already in dst are skipped. weights has one entry per node index; exactly
-// the nodes of weight > 0 occur in seq, and weighted counts them.
+// the nodes of weight > 0 occur in seq, and weighted counts them. With a
+// mask in (over seq) the walk steps only on the positions of nodes in it,
+// as if accept rejected the others.
 //
-// A walk visits each position at most once, and with the bitmap it stops as
-// soon as every node occurring in seq has been considered, so a walk over a
-// pool whose nodes are all rejected costs about as many steps as a coupon
-// collector needs, not a whole table.
-//
-// Walks over more than 64*smallSetWords nodes that want more than 8 nodes
-// take a recycled bitmap from big (a new one when big is nil).
-func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n int, accept func(node int) bool, big *bitsets) []int {
+// A walk visits each position at most once, calls accept once per node,
+// and stops as soon as it has met every node it could meet (weighted, or
+// the mask's), so a walk whose candidates are all rejected costs about as
+// many steps as a coupon collector needs, not a whole table. That is still
+// O(nodes) when nearly all nodes are rejected: a predicate can only be
+// learnt node by node. A mask that leaves out the nodes accept would reject
+// bounds the walk by what it returns instead: it meets only nodes in the
+// mask, and reaches each through Mask.Next without stepping over the
+// positions of the others.
+func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n int, accept func(node int) bool, big *bitsets, in *Mask) []int {
 	if n <= 0 || len(seq) == 0 {
 		return dst
 	}
 	nodes := len(weights)
 	var small [smallSetWords]uint64
-	var seen bitset
-	switch {
-	case nodes <= smallSetWords*64:
-		seen = small[:(nodes+63)/64]
-	case n > 8:
-		// Long walks (a full preference order, or many retries) would be
-		// quadratic with the scan below.
-		if big == nil {
-			seen = make(bitset, (nodes+63)/64)
-			break
+	var v visited
+	if nodes <= smallSetWords*64 {
+		v.bits = small[:(nodes+63)/64]
+	}
+	var taken *bitset
+	meet := func(node int) bool {
+		if v.full() {
+			taken = spill(&v, nodes, big)
 		}
-		b := big.get((nodes + 63) / 64)
-		defer big.put(b)
-		seen = *b
+		return v.add(node)
+	}
+	defer func() {
+		if taken != nil {
+			big.put(taken)
+		}
+	}()
+	// met counts the distinct nodes seen that the walk could meet; once it
+	// reaches target no position is left that could add one.
+	target := weighted
+	if in != nil {
+		target = in.Nodes()
 	}
 	met := 0
-	if seen != nil {
-		for _, d := range dst {
-			if d >= 0 && d < nodes && weights[d] > 0 && !seen.has(d) {
-				seen.add(d)
-				met++
-			}
+	for _, d := range dst {
+		if d >= 0 && d < nodes && weights[d] > 0 && meet(d) && (in == nil || in.Has(d)) {
+			met++
 		}
 	}
 	want := len(dst) + n
 	p := start
-	for range len(seq) {
-		node := int(seq[p])
-		if p++; p == len(seq) {
+	passed := 0 // positions from start to p, so that no position is visited twice
+	for met < target {
+		q := p
+		if in != nil {
+			if q = in.Next(p); q < 0 {
+				break
+			}
+			if q < p {
+				passed += len(seq) - p + q
+			} else {
+				passed += q - p
+			}
+		}
+		if passed >= len(seq) {
+			break
+		}
+		passed++
+		node := int(seq[q])
+		if p = q + 1; p == len(seq) {
 			p = 0
 		}
-		if seen != nil {
-			if seen.has(node) {
-				continue
-			}
-			seen.add(node)
-			met++
-		} else if contains(dst, node) {
+		if !meet(node) {
 			continue
 		}
+		met++
 		if accept == nil || accept(node) {
 			dst = append(dst, node)
 			if len(dst) == want {
 				break
 			}
 		}
-		if met == weighted && seen != nil {
-			break
-		}
 	}
 	return dst
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

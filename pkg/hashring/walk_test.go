@@ -59,3 +59,50 @@ func TestLongWalksOverManyNodes(t *testing.T) {
 		})
 	}
 }
+
+// scaleNodes is the pool size of the issue: a walk over a ring of 4,000
+// nodes (640,000 points) or a Maglev table of 65,537 slots.
+const scaleNodes = 4000
+
+// usableAtScale accepts 3 of the scaleNodes nodes.
+func usableAtScale(i int) bool { return i == 0 || i == scaleNodes/3 || i == 2*scaleNodes/3 }
+
+// TestWalkAsksEachNodeOnceAtScale: at 4,000 nodes a walk for 3 whose
+// candidates are nearly all rejected asks accept about each node at most
+// once, and one that rejects all stops once it has met every node (it
+// used to ask at every position of the ring or table, and scan it whole).
+func TestWalkAsksEachNodeOnceAtScale(t *testing.T) {
+	r, err := NewRing(equalNodes(scaleNodes), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMaglev(equalNodes(scaleNodes), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		succ func(key uint64, dst []int, n int, accept func(int) bool) []int
+	}{{"ring", r.Successors}, {"maglev", m.Successors}} {
+		t.Run(w.name, func(t *testing.T) {
+			asked := make(map[int]int)
+			counting := func(i int) bool { asked[i]++; return usableAtScale(i) }
+			for k := range 20 {
+				clear(asked)
+				got := w.succ(keyOf(k), nil, 3, counting)
+				if len(got) != 3 {
+					t.Fatalf("key %d: got %v, want the 3 accepted nodes", k, got)
+				}
+				for node, times := range asked {
+					if times > 1 {
+						t.Fatalf("key %d: accept asked %d times about node %d", k, times, node)
+					}
+				}
+			}
+			calls := 0
+			if got := w.succ(keyOf(1), nil, 3, func(int) bool { calls++; return false }); len(got) != 0 || calls != scaleNodes {
+				t.Errorf("all rejected: got %v after %d accept calls, want none after %d", got, calls, scaleNodes)
+			}
+		})
+	}
+}

@@ -32,6 +32,42 @@ func BenchmarkPick(b *testing.B) {
 			}
 		})
 	}
+	// All but 3 backends unusable: the hashing walks meet mostly rejected
+	// candidates, which must not make a pick cost in proportion to the pool.
+	for _, v := range []struct {
+		name   string
+		alg    string
+		factor float64
+	}{
+		{IPHash, IPHash, 0},
+		{ConsistentHash, ConsistentHash, 0},
+		{"consistent-hash-bounded", ConsistentHash, 1.25},
+		{Maglev, Maglev, 0},
+	} {
+		for _, n := range []int{10, 1000, 4000} {
+			b.Run(fmt.Sprintf("%s-all-but-3-down/%d", v.name, n), func(b *testing.B) {
+				st := allButThreeDown(n)
+				p := mustNew(b, equalBackends(n), st, Config{Algorithm: v.alg, HashBalanceFactor: v.factor})
+				dst := make([]int, 0, 3)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if dst = p.Pick(client(i), 3, dst[:0]); len(dst) != 3 {
+						b.Fatalf("picked %v, want the 3 usable backends", dst)
+					}
+				}
+			})
+		}
+	}
+}
+
+// allButThreeDown is a pool of n whose only usable backends are 0, n/3
+// and 2n/3.
+func allButThreeDown(n int) *fakeState {
+	st := newState(n)
+	for i := range n {
+		st.down[i].Store(i != 0 && i != n/3 && i != 2*n/3)
+	}
+	return st
 }
 
 func BenchmarkNew(b *testing.B) {

@@ -19,6 +19,9 @@
 // consistent-hash with a balance factor keeps the totals its capacities
 // need; they learn of changes from Notified.Changed when the pool calls it,
 // else by polling a few backends per pick, and they always read the live
-// state of what they return. The others need no structure: round-robin,
-// random and p2c touch a few backends, ip-hash and maglev look up a table.
+// state of what they return. The hashing pickers keep, the same way, a mask
+// of the usable backends over their ring or table, so that a pool with
+// nearly every backend down costs a walk no more than a healthy one. The
+// others need no structure: round-robin, random and p2c touch a few
+// backends.
 package pick

@@ -22,11 +22,13 @@ func nodesOf(backends []Backend) []hashring.Node {
 // if n asks for more). The capacity depends on the total load and weight of
 // the usable backends, which loadTotals keeps without summing the pool on
 // every pick; each backend the walk considers is judged by its live load.
+// The walks step only on backends in usable's mask (see usableSet).
 type consistentHash struct {
 	common
 	ring   *hashring.Ring
 	factor float64
 	loads  *loadTotals // nil without a balance factor
+	usable *usableSet
 }
 
 func newConsistentHash(c common, backends []Backend, cfg Config) (Picker, error) {
@@ -38,11 +40,13 @@ func newConsistentHash(c common, backends []Backend, cfg Config) (Picker, error)
 	if p.factor != 0 {
 		p.loads = newLoadTotals(&p.common, cfg.Notified)
 	}
+	p.usable = newUsableSet(&p.common, ring.NewMask, cfg.Notified)
 	return p, nil
 }
 
-// Changed implements Notified (it matters only with a balance factor).
+// Changed implements Notified.
 func (p *consistentHash) Changed(i int) {
+	p.usable.Changed(i)
 	if p.loads != nil {
 		p.loads.changes.Changed(i)
 	}
@@ -55,13 +59,15 @@ func (p *consistentHash) Pick(src netip.AddrPort, n int, dst []int) []int {
 	key := p.key.key(src)
 	from := len(dst)
 	tail := dst[from:]
+	p.usable.absorb()
+	mask := p.usable.mask
 	if p.factor == 0 {
-		tail = p.ring.Successors(key, tail, n, p.st.Usable)
+		tail = p.ring.SuccessorsIn(key, mask, tail, n, p.st.Usable)
 		return append(dst[:from], tail...)
 	}
 	p.loads.absorb()
 	total, totalWeight := p.loads.totals()
-	tail = p.ring.Successors(key, tail, n, func(i int) bool {
+	tail = p.ring.SuccessorsIn(key, mask, tail, n, func(i int) bool {
 		usable := p.st.Usable(i)
 		var active int64
 		if usable {
@@ -71,7 +77,7 @@ func (p *consistentHash) Pick(src netip.AddrPort, n int, dst []int) []int {
 		return usable && active < hashring.Capacity(p.factor, total, int(p.weights[i]), totalWeight)
 	})
 	if len(tail) < n {
-		tail = p.ring.Successors(key, tail, n-len(tail), p.st.Usable)
+		tail = p.ring.SuccessorsIn(key, mask, tail, n-len(tail), p.st.Usable)
 	}
 	return append(dst[:from], tail...)
 }
@@ -84,9 +90,11 @@ func (p *consistentHash) Order(src netip.AddrPort, dst []int) []int {
 
 // maglev owns keys by a hashring.Maglev table of MaglevTableSize slots;
 // fallbacks are the owners of the following slots (see hashring.Maglev).
+// The walks step only on backends in usable's mask (see usableSet).
 type maglev struct {
 	common
-	table *hashring.Maglev
+	table  *hashring.Maglev
+	usable *usableSet
 }
 
 func newMaglev(c common, backends []Backend, cfg Config) (Picker, error) {
@@ -94,12 +102,18 @@ func newMaglev(c common, backends []Backend, cfg Config) (Picker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pick: maglev: %w: %w", ErrBadTableSize, err)
 	}
-	return &maglev{common: c, table: table}, nil
+	p := &maglev{common: c, table: table}
+	p.usable = newUsableSet(&p.common, table.NewMask, cfg.Notified)
+	return p, nil
 }
 
+// Changed implements Notified.
+func (p *maglev) Changed(i int) { p.usable.Changed(i) }
+
 func (p *maglev) Pick(src netip.AddrPort, n int, dst []int) []int {
+	p.usable.absorb()
 	from := len(dst)
-	tail := p.table.Successors(p.key.key(src), dst[from:], n, p.st.Usable)
+	tail := p.table.SuccessorsIn(p.key.key(src), p.usable.mask, dst[from:], n, p.st.Usable)
 	return append(dst[:from], tail...)
 }
 

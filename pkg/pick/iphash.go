@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/l4lb/l4lb/pkg/hashring"
 )
 
 // ipHashRehashes is how many rehashes look for a fallback before the
@@ -15,9 +17,12 @@ const ipHashRehashes = 20
 // of the configured order). Fallbacks are a deterministic rehash sequence:
 // key_k = mix(key, k) for k = 1..20, then the remaining backends in ID
 // order after the owner. Adding or removing a backend remaps most keys, as
-// modulo hashing does; use consistent-hash or maglev to avoid that.
+// modulo hashing does; use consistent-hash or maglev to avoid that. The
+// ID-order part steps only on backends in usable's mask, laid over sorted
+// (see usableSet).
 type ipHash struct {
 	common
+	usable *usableSet
 	sorted []int    // weighted backends in ID order
 	ends   []uint64 // ends[j]: cumulative weight of sorted[:j+1]
 	pos    []int    // pos[i]: i's position in sorted
@@ -29,7 +34,7 @@ type ipHash struct {
 	index []int32
 }
 
-func newIPHash(c common, backends []Backend) *ipHash {
+func newIPHash(c common, backends []Backend, notified bool) *ipHash {
 	p := &ipHash{common: c, pos: make([]int, len(backends))}
 	for i, b := range backends {
 		if b.Weight > 0 {
@@ -43,8 +48,18 @@ func newIPHash(c common, backends []Backend) *ipHash {
 		p.pos[i] = j
 	}
 	p.buildIndex()
+	p.usable = newUsableSet(&p.common, func() *hashring.Mask {
+		seq := make([]int32, len(p.sorted))
+		for j, i := range p.sorted {
+			seq[j] = int32(i)
+		}
+		return hashring.NewMask(seq, len(backends))
+	}, notified)
 	return p
 }
+
+// Changed implements Notified.
+func (p *ipHash) Changed(i int) { p.usable.Changed(i) }
 
 // buildIndex makes about one bucket per weighted backend.
 func (p *ipHash) buildIndex() {
@@ -93,6 +108,7 @@ func mix(key uint64, k int) uint64 {
 }
 
 func (p *ipHash) Pick(src netip.AddrPort, n int, dst []int) []int {
+	p.usable.absorb()
 	return p.sequence(p.key.key(src), n, true, dst)
 }
 
@@ -117,6 +133,24 @@ func (p *ipHash) sequence(key uint64, n int, usableOnly bool, dst []int) []int {
 	take(p.sorted[owner])
 	for k := 1; k <= ipHashRehashes && len(dst) < want; k++ {
 		take(p.sorted[p.slot(mix(key, k))])
+	}
+	if mask := p.usable.mask; usableOnly && mask != nil {
+		// The same backends as the loop below, reached by jumps over the
+		// positions of those out of the mask.
+		for j := 1; j < len(p.sorted) && len(dst) < want; j++ {
+			at := (owner + j) % len(p.sorted)
+			q := mask.Next(at)
+			if q < 0 {
+				break
+			}
+			if j += q - at; q < at {
+				j += len(p.sorted)
+			}
+			if j < len(p.sorted) {
+				take(p.sorted[q])
+			}
+		}
+		return dst
 	}
 	for j := 1; j < len(p.sorted) && len(dst) < want; j++ {
 		take(p.sorted[(owner+j)%len(p.sorted)])

@@ -7,9 +7,10 @@ import (
 
 // Notified is implemented by the pickers that keep backends in a load- or
 // weight-ordered structure instead of scanning the pool on every pick:
-// least-conn, weighted-round-robin, and consistent-hash with a hash balance
-// factor. Changed(i) tells the picker that backend i's Active count, its
-// usability or its UsableSince may have changed.
+// least-conn, weighted-round-robin, consistent-hash with a hash balance
+// factor, and the hashing pickers (ip-hash, consistent-hash, maglev) for
+// their masks of usable backends. Changed(i) tells the picker that backend
+// i's Active count, its usability or its UsableSince may have changed.
 //
 // A pool that calls Changed for every such change (and says so with
 // Config.Notified) gets exact answers at a cost independent of the pool's

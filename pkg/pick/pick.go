@@ -130,7 +130,7 @@ func New(backends []Backend, st State, cfg Config) (Picker, error) {
 	case P2C:
 		return &p2c{common: c}, nil
 	case IPHash:
-		return newIPHash(c, backends), nil
+		return newIPHash(c, backends, cfg.Notified), nil
 	case ConsistentHash:
 		return newConsistentHash(c, backends, cfg)
 	case Maglev:

@@ -514,7 +514,7 @@ func TestIPHashIndexMatchesSearch(t *testing.T) {
 				backends[i].Weight = []int{1, 256}[r.IntN(2)]
 			}
 		}
-		p := newIPHash(newCommon(backends, newState(size)), backends)
+		p := newIPHash(newCommon(backends, newState(size)), backends, false)
 		if p.total == 0 {
 			continue
 		}
