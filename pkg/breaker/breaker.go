@@ -244,6 +244,9 @@ func (b *Breaker) publishRead(st State, n uint64) {
 			return
 		}
 		if b.snap.CompareAndSwap(cur, next) {
+			if cur.Generation != st.Generation || cur.Open != st.Open || cur.Disabled != st.Disabled {
+				callState(b.opts.Events.Changed, b.key, st)
+			}
 			return
 		}
 	}

@@ -21,6 +21,13 @@ type Events struct {
 	Stale func(key string)
 	// Dial: every result handed to Done, Local included.
 	Dial func(key string, k Kind, r Result)
+	// Changed: the local snapshot took a new generation, open state or
+	// disable, whoever made the change (this instance, another sharing
+	// the Store, an operator, an upgrade's old process): what a picker
+	// that caches usability must hear of, since nothing else tells it of
+	// a change made elsewhere. It also runs, just before Trip, Close or
+	// Reopen, for this instance's own transitions.
+	Changed func(key string, st State)
 	// Dropped: a transition a result asked for (Options.Async) was never
 	// made: the queue to Run was full, or Run had stopped and no successor
 	// (HandOver) took it, as for a backend a reload removed.

@@ -15,8 +15,9 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 			b.trips.Add(1)
 			changed(key, st)
 		},
-		Close:  changed,
-		Reopen: changed,
+		Close:   changed,
+		Reopen:  changed,
+		Changed: changed, // a change made elsewhere: the picker's masks follow
 		ProbeFailure: func(string) {
 			b.probeFailures.Add(1)
 		},
