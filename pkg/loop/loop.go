@@ -194,8 +194,7 @@ func (l *Loop) run() {
 		if len(l.ready) > 0 {
 			timeout = 0
 		} else if at, ok := l.timers.next(); ok {
-			wait := at - l.firedAt
-			timeout = int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+			timeout = waitTimeout(at - l.firedAt)
 		}
 		l.beforeWait(timeout != 0)
 		evs, err := l.poll.wait(timeout)
