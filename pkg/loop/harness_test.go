@@ -203,7 +203,6 @@ func (h *harness) finish() {
 	for _, l := range h.loops {
 		l.Wait()
 	}
-	h.pipes.Trim()
 	if s := h.pipes.Stats(); s.Open != 0 {
 		t.Errorf("%d pipes left open (%d idle) after the loops stopped", s.Open, s.Idle)
 	}

@@ -260,9 +260,13 @@ func (l *Loop) runReady() {
 	}
 }
 
-// flushCounters moves the wake-up's byte counts to the shared counters.
+// flushCounters moves the wake-up's byte counts to the shared counters,
+// and publishes how many pipes the loop keeps idle.
 func (l *Loop) flushCounters() {
 	sc := l.scratch
+	if sc.Pipes != nil {
+		sc.Pipes.Publish()
+	}
 	if sc.Spliced != 0 {
 		l.sh.Spliced.Add(sc.Spliced)
 		sc.Spliced = 0
@@ -286,6 +290,7 @@ func (l *Loop) cleanup() {
 	}
 	l.held.each(func(c *conn) { c.cut(splice.Aborted) })
 	l.flushCounters()
+	l.scratch.Close() // after the cuts, which released their pipes
 	l.tasksMu.Lock()
 	l.closed = true
 	l.tasks = nil
