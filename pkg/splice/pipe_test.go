@@ -32,7 +32,7 @@ func TestPipePoolCapsAndKeepsIdle(t *testing.T) {
 	}
 	c.put(ps[0]) // kept idle
 	c.put(ps[1]) // past MaxIdle: closed
-	c.Publish() // as its loop does once per wake-up
+	c.Publish()  // as its loop does once per wake-up
 	if s := pool.Stats(); s.Open != 2 || s.Idle != 1 || s.Busy() != 1 {
 		t.Fatalf("stats %+v, want 2 open, 1 idle", s)
 	}
