@@ -36,6 +36,8 @@ type Loop struct {
 	timers  timerHeap
 	epoch   time.Time
 	now     int64 // ns since epoch, read once per wake-up
+	// testClock, set before Start, replaces the clock in tests.
+	testClock func() int64
 	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
 	// churn: this turn accepted, finished a dial or saw a hang-up, which
 	// keeps the next wait from coalescing (coalesce.go).
@@ -152,7 +154,12 @@ func (l *Loop) Post(f func()) {
 }
 
 // clock is the loop's time in ns since its epoch (monotonic).
-func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) }
+func (l *Loop) clock() int64 {
+	if l.testClock != nil {
+		return l.testClock()
+	}
+	return int64(time.Since(l.epoch))
+}
 
 // register adds a TCP socket to the epoll set for o.
 func (l *Loop) register(fd int, o owner) error { return l.registerEvents(fd, o, socketEvents) }
