@@ -30,15 +30,15 @@ type slot struct {
 // Loop is one event loop. Its methods other than Post, Start and Wait are
 // for its own goroutine only.
 type Loop struct {
-	id      int
-	sh      *Shared
-	poll    *poller
-	timers  timerHeap
-	epoch   time.Time
-	now     int64 // ns since epoch, read once per wake-up
+	id     int
+	sh     *Shared
+	poll   *poller
+	timers timerHeap
+	epoch  time.Time
+	now    int64 // ns since epoch, read once per wake-up
 	// testClock, set before Start, replaces the clock in tests.
 	testClock func() int64
-	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
+	firedAt   int64 // the clock when due timers last fired, microseconds before the loop waits
 	// churn: this turn accepted, finished a dial or saw a hang-up, which
 	// keeps the next wait from coalescing (coalesce.go).
 	churn   bool
