@@ -183,6 +183,18 @@ func TestIdleTimeout(t *testing.T) {
 	defer silent.close()
 	oneWay := h.open("p", k)
 	defer oneWay.close()
+	// Both relaying, their idle timers armed at 0 on the loop's clock:
+	// the taker has a connection once its handshake is done, which may
+	// be before the loop has seen its connect complete.
+	testnet.Eventually(t, "both connections to relay", func() bool {
+		n := 0
+		for _, c := range h.conns() {
+			if c.phase == phaseRelaying {
+				n++
+			}
+		}
+		return n == 2
+	})
 	held := func() int { return int(l.Conns()) }
 	advance := func(d time.Duration) {
 		// Every byte acknowledged first: a send queue that changes between
@@ -198,6 +210,9 @@ func TestIdleTimeout(t *testing.T) {
 			return q == 0
 		})
 		h.on(l, func() { now.Add(int64(d)) })
+		// The turn that ran the task fires what is due after it; a task
+		// posted now runs in the next turn.
+		h.on(l, func() {})
 	}
 	oneWay.backend.SetReadDeadline(time.Now().Add(60 * time.Second))
 	for i := 1; i <= 12; i++ {
