@@ -1,10 +1,12 @@
 package loop
 
 import (
-	"github.com/l4lb/l4lb/pkg/sockopt"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
 // lsock is a loop's own listening socket of one listener (SO_REUSEPORT:
@@ -23,6 +25,9 @@ type lsock struct {
 	backoff  time.Duration
 	failures int
 	retry    timer
+
+	// accept is accept4; tests put errors in its way.
+	accept func(fd int) (int, netip.AddrPort, error)
 }
 
 // acceptBatch bounds accepts per turn so a connection storm on one
@@ -37,7 +42,7 @@ const (
 // AddListener hands the loop its socket of listener f. It must be called
 // before Start.
 func (l *Loop) AddListener(fd int, f *Front) error {
-	s := &lsock{l: l, fd: fd, f: f, retry: timer{index: -1}}
+	s := &lsock{l: l, fd: fd, f: f, retry: timer{index: -1}, accept: accept4}
 	s.retry.fire = func(int64) { s.acceptAll() }
 	if err := l.register(fd, s); err != nil {
 		return err
@@ -168,20 +173,21 @@ func (s *lsock) acceptSome() (more bool) {
 		return false
 	}
 	for range acceptBatch {
-		fd, src, err := accept4(s.fd)
-		switch err {
-		case nil:
+		fd, src, err := s.accept(s.fd)
+		if err == nil {
 			if s.failures > 0 {
 				s.l.sh.Log.Info("accepting again", "listener", s.f.Name, "failed_accepts", s.failures)
 				s.failures, s.backoff = 0, 0
 			}
 			s.l.accepted(fd, src, s.f)
 			continue
-		case unix.EAGAIN:
-			s.backoff = 0 // the queue is empty: the next failure starts afresh
+		}
+		switch acceptFailure(err) {
+		case queueEmpty:
+			s.backoff = 0 // the next failure starts afresh
 			return false
-		case unix.ECONNABORTED, unix.EPROTO, unix.EPERM:
-			continue // that client is gone; the next one may be fine
+		case clientLost:
+			continue // the next client may be fine
 		}
 		// Out of fds, memory or buffers: back off, then try again (the
 		// edge that announced the queued connections will not come back).
@@ -197,4 +203,35 @@ func (s *lsock) acceptSome() (more bool) {
 		return false
 	}
 	return true
+}
+
+// acceptVerdict is what a failed accept(2) means for the queue behind it.
+type acceptVerdict uint8
+
+const (
+	// queueEmpty: nothing left to accept (EAGAIN).
+	queueEmpty acceptVerdict = iota
+	// clientLost: that one client is gone (it reset, or a firewall
+	// refused it) or came with a network error already pending on its
+	// socket, which accept(2) passes on; the next one may be fine, so the
+	// loop accepts on at once, as its man page asks ("treat them like
+	// EAGAIN by retrying").
+	clientLost
+	// outOfResources: the process or the kernel is out of fds, memory or
+	// buffers (EMFILE, ENFILE, ENOBUFS, ENOMEM...): the listener backs off.
+	outOfResources
+)
+
+// acceptFailure classifies an error of accept4 (EINTR never reaches it).
+func acceptFailure(err error) acceptVerdict {
+	switch err {
+	case unix.EAGAIN:
+		return queueEmpty
+	case unix.ECONNABORTED, unix.EPERM,
+		// accept(2), "Error handling": the network errors of TCP/IP.
+		unix.ENETDOWN, unix.EPROTO, unix.ENOPROTOOPT, unix.EHOSTDOWN,
+		unix.ENONET, unix.EHOSTUNREACH, unix.EOPNOTSUPP, unix.ENETUNREACH:
+		return clientLost
+	}
+	return outOfResources
 }

@@ -77,10 +77,14 @@ type conn struct {
 	ended   [2]bool
 	queued  bool // on the loop's ready list
 
-	timer      timer // connect timeout while dialing, idle timeout after
+	timer      timer // connect timeout while dialing, idle timeout after, then the linger
 	lastActive int64
-	born       int64  // the accepting turn's l.now: the access log's duration
-	outq       [2]int // send queues at the last idle check
+	// lingerUntil: both directions ended, the backend's first, and the
+	// loop waits until then for the backend to take or reset the client's
+	// last bytes (latereset.go); lingerStep is the next look's delay.
+	lingerUntil, lingerStep int64
+	born                    int64  // the accepting turn's l.now: the access log's duration
+	outq                    [2]int // send queues at the last idle check
 
 	pool    *pool.Pool // the listener's pool when the client was accepted
 	dial    *dialState // while dialing
@@ -211,6 +215,10 @@ func (c *conn) onTimer(now int64) {
 	case phaseDialing:
 		c.dialFailed(unix.ETIMEDOUT)
 	case phaseRelaying:
+		if c.lingerUntil != 0 {
+			c.checkLinger(now)
+			return
+		}
 		c.checkIdle(now)
 	}
 }

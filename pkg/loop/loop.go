@@ -30,13 +30,15 @@ type slot struct {
 // Loop is one event loop. Its methods other than Post, Start and Wait are
 // for its own goroutine only.
 type Loop struct {
-	id      int
-	sh      *Shared
-	poll    *poller
-	timers  timerHeap
-	epoch   time.Time
-	now     int64 // ns since epoch, read once per wake-up
-	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
+	id     int
+	sh     *Shared
+	poll   *poller
+	timers timerHeap
+	epoch  time.Time
+	now    int64 // ns since epoch, read once per wake-up
+	// testClock, set before Start, replaces the clock in tests.
+	testClock func() int64
+	firedAt   int64 // the clock when due timers last fired, microseconds before the loop waits
 	// churn: this turn accepted, finished a dial or saw a hang-up, which
 	// keeps the next wait from coalescing (coalesce.go).
 	churn   bool
@@ -152,7 +154,12 @@ func (l *Loop) Post(f func()) {
 }
 
 // clock is the loop's time in ns since its epoch (monotonic).
-func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) }
+func (l *Loop) clock() int64 {
+	if l.testClock != nil {
+		return l.testClock()
+	}
+	return int64(time.Since(l.epoch))
+}
 
 // register adds a TCP socket to the epoll set for o.
 func (l *Loop) register(fd int, o owner) error { return l.registerEvents(fd, o, socketEvents) }
@@ -194,8 +201,7 @@ func (l *Loop) run() {
 		if len(l.ready) > 0 {
 			timeout = 0
 		} else if at, ok := l.timers.next(); ok {
-			wait := at - l.firedAt
-			timeout = int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+			timeout = waitTimeout(at - l.firedAt)
 		}
 		l.beforeWait(timeout != 0)
 		evs, err := l.poll.wait(timeout)
@@ -261,9 +267,13 @@ func (l *Loop) runReady() {
 	}
 }
 
-// flushCounters moves the wake-up's byte counts to the shared counters.
+// flushCounters moves the wake-up's byte counts to the shared counters,
+// and publishes how many pipes the loop keeps idle.
 func (l *Loop) flushCounters() {
 	sc := l.scratch
+	if sc.Pipes != nil {
+		sc.Pipes.Publish()
+	}
 	if sc.Spliced != 0 {
 		l.sh.Spliced.Add(sc.Spliced)
 		sc.Spliced = 0
@@ -287,6 +297,7 @@ func (l *Loop) cleanup() {
 	}
 	l.held.each(func(c *conn) { c.cut(splice.Aborted) })
 	l.flushCounters()
+	l.scratch.Close() // after the cuts, which released their pipes
 	l.tasksMu.Lock()
 	l.closed = true
 	l.tasks = nil

@@ -54,8 +54,12 @@ func (c *conn) pump() {
 			c.ended[d] = true
 			if c.ended[0] && c.ended[1] {
 				// Both sides are done: the close sends the last FIN (a
-				// shutdown would be one syscall more).
-				c.close(CloseCompleted, false, false)
+				// shutdown would be one syscall more), unless the backend,
+				// done first, may yet reset the client's last bytes
+				// (latereset.go).
+				if d == 1 || !c.lingerOnBackend() {
+					c.close(CloseCompleted, false, false)
+				}
 				return
 			}
 			shutdownWrite(dst.fd)

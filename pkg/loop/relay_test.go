@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,81 +169,81 @@ func TestRelayPassesResetOn(t *testing.T) {
 
 // An idle timeout cuts a silent connection, while one that carries one
 // byte one way every idle/3 survives four idle timeouts, then is cut an
-// idle timeout after its last byte. Both cuts are resets.
+// idle timeout after its last byte, not a nanosecond before. Both cuts are
+// resets. On the loop's clock, moved by hand: each move is a turn of the
+// loop, which fires what is due.
 func TestIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
+	var now atomic.Int64
 	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+	h := newHarness(t, harnessOpts{clock: now.Load, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
-	measureIdle(t, idle, func() (time.Duration, error) { return idleTimeoutAttempt(t, h, k, idle) })
-}
-
-func idleTimeoutAttempt(t *testing.T, h *harness, k *testnet.Taker, idle time.Duration) (gap time.Duration, err error) {
-	// The clock starts before the connections do: the time measured below
-	// is then never shorter than a connection's own idle clock.
-	start := time.Now()
+	l := h.loops[0]
 	silent := h.open("p", k)
 	defer silent.close()
 	oneWay := h.open("p", k)
 	defer oneWay.close()
-
-	stop := make(chan struct{})
-	writerDone := make(chan struct{})
-	// Read only once writerDone is closed.
-	var sent int            // bytes written
-	var lastWrite time.Time // taken before the last write began
-	var maxGap time.Duration
-	defer func() { close(stop); <-writerDone }() // on every path, failures included
-	go func() {
-		defer close(writerDone)
-		prev := start
-		for time.Since(start) < 4*idle {
-			select {
-			case <-stop:
-				return
-			case <-time.After(idle / 3):
+	// Both relaying, their idle timers armed at 0 on the loop's clock:
+	// the taker has a connection once its handshake is done, which may
+	// be before the loop has seen its connect complete.
+	testnet.Eventually(t, "both connections to relay", func() bool {
+		n := 0
+		for _, c := range h.conns() {
+			if c.phase == phaseRelaying {
+				n++
 			}
-			before := time.Now()
-			if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
-				return
-			}
-			now := time.Now()
-			maxGap = max(maxGap, now.Sub(prev))
-			prev, lastWrite = now, before
-			sent++
 		}
-	}()
-
+		return n == 2
+	})
+	held := func() int { return int(l.Conns()) }
+	advance := func(d time.Duration) {
+		// Every byte acknowledged first: a send queue that changes between
+		// two looks counts as traffic (checkIdle), so a delayed ACK would
+		// move the cut.
+		testnet.Eventually(t, "the loop's send queues to drain", func() bool {
+			var q int
+			h.on(l, func() {
+				for c := range l.conns {
+					q += unacked(c.cl.fd) + unacked(c.be.fd)
+				}
+			})
+			return q == 0
+		})
+		h.on(l, func() { now.Add(int64(d)) })
+		// The turn that ran the task fires what is due after it; a task
+		// posted now runs in the next turn.
+		h.on(l, func() {})
+	}
+	oneWay.backend.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := 1; i <= 12; i++ {
+		if _, err := oneWay.client.Write([]byte{'x'}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(oneWay.backend, make([]byte, 1)); err != nil {
+			t.Fatalf("one-way connection, byte %d: %v", i, err)
+		}
+		advance(idle / 3)
+		want := 2
+		if time.Duration(i)*idle/3 >= idle {
+			want = 1 // the silent one is cut once its idle timeout has passed
+		}
+		if got := held(); got != want {
+			t.Fatalf("%v into the test: %d connections held, want %d", time.Duration(i)*idle/3, got, want)
+		}
+	}
 	mustReset(t, "client of the silent connection", silent.client)
-	if el := time.Since(start); el < idle {
-		t.Fatalf("silent connection cut after %v, before the %v idle timeout", el, idle)
-	}
 	mustReset(t, "backend of the silent connection", silent.backend)
-
-	select {
-	case <-writerDone:
-	case <-time.After(20 * time.Second):
-		t.Fatal("writer never finished")
+	// The last byte was relayed idle/3 ago.
+	advance(idle - idle/3 - 1)
+	if got := held(); got != 1 {
+		t.Fatalf("one-way connection cut before an idle timeout after its last byte")
 	}
-	// Every byte arrives: the connection was up each time one was sent.
-	got := make([]byte, sent)
-	oneWay.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if n, err := io.ReadFull(oneWay.backend, got); err != nil {
-		return maxGap, fmt.Errorf("one-way connection cut although traffic kept flowing: %d of %d bytes arrived (%v)", n, sent, err)
+	advance(1)
+	if got := held(); got != 0 {
+		t.Fatalf("one-way connection still held an idle timeout after its last byte")
 	}
-	if sent < 3 {
-		return maxGap, fmt.Errorf("only %d writes in %v", sent, 4*idle)
-	}
-	// It ends with a reset, no earlier than an idle timeout after the
-	// last byte (seen here no earlier than it ended; that byte was read
-	// by the loop no earlier than it began to be written).
 	mustReset(t, "backend of the one-way connection", oneWay.backend)
-	if el := time.Since(lastWrite); el < idle {
-		t.Fatalf("one-way connection ended %v after its last byte, before the %v idle timeout", el, idle)
-	}
 	mustReset(t, "client of the one-way connection", oneWay.client)
-	testnet.Eventually(t, "both connections to end", func() bool { return h.sh.Active.Load() == 0 })
-	return maxGap, nil
 }
 
 // A slow reader draining what the loop handed over, for many idle
@@ -339,7 +340,9 @@ func TestIdleConnectionHoldsTwoFDsAndNoPipe(t *testing.T) {
 		}
 	}
 	testnet.Eventually(t, "every pipe back in the pool", func() bool { return h.pipes.Stats().Busy() == 0 })
-	h.pipes.Trim()
+	for _, l := range h.loops {
+		h.on(l, func() { l.scratch.Pipes.Trim() }) // the idle ones are the loop's
+	}
 	// The test holds two ends per connection itself; the loop holds the
 	// other two and nothing else.
 	if got, want := countFDs(t)-before, 4*n; got != want {

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,28 +10,31 @@ import (
 
 // Busy time is the stretch from a wake-up to the next wait that may sleep:
 // work counts, waiting does not, and a non-blocking poll between two
-// turns keeps the stretch going (published at most statsEvery late).
+// turns keeps the stretch going (published at most statsEvery late). On
+// the loop's clock, moved by hand.
 func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	l, err := New(3, NewShared(0, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.poll.close()
+	var now int64
+	l.testClock = func() int64 { return now }
+	const ms = int64(time.Millisecond)
 
 	l.stats.busySince = l.clock()
-	time.Sleep(40 * time.Millisecond) // work
+	now += 40 * ms // work
 	l.beforeWait(true)
-	if b := l.Stats().Busy; b < 40*time.Millisecond {
-		t.Fatalf("busy %v after 40ms of work, want at least that", b)
+	if b := l.Stats().Busy; b != 40*time.Millisecond {
+		t.Fatalf("busy %v after 40ms of work, want that", b)
 	}
-	worked := l.Stats().Busy
 
-	time.Sleep(300 * time.Millisecond) // the wait
+	now += 300 * ms // the wait
 	l.now = l.clock()
 	l.afterWait(true, 4)
 	l.beforeWait(true)
-	if b := l.Stats().Busy - worked; b > 150*time.Millisecond {
-		t.Fatalf("a 300ms wait counted as %v of work", b)
+	if b := l.Stats().Busy; b != 40*time.Millisecond {
+		t.Fatalf("busy %v after a 300ms wait, want the 40ms of work only", b)
 	}
 	if e := l.Stats().Events; e != 4 {
 		t.Fatalf("events %d, want 4", e)
@@ -41,17 +45,19 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	l.now = l.clock()
 	l.afterWait(true, 1)
 	before := l.Stats()
+	now += statsEvery - 1 // work
+	l.now = l.clock()
 	l.afterWait(false, 2)
 	l.beforeWait(false)
 	if got := l.Stats(); got != before {
-		t.Fatalf("a poll right after a wake-up published %+v over %+v", got, before)
+		t.Fatalf("a poll less than statsEvery into the work published %+v over %+v", got, before)
 	}
-	time.Sleep(time.Duration(statsEvery) + 20*time.Millisecond) // work
+	now++
 	l.now = l.clock()
 	l.afterWait(false, 0)
 	l.beforeWait(false)
 	got := l.Stats()
-	if got.Events != 7 || got.Busy-before.Busy < time.Duration(statsEvery) {
+	if got.Events != 7 || got.Busy-before.Busy != time.Duration(statsEvery) {
 		t.Fatalf("after %v of work without blocking: %+v, want 7 events and that much more busy than %v",
 			time.Duration(statsEvery), got, before.Busy)
 	}
@@ -64,7 +70,8 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 // waits, and counts a task's run as busy.
 func TestStatsOfARunningLoop(t *testing.T) {
 	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+	var now atomic.Int64 // the loop's clock, moved by its tasks only
+	h := newHarness(t, harnessOpts{clock: now.Load, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
 	l := h.loops[0]
 	start := l.Stats()
 
@@ -73,8 +80,8 @@ func TestStatsOfARunningLoop(t *testing.T) {
 	if !waitUntil(20*time.Second, func() bool { return l.Stats().Conns == 1 }) {
 		t.Fatalf("loop stats show %d connections, want 1", l.Stats().Conns)
 	}
-	h.on(l, func() { time.Sleep(50 * time.Millisecond) })
-	if !waitUntil(20*time.Second, func() bool { return l.Stats().Busy-start.Busy >= 50*time.Millisecond }) {
+	h.on(l, func() { now.Add(int64(50 * time.Millisecond)) }) // a task that works 50ms
+	if !waitUntil(20*time.Second, func() bool { return l.Stats().Busy-start.Busy == 50*time.Millisecond }) {
 		t.Fatalf("busy grew by %v over a 50ms task", l.Stats().Busy-start.Busy)
 	}
 	p.close()

@@ -1,5 +1,7 @@
 package loop
 
+import "time"
+
 // timer is a slot in a loop's timer heap, embedded in what it times, so
 // arming a timer allocates nothing. at is in nanoseconds of the loop's
 // clock; index is the slot's place in the heap, -1 when not armed.
@@ -108,4 +110,20 @@ func (t *timerHeap) swap(i, j int) {
 	t.h[i], t.h[j] = t.h[j], t.h[i]
 	t.h[i].index = int32(i)
 	t.h[j].index = int32(j)
+}
+
+// maxWaitMs caps epoll_wait's timeout, as the Go runtime's netpoller
+// caps its own (1e9 ms, about 11.5 days). The kernel reads the timeout as
+// a C int: a timer more than 2^31-1 ms (24.8 days) away would otherwise
+// reach it as a negative number, "wait forever", and never fire. A loop
+// that wakes at the cap finds nothing due and waits again.
+const maxWaitMs = 1_000_000_000
+
+// waitTimeout is epoll_wait's timeout, in milliseconds rounded up, for a
+// timer due in wait nanoseconds.
+func waitTimeout(wait int64) int {
+	if wait >= maxWaitMs*int64(time.Millisecond) {
+		return maxWaitMs // and no overflow rounding up a wait near MaxInt64
+	}
+	return int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
 }

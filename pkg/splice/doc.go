@@ -21,9 +21,12 @@
 // cannot keep the loop from its other connections.
 //
 // Pipes come from a PipePool shared by the process, which caps the pipes
-// in existence (part of the fd budget) and keeps a few idle. A stream
-// holds a pipe only while bytes are in it and gives it back as soon as the
-// source would block with the pipe drained, so an idle connection holds
+// in existence (part of the fd budget), through a PipeCache per loop that
+// keeps the loop's share of the idle ones: taking and giving back a pipe,
+// once per streaming burst, costs no lock and no atomic operation, and the
+// shared pool is touched only to make or close one. A stream holds a pipe
+// only while bytes are in it and gives it back as soon as the source would
+// block with the pipe drained, so an idle connection holds
 // its two sockets and nothing else (io.Copy keeps a pipe per direction for
 // the connection's whole life). A pipe that still holds bytes when its
 // connection is cut is closed, not reused. When no useful pipe can be had

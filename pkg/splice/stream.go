@@ -51,19 +51,31 @@ type Stream struct {
 const streamThreshold = 16 << 10
 
 // Scratch is what a loop lends its streams during a Move: one copy buffer
-// and the pipe pool, and counters it flushes to shared ones once per
-// wake-up rather than per chunk.
+// and the loop's cache of the pipe pool, and counters it flushes to shared
+// ones once per wake-up rather than per chunk.
 type Scratch struct {
 	Buf     []byte
-	Pipes   *PipePool // nil: copy only
-	Spliced int64     // bytes delivered by splice
-	Copied  int64     // bytes delivered by copy
+	Pipes   *PipeCache // nil: copy only
+	Spliced int64      // bytes delivered by splice
+	Copied  int64      // bytes delivered by copy
 }
 
 // NewScratch returns a loop's scratch with a copy buffer of the copy
-// path's chunk size.
+// path's chunk size and a cache of pipes (nil: copy only). Close it when
+// the loop stops, after its streams released their pipes.
 func NewScratch(pipes *PipePool) *Scratch {
-	return &Scratch{Buf: make([]byte, bufferSize), Pipes: pipes}
+	sc := &Scratch{Buf: make([]byte, bufferSize)}
+	if pipes != nil {
+		sc.Pipes = pipes.NewCache()
+	}
+	return sc
+}
+
+// Close gives the scratch's idle pipes back: they are closed.
+func (sc *Scratch) Close() {
+	if sc.Pipes != nil {
+		sc.Pipes.Close()
+	}
 }
 
 // Status says why Move stopped.

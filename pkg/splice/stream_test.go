@@ -80,10 +80,16 @@ func newRig(t *testing.T, pool *PipePool) *rig {
 		}
 		r.s.Release(r.sc)
 		if pool != nil {
+			r.sc.Pipes.Publish()
 			if s := pool.Stats(); s.Busy() != 0 {
 				t.Errorf("%d pipes still held after Release", s.Busy())
 			}
-			pool.Trim()
+		}
+		r.sc.Close()
+		if pool != nil {
+			if s := pool.Stats(); s.Open != 0 {
+				t.Errorf("%d pipes open after the scratch closed", s.Open)
+			}
 		}
 	})
 	return r
@@ -203,6 +209,7 @@ func TestStreamCopiesSmallSplicesStreams(t *testing.T) {
 	if r.sc.Spliced < int64(len(payload))/2 {
 		t.Fatalf("spliced %d of %d bytes, want most", r.sc.Spliced, len(payload))
 	}
+	r.sc.Pipes.Publish()
 	if s := pool.Stats(); s.Busy() != 0 {
 		t.Fatalf("an idle stream holds %d pipes", s.Busy())
 	}
@@ -324,6 +331,7 @@ func TestStreamEnds(t *testing.T) {
 		if b := <-got; !bytes.Equal(b, payload) {
 			t.Fatalf("received %d bytes that differ from the %d sent", len(b), len(payload))
 		}
+		r.sc.Pipes.Publish()
 		if s := pool.Stats(); s.Busy() != 0 {
 			t.Fatalf("an ended stream holds %d pipes", s.Busy())
 		}
