@@ -1,21 +1,21 @@
 package loop
 
 import (
-	"context"
-	"encoding/binary"
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
-
-	"golang.org/x/sys/unix"
 )
 
 // udpRig is one UDP listener on its own loops, as pkg/proxy wires it.
@@ -170,206 +170,33 @@ func refusingAddr(t *testing.T) string {
 	return addr
 }
 
-// An empty datagram is a datagram: when the backend a new session picked
-// refuses it, it goes to the next candidate as any other first datagram
-// does, and is not lost.
-func TestUDPEmptyFirstDatagramRefusedGoesToTheNextBackend(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
-	// Round robin sends every other new session to the refusing port
-	// first; each client sends its empty datagram once.
-	for i := range 6 {
-		c := r.client()
-		got, err := replyWithin(c, nil, 20*time.Second)
-		if err != nil || len(got) != 0 {
-			t.Fatalf("client %d: reply %q, %v: an empty first datagram refused by one backend must reach the next", i, got, err)
-		}
+// rmemAlloc is the memory a socket's received datagrams hold (SO_MEMINFO):
+// it grows with every datagram queued.
+func rmemAlloc(fd int) (uint32, error) {
+	var m [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(m))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&m[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return 0, e
 	}
-	if n := r.front.Drops[DropRefused].Load(); n != 0 {
-		t.Errorf("%d datagrams counted dropped as refused; every one was retried", n)
-	}
+	return m[unix.SK_MEMINFO_RMEM_ALLOC], nil
 }
 
-// A first datagram sent again to the next candidate after a refusal is
-// still one client datagram: with requests = 2 the client's second
-// datagram belongs to the same session.
-func TestUDPRetriedFirstDatagramCountsOnceTowardRequests(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1,
-		settings: func(s *UDPSettings) { s.Requests = 2 }})
-	for i := range 4 { // at least one starts on the refusing port
-		c := r.client()
-		before := r.front.Started.Load()
-		for _, p := range []string{"one", "two"} {
-			got, err := replyWithin(c, []byte(p), 20*time.Second)
-			if err != nil || string(got) != p {
-				t.Fatalf("client %d, %q: reply %q, %v", i, p, got, err)
-			}
-		}
-		if n := r.front.Started.Load() - before; n != 1 {
-			t.Fatalf("client %d: two datagrams started %d sessions; requests = 2 retires a session after two", i, n)
-		}
-	}
-	if got := r.pool.Backends()[0].Active() + r.pool.Backends()[1].Active(); got != 4 {
-		t.Errorf("%d sessions on the backends, want 4", got)
-	}
-}
-
-// An operator's drain that reaches its deadline ends the UDP sessions
-// still on the backend, as it resets TCP relays: the client's next
-// datagram is re-picked, and the backend is left with nothing.
-func TestUDPDrainDeadlineMovesSessionsOff(t *testing.T) {
-	a := testnet.StartUDPBackend(t, "a", "")
-	b := testnet.StartUDPBackend(t, "b", "")
-	r := newUDPRig(t, []string{a.Addr, b.Addr}, udpRigOpts{})
-	c := r.client()
-	first, err := replyWithin(c, []byte("who"), 20*time.Second)
+// sendQueued sends p from conn to to, and waits until fd (the receiving
+// socket) has it queued.
+func sendQueued(conn *net.UDPConn, to *net.UDPAddr, fd int, p []byte) error {
+	before, err := rmemAlloc(fd)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	var drained *pool.Backend
-	for _, be := range r.pool.Backends() {
-		if (string(first) == "a") == (be.Addr == a.Addr) {
-			drained = be
+	if _, err := conn.WriteToUDP(p, to); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if now, err := rmemAlloc(fd); err != nil || now > before {
+			return err
 		}
 	}
-	if err := r.pool.Drain(context.Background(), drained, 0); err != nil {
-		t.Fatal(err)
-	}
-	testnet.Eventually(t, "the drained backend's sessions to end at the deadline", func() bool { return drained.Active() == 0 })
-	got, err := replyWithin(c, []byte("who"), 20*time.Second)
-	if err != nil || string(got) == string(first) {
-		t.Fatalf("after the drain's deadline the client still reaches %q (%q, %v)", first, got, err)
-	}
-	if n := r.front.Ended[EndMoved].Load(); n != 1 {
-		t.Errorf("%d sessions ended as moved, want the drained one", n)
-	}
-}
-
-// A path MTU report (ICMP fragmentation needed) about one datagram a
-// session sent is no failure of the session: the datagram is lost and
-// counted, and the session stays with its backend.
-func TestUDPPathMTUReportKeepsTheSession(t *testing.T) {
-	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
-	if err != nil {
-		t.Skipf("no raw ICMP socket to report with: %v", err)
-	}
-	defer unix.Close(raw)
-	// Own loopback addresses, so the path MTU the report leaves behind
-	// (65535, no limit in practice) touches no other test's route.
-	a := testnet.StartUDPBackend(t, "a", "127.0.0.2:0")
-	b := testnet.StartUDPBackend(t, "b", "127.0.0.3:0")
-	r := newUDPRig(t, []string{a.Addr, b.Addr}, udpRigOpts{})
-	c := r.client()
-	first, err := replyWithin(c, []byte("who"), 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	var local, backend netip.AddrPort
-	l := r.loops[0]
-	r.on(l, func() {
-		s := l.udps[0].sessions[client]
-		if s == nil {
-			return
-		}
-		local, _ = getsockname(s.fd)
-		backend = s.backend.AddrPort
-	})
-	if !local.IsValid() {
-		t.Fatal("no session for the client")
-	}
-	sendFragNeeded(t, raw, local, backend, 65535)
-	testnet.Eventually(t, "the loop to take the report", func() bool {
-		return r.front.Drops[DropBackendSend].Load()+r.front.Ended[EndError].Load() > 0
-	})
-	if n := r.front.Ended[EndError].Load(); n != 0 {
-		t.Fatalf("the session ended (error) on a path MTU report")
-	}
-	got, err := replyWithin(c, []byte("who"), 20*time.Second)
-	if err != nil || string(got) != string(first) {
-		t.Fatalf("after the report: %q, %v; want the session's backend %q", got, err, first)
-	}
-	if n := r.front.Started.Load(); n != 1 {
-		t.Errorf("%d sessions started, want the one", n)
-	}
-}
-
-// sendFragNeeded sends, from raw, the ICMP "fragmentation needed" a router
-// would send about a datagram from local to remote.
-func sendFragNeeded(t *testing.T, raw int, local, remote netip.AddrPort, mtu uint16) {
-	t.Helper()
-	msg := make([]byte, 8+20+8)
-	msg[0], msg[1] = 3, 4 // destination unreachable, fragmentation needed
-	binary.BigEndian.PutUint16(msg[6:], mtu)
-	ip := msg[8:28]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], 1400)
-	ip[6] = 0x40 // DF
-	ip[8], ip[9] = 64, unix.IPPROTO_UDP
-	l4, r4 := local.Addr().As4(), remote.Addr().As4()
-	copy(ip[12:], l4[:])
-	copy(ip[16:], r4[:])
-	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
-	udp := msg[28:]
-	binary.BigEndian.PutUint16(udp[0:], local.Port())
-	binary.BigEndian.PutUint16(udp[2:], remote.Port())
-	binary.BigEndian.PutUint16(udp[4:], 1380)
-	binary.BigEndian.PutUint16(msg[2:], inetChecksum(msg))
-	if err := unix.Sendto(raw, msg, 0, &unix.SockaddrInet4{Addr: l4}); err != nil {
-		t.Fatalf("sending the ICMP report: %v", err)
-	}
-}
-
-func inetChecksum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
-
-// A reload that shortens session_timeout applies to the sessions already
-// idle: they end by the new timeout, not by the old one.
-func TestUDPShorterSessionTimeoutAppliesToIdleSessions(t *testing.T) {
-	a := testnet.StartUDPBackend(t, "a", "")
-	r := newUDPRig(t, []string{a.Addr}, udpRigOpts{loops: 2,
-		settings: func(s *UDPSettings) { s.SessionTimeout = time.Hour }})
-	c := r.client()
-	if _, err := replyWithin(c, []byte("q"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	set := *r.front.Settings()
-	set.SessionTimeout = 200 * time.Millisecond
-	r.front.Set(set)
-	testnet.Eventually(t, "the idle session to end by the new session_timeout", func() bool {
-		return r.front.Ended[EndTimeout].Load() == 1 && r.front.Sessions.Load() == 0
-	})
-}
-
-// A reload that turns reuse_sockets off stops the reuse at once: a socket
-// parked before it is not handed to the next session.
-func TestUDPReuseTurnedOffHandsOutNoParkedSocket(t *testing.T) {
-	a := testnet.StartUDPBackend(t, "a", "")
-	r := newUDPRig(t, []string{a.Addr}, udpRigOpts{
-		settings: func(s *UDPSettings) { s.Responses, s.ReuseSockets = 1, true }})
-	if _, err := replyWithin(r.client(), []byte("q"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	testnet.Eventually(t, "the session's socket to be parked", func() bool { return r.front.Parked.Load() == 1 })
-	set := *r.front.Settings()
-	set.ReuseSockets = false
-	r.front.Set(set)
-	if _, err := replyWithin(r.client(), []byte("q"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if n := a.Sources(); n != 2 {
-		t.Fatalf("the backend saw %d source ports for two sessions: a socket parked before reuse_sockets went off was reused", n)
-	}
+	return errors.New("the datagram never reached the socket")
 }

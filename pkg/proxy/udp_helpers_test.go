@@ -223,3 +223,67 @@ func countOpenFDs(t *testing.T) int {
 // out by tests asserting that the proxy drops nothing: it depends on the
 // machine's load, and their clients send again.
 func kernelDrop(r loop.DropReason) bool { return r == loop.DropSocketBuffer }
+
+// stallLoop holds l's goroutine in a task until release is called, so
+// datagrams sent meanwhile wait in the kernel and reach the loop together:
+// in one recvmmsg, and with their epoll events in the order they arrived.
+func stallLoop(t *testing.T, l *loop.Loop) (release func()) {
+	t.Helper()
+	entered, held := make(chan struct{}), make(chan struct{})
+	l.Post(func() {
+		close(entered)
+		<-held
+	})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the loop never ran the stalling task")
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// drops is f's nonzero drop counts, by reason.
+func drops(f *loop.UDPFront) map[string]int64 {
+	m := map[string]int64{}
+	for r := range loop.NumDropReasons {
+		if n := f.Drops[r].Load(); n != 0 {
+			m[r.String()] = n
+		}
+	}
+	return m
+}
+
+// taken counts the client datagrams the listener has dealt with: relayed
+// or dropped.
+func taken(f *loop.UDPFront) int64 {
+	n := f.DatagramsToBackend.Load()
+	for r := range loop.NumDropReasons {
+		if !kernelDrop(r) { // never read: the listener did not deal with it
+			n += f.Drops[r].Load()
+		}
+	}
+	return n
+}
+
+// echoOnce sends p once and fails t unless the one reply is p.
+func echoOnce(t *testing.T, c *net.UDPConn, p []byte) {
+	t.Helper()
+	got, err := askOnce(c, p, 20*time.Second)
+	if err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("%d-byte datagram: reply of %d bytes, %v", len(p), len(got), err)
+	}
+}
+
+func readOne(t *testing.T, c *net.UDPConn) string {
+	t.Helper()
+	buf := make([]byte, 1<<16)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", c.LocalAddr(), err)
+	}
+	return string(buf[:n])
+}
