@@ -16,6 +16,15 @@ import (
 // count is the socket's own, so each socket of a listener (one per loop)
 // and each session socket keeps its last-seen value.
 
+// A session's socket gets the option only once replies queue up on it: a
+// read takes more than one (or all the room it had). The setsockopt would
+// otherwise cost every session, and a request/response session (DNS), its
+// reply read alone, cannot have dropped: a drop needs the buffer full,
+// more than one datagram queued (the buffer holds two of the largest),
+// and the next read takes those together. Nothing is lost by waiting: the
+// kernel counts drops with the option off too, and the count read when it
+// is turned on covers them.
+
 // watchDrops turns SO_RXQ_OVFL on for fd.
 func watchDrops(fd int) error {
 	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
@@ -52,20 +61,21 @@ func (d *dropCount) since(count uint32) int {
 }
 
 // rxqOverflow is the drop count the latest of entries [from, from+n) of a
-// received batch carries. The counts grow in the order datagrams were
-// queued, so the last entry with one has the highest; ok is false when
-// none has one (no drop on the socket yet).
+// received batch carries: the counts grow in the order the datagrams were
+// queued, and once a socket has dropped one every later datagram carries
+// one, so the batch's last datagram has the highest count, or none has
+// any (ok false: no drop on the socket yet). One entry is looked at, not
+// the batch.
 func rxqOverflow(b *mmsgBatch, from, n int) (count uint32, ok bool) {
-	for i := from + n - 1; i >= from; i-- {
-		clen := int(b.hdrs[i].Hdr.Controllen)
-		if clen == 0 {
-			continue // the common case: no drop yet, no packet info
-		}
-		if c, ok := ctlOverflow(b.ctls[i][:min(clen, ctlSpace)]); ok {
-			return c, true
-		}
+	if n <= 0 {
+		return 0, false
 	}
-	return 0, false
+	i := from + n - 1
+	clen := int(b.hdrs[i].Hdr.Controllen)
+	if clen == 0 {
+		return 0, false // the common case: no drop yet, no packet info
+	}
+	return ctlOverflow(b.ctls[i][:min(clen, ctlSpace)])
 }
 
 // ctlOverflow finds the SO_RXQ_OVFL control message in ctl.
@@ -89,6 +99,22 @@ func (u *udpSock) countOverflow(d *dropCount, b *mmsgBatch, from, n int) {
 	if c, ok := rxqOverflow(b, from, n); ok {
 		if k := d.since(c); k > 0 {
 			u.dropN(DropSocketBuffer, k)
+		}
+	}
+}
+
+// watchReplies turns drop counts on for s's socket, replies having queued
+// up on it, and counts the drops it already had.
+func (s *session) watchReplies() {
+	s.watched = true // once: a socket that refuses the option is not asked again
+	if watchDrops(s.fd) != nil {
+		return
+	}
+	// Datagrams queued before the option carry no count, and those queued
+	// since carry one no higher than this: since skips them.
+	if c, err := socketDrops(s.fd); err == nil {
+		if k := s.drops.since(c); k > 0 {
+			s.u.dropN(DropSocketBuffer, k)
 		}
 	}
 }

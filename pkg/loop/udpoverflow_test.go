@@ -51,9 +51,10 @@ func TestUDPCtlOverflowFindsTheDropCount(t *testing.T) {
 	}
 }
 
-// A batch's count is its latest datagram's that has one; entries outside
-// the range read are not looked at.
-func TestUDPRxqOverflowTakesTheLatestCount(t *testing.T) {
+// A batch's count is its last datagram's (the latest, and any datagram
+// after a drop has one); entries outside the range read are not looked
+// at.
+func TestUDPRxqOverflowTakesTheLastCount(t *testing.T) {
 	b := newMmsgBatch()
 	set := func(i int, ctl []byte) {
 		copy(b.ctls[i][:], ctl)
@@ -62,14 +63,16 @@ func TestUDPRxqOverflowTakesTheLatestCount(t *testing.T) {
 	if _, ok := rxqOverflow(b, 0, udpBatch); ok {
 		t.Fatal("a count in a batch without control messages")
 	}
-	set(1, ovfl(4))
-	set(2, ovfl(6))
+	set(3, ovfl(6))
 	set(5, ovfl(100))
 	if c, ok := rxqOverflow(b, 0, 4); c != 6 || !ok {
 		t.Errorf("entries 0..3: %d, %v; want 6", c, ok)
 	}
 	if c, ok := rxqOverflow(b, 3, 3); c != 100 || !ok {
 		t.Errorf("entries 3..5: %d, %v; want 100", c, ok)
+	}
+	if _, ok := rxqOverflow(b, 0, 0); ok {
+		t.Error("a count in an empty batch")
 	}
 	if allocs := testing.AllocsPerRun(100, func() { rxqOverflow(b, 0, udpBatch) }); allocs != 0 {
 		t.Errorf("%v allocations per batch", allocs)
@@ -154,5 +157,29 @@ func TestUDPSocketDropsReachTheNextDatagram(t *testing.T) {
 		if dropped, err = socketDrops(fd); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkUDPRxqOverflow: what finding a full batch's drop count costs
+// the loop, before any drop (no control message) and after (one on each
+// datagram, beside packet info).
+func BenchmarkUDPRxqOverflow(b *testing.B) {
+	var pi unix.Inet6Pktinfo
+	pktinfo := cmsg(nil, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, (*[unix.SizeofInet6Pktinfo]byte)(unsafe.Pointer(&pi))[:])
+	for _, tc := range []struct {
+		name string
+		ctl  []byte
+	}{{"none", nil}, {"pktinfo", pktinfo}, {"drops", append(ovfl(7), pktinfo...)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			batch := newMmsgBatch()
+			for i := range udpBatch {
+				copy(batch.ctls[i][:], tc.ctl)
+				batch.hdrs[i].Hdr.SetControllen(len(tc.ctl))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				rxqOverflow(batch, 0, udpBatch)
+			}
+		})
 	}
 }

@@ -35,6 +35,7 @@ type session struct {
 	refused             error     // a refusal read on fd while replies ahead of it are still being relayed
 	noGSO               bool      // the socket's route cannot segment a burst (udpgso.go)
 	drops               dropCount // fd's drop count (SO_RXQ_OVFL) as last seen
+	watched             bool      // SO_RXQ_OVFL is on for fd (watchReplies)
 	ended               bool
 	queued              bool // on the loop's ready list
 	lastActive          int64
@@ -129,7 +130,7 @@ func (s *session) dialNext() dialResult {
 		}
 		d.cur = cur
 		fd := -1
-		s.drops = 0                      // a new socket's; a parked one brings its own
+		s.drops, s.watched = 0, false    // a new socket's; a parked one brings its own
 		if u.f.Settings().ReuseSockets { // turned off by a reload: what is parked waits for its TTL
 			fd = u.unpark(b, s)
 		}
@@ -176,17 +177,11 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 
 // connectUDP opens a non-blocking UDP socket connected to ap: the kernel
 // picks the source port, filters what comes back to ap's datagrams, and
-// reports ICMP errors about ap on this socket. It reports the replies its
-// full receive buffer drops (a backend sending faster than the loop reads)
-// with each reply read after them (udpoverflow.go).
+// reports ICMP errors about ap on this socket.
 func connectUDP(ap netip.AddrPort) (int, error) {
 	family, sa := socketAddress(ap)
 	fd, err := newSocket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
-		return -1, err
-	}
-	if err = watchDrops(fd); err != nil {
-		closeFd(fd)
 		return -1, err
 	}
 	if err = setZone(fd, ap, &sa); err != nil {
@@ -323,7 +318,7 @@ func (s *session) readReplies() {
 		}
 		from := out.n
 		room := udpBatch - from
-		out.b.prepareRecv(from, room, false, true) // for the drop counts
+		out.b.prepareRecv(from, room, false, s.watched)
 		n, err := recvmmsg(s.fd, out.b, from, room)
 		if err != nil {
 			if isRefusal(err) && s.refused == nil {
@@ -345,7 +340,11 @@ func (s *session) readReplies() {
 			}
 			break // drained
 		}
-		u.countOverflow(&s.drops, out.b, from, n)
+		if s.watched {
+			u.countOverflow(&s.drops, out.b, from, n)
+		} else if n > 1 || n == room {
+			s.watchReplies()
+		}
 		keep := n
 		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {
 			keep = r - s.responses // replies past the limit are not relayed,
