@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 // testUDPServer binds a backend socket on a free loopback port and runs
 // serve on it until the test ends.
-func testUDPServer(t *testing.T, serve func(fd int, done <-chan struct{}) error) string {
+func testUDPServer(t testing.TB, serve func(fd int, done <-chan struct{}) error) string {
 	t.Helper()
 	fd, err := udpBind(&unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
 	if err != nil {
@@ -42,14 +43,17 @@ func testUDPServer(t *testing.T, serve func(fd int, done <-chan struct{}) error)
 	return loopAddr(sa.(*unix.SockaddrInet4).Port)
 }
 
+// An echo loses nothing: every request is answered, once. The timeout is
+// generous, so a reply the busy machine delays is not taken for a loss;
+// how many replies the run gets is BenchmarkUDPRequestReply's.
 func TestUDPRequestReply(t *testing.T) {
 	addr := testUDPServer(t, serveUDPEcho)
-	cfg := udpRRConfig{addr: addr, sockets: 64, window: 16, size: udpDatagram, d: 300 * time.Millisecond, timeout: udpRRTimeout}
+	cfg := udpRRConfig{addr: addr, sockets: 64, window: 16, size: udpDatagram, d: 300 * time.Millisecond, timeout: 10 * time.Second}
 	res, err := udpRequestReply(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.replies < 100 || res.lost != 0 || res.stale != 0 || res.errors != 0 {
+	if res.replies == 0 || res.lost != 0 || res.stale != 0 || res.errors != 0 {
 		t.Errorf("echo without loss: %+v", summaryOf(res))
 	}
 	if res.sent != res.replies+res.lost || res.inWindow > res.replies || len(res.latUS) != res.replies {
@@ -58,7 +62,8 @@ func TestUDPRequestReply(t *testing.T) {
 }
 
 // A lossy echo drops every 10th request: each is counted lost once its
-// timeout passes, and the run still ends on time.
+// timeout passes, and nothing else is (the timeout is generous for the
+// replies the echo does send).
 func TestUDPRequestReplyCountsLoss(t *testing.T) {
 	var n atomic.Int64
 	addr := testUDPServer(t, func(fd int, done <-chan struct{}) error {
@@ -75,26 +80,22 @@ func TestUDPRequestReplyCountsLoss(t *testing.T) {
 		}
 		return nil
 	})
-	cfg := udpRRConfig{addr: addr, sockets: 32, window: 8, size: 64, d: 300 * time.Millisecond, timeout: 50 * time.Millisecond}
-	t0 := time.Now()
+	cfg := udpRRConfig{addr: addr, sockets: 32, window: 8, size: 64, d: 300 * time.Millisecond, timeout: 2 * time.Second}
 	res, err := udpRequestReply(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(t0); took > cfg.d+cfg.timeout+500*time.Millisecond {
-		t.Errorf("run took %v", took)
-	}
-	if res.lost == 0 || res.sent != res.replies+res.lost {
+	if res.lost == 0 || res.sent != res.replies+res.lost || res.stale != 0 {
 		t.Fatalf("loss not counted: %+v", summaryOf(res))
 	}
-	// Every 10th datagram the echo saw was dropped.
-	if want := int(n.Load() / 10); res.lost < want-1 || res.lost > want+1 {
+	// Every 10th datagram the echo saw was dropped, and only those.
+	if want := int(n.Load() / 10); res.lost != want {
 		t.Errorf("lost %d, the echo dropped %d", res.lost, want)
 	}
 }
 
 // Nothing listens: every send or read fails (ECONNREFUSED); the run ends
-// at its time with an error, never hangs.
+// with an error, never hangs.
 func TestUDPRequestReplyNothingListening(t *testing.T) {
 	fd, err := udpBind(&unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
 	if err != nil {
@@ -104,33 +105,33 @@ func TestUDPRequestReplyNothingListening(t *testing.T) {
 	unix.Close(fd) // the port is free again: ICMP port unreachable
 	cfg := udpRRConfig{addr: loopAddr(sa.(*unix.SockaddrInet4).Port), sockets: 8, window: 4, size: 64,
 		d: 200 * time.Millisecond, timeout: 50 * time.Millisecond}
-	t0 := time.Now()
 	res, err := udpRequestReply(cfg)
-	if err == nil || res.replies != 0 {
+	if err == nil || res.replies != 0 || res.errors == 0 {
 		t.Fatalf("no listener: err %v, %+v", err, summaryOf(res))
-	}
-	if took := time.Since(t0); took > time.Second {
-		t.Errorf("run took %v", took)
 	}
 }
 
+// A sink loses nothing: everything sent is counted. The stall is
+// generous, so a sink the busy machine holds off its CPU is waited for,
+// not written off; the rate is BenchmarkUDPOneWay's.
 func TestUDPOneWay(t *testing.T) {
 	var count atomic.Uint64
 	addr := testUDPServer(t, func(fd int, done <-chan struct{}) error { return serveUDPSink(fd, &count, done) })
 	cfg := udpOneWayConfig{addr: addr, clients: udpOWClients, window: udpOWWindow, batch: udpOWBatch, size: udpDatagram,
-		d: 300 * time.Millisecond, stall: udpOWStall, settle: udpOWSettle}
+		d: 300 * time.Millisecond, stall: 2 * time.Second, settle: 30 * time.Second}
 	res, err := udpOneWay(cfg, count.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.sent < 1000 || res.delivered != res.sent || res.lost != 0 || res.inWindow > res.delivered || res.lossPct() != 0 {
+	if res.sent == 0 || res.delivered != res.sent || res.lost != 0 || res.inWindow > res.delivered || res.lossPct() != 0 {
 		t.Errorf("sink without loss: %+v", res)
 	}
 }
 
 // A sink that never counts (a proxy that drops everything): the window is
-// written off at every stall, so the sender goes on at a trickle, and the
-// run ends on time with everything lost.
+// written off at every stall, so the sender goes on at a trickle, with
+// everything lost. At most a window is sent per stall the run lasted (a
+// busy machine only makes it fewer), and the run ends with an error.
 func TestUDPOneWayStalls(t *testing.T) {
 	fd, err := udpBind(&unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
 	if err != nil {
@@ -140,17 +141,14 @@ func TestUDPOneWayStalls(t *testing.T) {
 	sa, _ := unix.Getsockname(fd)
 	cfg := udpOneWayConfig{addr: loopAddr(sa.(*unix.SockaddrInet4).Port), clients: 2, window: 64, batch: 16, size: 64,
 		d: 250 * time.Millisecond, stall: 20 * time.Millisecond, settle: 100 * time.Millisecond}
-	t0 := time.Now()
 	res, err := udpOneWay(cfg, func() uint64 { return 0 })
 	if err == nil {
 		t.Fatalf("nothing delivered, yet no error: %+v", res)
 	}
-	if took := time.Since(t0); took > cfg.d+cfg.settle+300*time.Millisecond {
-		t.Errorf("run took %v", took)
-	}
-	// One window per stall, at most.
-	if max := uint64(cfg.window) * uint64(cfg.d/cfg.stall+2); res.sent == 0 || res.sent > max || res.lost != res.sent {
-		t.Errorf("sent %d (at most %d), lost %d", res.sent, max, res.lost)
+	// One window per stall, at most: the first, and one per write-off,
+	// each after a stall without progress.
+	if max := uint64(cfg.window) * uint64(1+res.elapsed/cfg.stall); res.sent == 0 || res.sent > max || res.lost != res.sent {
+		t.Errorf("sent %d in %v (at most %d), lost %d", res.sent, res.elapsed, max, res.lost)
 	}
 }
 
@@ -201,6 +199,55 @@ func TestUDPCounterShared(t *testing.T) {
 	if err := writer.close(); err != nil || writer.close() != nil {
 		t.Errorf("close twice: %v", err)
 	}
+}
+
+// The timing the tests above leave out: the rate and latency the load
+// generator gets from the harness's own echo and sink, and how far past
+// its duration a run ends (the drain of its last replies, the settle).
+//
+//	go test -run - -bench 'UDPRequestReply|UDPOneWay' ./bench
+
+func BenchmarkUDPRequestReply(b *testing.B) {
+	addr := testUDPServer(b, serveUDPEcho)
+	cfg := udpRRConfig{addr: addr, sockets: 64, window: 16, size: udpDatagram, d: 300 * time.Millisecond, timeout: udpRRTimeout}
+	var rate, p50, over float64
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := udpRequestReply(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		over += float64(time.Since(t0)-cfg.d) / 1e6
+		rate += float64(res.inWindow) / cfg.d.Seconds()
+		slices.Sort(res.latUS) // not empty: no error means a reply
+		p50 += median(res.latUS)
+	}
+	n := float64(b.N)
+	b.ReportMetric(rate/n, "replies/s")
+	b.ReportMetric(p50/n, "p50-us")
+	b.ReportMetric(over/n, "overrun-ms")
+}
+
+func BenchmarkUDPOneWay(b *testing.B) {
+	var count atomic.Uint64
+	addr := testUDPServer(b, func(fd int, done <-chan struct{}) error { return serveUDPSink(fd, &count, done) })
+	cfg := udpOneWayConfig{addr: addr, clients: udpOWClients, window: udpOWWindow, batch: udpOWBatch, size: udpDatagram,
+		d: 300 * time.Millisecond, stall: udpOWStall, settle: udpOWSettle}
+	var rate, lost, over float64
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := udpOneWay(cfg, count.Load)
+		if err != nil {
+			b.Fatal(err)
+		}
+		over += float64(time.Since(t0)-cfg.d) / 1e6
+		rate += float64(res.inWindow) / res.elapsed.Seconds()
+		lost += res.lossPct()
+	}
+	n := float64(b.N)
+	b.ReportMetric(rate/n, "datagrams/s")
+	b.ReportMetric(lost/n, "lost-%")
+	b.ReportMetric(over/n, "overrun-ms")
 }
 
 type rrSummary struct{ sent, replies, inWindow, lost, stale, errors int }

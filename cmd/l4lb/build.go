@@ -56,6 +56,7 @@ func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]
 		case config.ProtocolUDP:
 			f.SessionTimeout, f.MaxSessions = l.SessionTimeout, l.MaxSessions
 			f.Responses, f.Requests, f.ReuseSockets = l.Responses, l.Requests, l.ReuseSockets
+			f.ReceiveBuffer = l.ReceiveBuffer
 		default:
 			f.Backlog = l.Backlog
 		}

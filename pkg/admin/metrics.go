@@ -63,7 +63,7 @@ var (
 	descUDPSessions   = desc("l4lb_udp_sessions_total", "UDP sessions ended, by result: timeout, responses, evicted (max_sessions), refused (ICMP), moved (backend left rotation), error, shutdown.", "listener", "result")
 	descUDPDatagrams  = desc("l4lb_udp_datagrams_total", "UDP datagrams relayed, by direction (to_backend, to_client).", "listener", "direction")
 	descUDPBytes      = desc("l4lb_udp_bytes_total", "UDP payload bytes relayed, by direction (to_backend, to_client).", "listener", "direction")
-	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop, denied, excess_reply.", "listener", "reason")
+	descUDPDrops      = desc("l4lb_udp_drops_total", "UDP datagrams dropped, by reason: no_backend, session_cap, local_error, backend_send, client_send, refused, loop, denied, excess_reply, socket_buffer (the kernel's drops of a full socket receive buffer).", "listener", "reason")
 	descUDPUnanswered = desc("l4lb_udp_unanswered_total", "UDP sessions whose first datagram had no reply within the pool's reply_timeout.", "listener")
 	descAdminRejected = desc("l4lb_admin_connections_rejected_total", "Admin connections closed at once because max_connections were open.")
 )

@@ -93,6 +93,10 @@ type Listener struct {
 	// that backend. Off by default: a backend that sends more than
 	// Responses could reach the next client.
 	ReuseSockets bool
+	// ReceiveBuffer is each listener socket's SO_RCVBUF in bytes (the
+	// kernel caps it at net.core.rmem_max); 0: the socket's as it is
+	// (the kernel's net.core.rmem_default for a socket l4lb binds).
+	ReceiveBuffer int
 
 	// Traffic policy (issue 14); see policy.go. Allow and Deny apply to
 	// both protocols, the rest to TCP listeners only.

@@ -189,6 +189,7 @@ func decodeListener(t *table) Listener {
 	if !t.misplaced("requests", udp, "%s", notUDP) {
 		t.integer("requests", &l.Requests, 0, math.MaxInt)
 	}
+	decodeReceiveBuffer(t, &l, udp, notUDP)
 	decodeListenerPolicy(t, &l, tcp)
 	t.done()
 	return l

@@ -51,6 +51,7 @@ var designKeys = []struct{ key, value string }{
 	{"listener[1].max_sessions", "4096"},
 	{"listener[1].responses", "0"},
 	{"listener[1].requests", "0"},
+	{"listener[1].receive_buffer", "0"},
 	{"listener[1].allow", "[]"},
 	{"listener[1].deny", "[]"},
 	{"pool.NAME.algorithm", `"round-robin"`},
@@ -315,6 +316,7 @@ session_timeout = "60s"
 max_sessions = 4096
 responses = 0
 requests = 0
+receive_buffer = 0
 allow = []
 deny = []
 [pool.dns]

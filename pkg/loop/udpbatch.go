@@ -17,7 +17,9 @@ const udpBatch = 32
 // batch of small datagrams costs a page each, not 64 KiB.
 const udpSlot = 1 << 16
 
-// ctlSpace is room for the control messages of one received datagram.
+// ctlSpace is room for the control messages of one received datagram: a
+// drop count (SO_RXQ_OVFL, CmsgSpace 24) and a wildcard listener's packet
+// info (IPV6_PKTINFO, CmsgSpace 40; IP_PKTINFO's is 32).
 const ctlSpace = 64
 
 // replyCtlSpace holds the one IP_PKTINFO or IPV6_PKTINFO control message

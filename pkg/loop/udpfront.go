@@ -163,11 +163,17 @@ const (
 	// DropExcessReply: a backend datagram past the listener's `responses`
 	// for its session (read together with the last one owed): not relayed.
 	DropExcessReply
+	// DropSocketBuffer: the kernel dropped the datagram before the loop
+	// could read it, its socket's receive buffer full (a listener socket's:
+	// see receive_buffer; or a session's, a backend sending faster than its
+	// loop reads). Counted from each socket's own count (SO_RXQ_OVFL,
+	// udpoverflow.go) as the datagrams after the drops arrive.
+	DropSocketBuffer
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons
 )
 
-var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop", "denied", "excess_reply"}
+var dropReasonNames = [NumDropReasons]string{"no_backend", "session_cap", "local_error", "backend_send", "client_send", "refused", "loop", "denied", "excess_reply", "socket_buffer"}
 
 // String is the metric label value.
 func (r DropReason) String() string { return dropReasonNames[r] }

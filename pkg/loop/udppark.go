@@ -34,9 +34,11 @@ const parkMax = 64
 
 // parkedSock is a backend socket waiting for its next session.
 type parkedSock struct {
-	u  *udpSock
-	fd int // -1 once closed
-	at int64
+	u       *udpSock
+	fd      int // -1 once closed
+	at      int64
+	drops   dropCount // the socket's drop count as its last session saw it
+	watched bool
 }
 
 // event: something arrived on a parked socket that nothing asked for. It
@@ -70,7 +72,7 @@ func (s *session) parkable(why SessionEnd) bool {
 // park keeps s's socket for the next session to its backend.
 func (s *session) park() {
 	u := s.u
-	p := &parkedSock{u: u, fd: s.fd, at: u.l.now}
+	p := &parkedSock{u: u, fd: s.fd, at: u.l.now, drops: s.drops, watched: s.watched}
 	u.l.reown(s.fd, p)
 	u.parked[s.backend] = append(u.parked[s.backend], p)
 	u.nparked++
@@ -105,6 +107,7 @@ func (u *udpSock) unpark(b *pool.Backend, s *session) int {
 		u.f.Parked.Add(-1)
 		u.f.sockets.Add(-1) // the reservation: this socket was counted already
 		u.l.reown(fd, s)
+		s.drops, s.watched = p.drops, p.watched
 		return fd
 	}
 	return -1

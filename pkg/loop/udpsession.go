@@ -30,10 +30,12 @@ type session struct {
 	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
 	requests, responses int
-	retired             bool  // took its `requests`: no longer in the client map
-	excess              bool  // the backend sent more than `responses`
-	refused             error // a refusal read on fd while replies ahead of it are still being relayed
-	noGSO               bool  // the socket's route cannot segment a burst (udpgso.go)
+	retired             bool      // took its `requests`: no longer in the client map
+	excess              bool      // the backend sent more than `responses`
+	refused             error     // a refusal read on fd while replies ahead of it are still being relayed
+	noGSO               bool      // the socket's route cannot segment a burst (udpgso.go)
+	drops               dropCount // fd's drop count (SO_RXQ_OVFL) as last seen
+	watched             bool      // SO_RXQ_OVFL is on for fd (watchReplies)
 	ended               bool
 	queued              bool // on the loop's ready list
 	lastActive          int64
@@ -128,6 +130,7 @@ func (s *session) dialNext() dialResult {
 		}
 		d.cur = cur
 		fd := -1
+		s.drops, s.watched = 0, false    // a new socket's; a parked one brings its own
 		if u.f.Settings().ReuseSockets { // turned off by a reload: what is parked waits for its TTL
 			fd = u.unpark(b, s)
 		}
@@ -315,7 +318,7 @@ func (s *session) readReplies() {
 		}
 		from := out.n
 		room := udpBatch - from
-		out.b.prepareRecv(from, room, false, false)
+		out.b.prepareRecv(from, room, false, s.watched)
 		n, err := recvmmsg(s.fd, out.b, from, room)
 		if err != nil {
 			if isRefusal(err) && s.refused == nil {
@@ -336,6 +339,11 @@ func (s *session) readReplies() {
 				return
 			}
 			break // drained
+		}
+		if s.watched {
+			u.countOverflow(&s.drops, out.b, from, n)
+		} else if n > 1 || n == room {
+			s.watchReplies()
 		}
 		keep := n
 		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {

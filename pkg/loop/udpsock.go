@@ -30,6 +30,7 @@ type udpSock struct {
 	peak     int                         // most entries the map has held since it was made
 	idle     sessionList                 // every session, longest idle first
 	expiry   timer                       // the longest-idle session's session_timeout, or a parked socket's TTL
+	drops    dropCount                   // the socket's drop count (SO_RXQ_OVFL) as last seen
 
 	parked  map[*pool.Backend][]*parkedSock // sockets left by sessions that ended cleanly
 	nparked int
@@ -55,6 +56,14 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
 		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock), expiry: timer{index: -1}}
 	u.expiry.fire = u.expire
+	if err := watchDrops(fd); err != nil {
+		return err
+	}
+	base, err := socketDrops(fd) // an inherited socket's drops were its first process's to count
+	if err != nil {
+		return err
+	}
+	u.drops = dropCount(base)
 	if err := l.registerEvents(fd, u, datagramEvents); err != nil {
 		return err
 	}
@@ -78,6 +87,16 @@ func (l *Loop) DetachUDPListener(f *UDPFront) {
 	}
 	clear(l.udps[len(kept):])
 	l.udps = kept
+}
+
+// EachUDPSocket calls fn with the loop's socket of UDP listener f, if it
+// has one (a reload setting an option on it). Call it on the loop (Do).
+func (l *Loop) EachUDPSocket(f *UDPFront, fn func(fd int)) {
+	for _, u := range l.udps {
+		if u.f == f && !u.closed {
+			fn(u.fd)
+		}
+	}
 }
 
 // Publish tells the listener's loops about each other's sockets, once
@@ -105,11 +124,12 @@ func (u *udpSock) readAll() {
 		if u.closed {
 			return
 		}
-		in.prepareRecv(0, udpBatch, true, u.wildcard)
+		in.prepareRecv(0, udpBatch, true, true) // packet info when wildcard, drop counts always
 		n, err := recvmmsg(u.fd, in, 0, udpBatch)
 		if err != nil {
 			return // EAGAIN: drained (an error on a listening UDP socket is a stray ICMP: nothing to do)
 		}
+		u.countOverflow(&u.drops, in, 0, n)
 		u.relay(in, n)
 		if n < udpBatch {
 			return // the queue ran dry; its next datagram brings a new edge

@@ -67,7 +67,7 @@ func TestDNSEveryQueryAnswered(t *testing.T) {
 		t.Errorf("%d sessions for %d digs, each from a new source port", got, queries)
 	}
 	for r := range loop.NumDropReasons {
-		if n := f.Drops[r].Load(); n != 0 {
+		if n := f.Drops[r].Load(); n != 0 && !kernelDrop(r) {
 			t.Errorf("%d datagrams dropped for %s", n, r)
 		}
 	}
@@ -172,7 +172,7 @@ func TestDNSBackendKilledBreakerTripsNoQueryLost(t *testing.T) {
 		t.Errorf("%d sessions ended refused: their query was not retried on another server", n)
 	}
 	for r := range loop.NumDropReasons {
-		if n := f.Drops[r].Load(); n != 0 {
+		if n := f.Drops[r].Load(); n != 0 && !kernelDrop(r) {
 			t.Errorf("%d datagrams dropped for %s", n, r)
 		}
 	}

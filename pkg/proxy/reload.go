@@ -114,7 +114,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 	ti, ui := 0, 0
 	for _, fc := range keptFC {
 		if fc.Protocol == "udp" {
-			keepUDP[ui].Set(udpSettings(fc))
+			s.reloadUDP(keepUDP[ui], fc)
 			ui++
 		} else {
 			keepTCP[ti].SetPool(fc.Pool)

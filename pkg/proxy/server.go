@@ -39,6 +39,7 @@ type Frontend struct {
 	MaxSessions         int
 	Responses, Requests int
 	ReuseSockets        bool
+	ReceiveBuffer       int // SO_RCVBUF of each socket, bytes; 0: left as it is
 
 	// FDs are inherited sockets of this protocol bound to Bind (from the
 	// process this one replaces, or from systemd) to serve instead of

@@ -20,6 +20,7 @@ type udpFront struct {
 	wildcard     bool
 	own          listener.Own // its sockets, as front's
 	noBackendLog *refusalLog
+	rcvbuf       int // the receive_buffer its sockets were given (0: none)
 }
 
 // openUDP binds the UDP listener fc's sockets, one per loop.
@@ -31,9 +32,19 @@ func (s *Server) openUDP(fc Frontend, own listener.Own) (*bound, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Set on inherited sockets too: the running configuration's size, not
+	// the one the sockets were bound with.
+	if fc.ReceiveBuffer > 0 {
+		granted, err := socks.SetReceiveBuffer(fc.ReceiveBuffer)
+		if err != nil {
+			socks.Close()
+			return nil, err
+		}
+		s.warnRcvbuf(fc.Name, fc.ReceiveBuffer, granted)
+	}
 	ap := socks.Addr.AddrPort()
 	f := &udpFront{UDPFront: loop.NewUDPFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
-		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard, own: listener.Own{}}
+		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard, own: listener.Own{}, rcvbuf: fc.ReceiveBuffer}
 	f.own.Add(socks.FDs)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("datagrams dropped: no backend could take them", "listener", f.Name, "pool", f.Settings().Pool.Name, "dropped", k)
@@ -62,6 +73,49 @@ func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func()) error, live boo
 	}
 	f.Publish()
 	return nil
+}
+
+// warnRcvbuf says when the kernel granted a listener less receive buffer
+// than its receive_buffer asks for: net.core.rmem_max capped it.
+func (s *Server) warnRcvbuf(name string, asked, granted int) {
+	if granted < asked {
+		s.log.Warn("receive_buffer capped by the kernel: raise the sysctl to get it", "listener", name,
+			"asked", asked, "effective", granted, "sysctl", listener.RcvbufSysctl)
+	}
+}
+
+// reloadUDP gives a kept UDP listener fc's settings, and its
+// receive_buffer to the sockets the loops hold. Back to 0, the sockets
+// keep the size they have until a restart: 0 means l4lb leaves it alone.
+func (s *Server) reloadUDP(f *udpFront, fc Frontend) {
+	f.Set(udpSettings(fc))
+	if fc.ReceiveBuffer == f.rcvbuf {
+		return
+	}
+	if fc.ReceiveBuffer == 0 {
+		s.log.Warn("reload: receive_buffer removed; the listener's sockets keep their size until a restart",
+			"listener", f.Name, "size", f.rcvbuf)
+		return
+	}
+	granted := -1
+	for _, l := range s.loops {
+		l.Do(func() {
+			l.EachUDPSocket(f.UDPFront, func(fd int) {
+				g, err := listener.SetReceiveBuffer(fd, fc.ReceiveBuffer)
+				if err != nil {
+					s.log.Error("reload: receive_buffer not applied", "listener", f.Name, "error", err)
+					return
+				}
+				if granted < 0 || g < granted {
+					granted = g
+				}
+			})
+		})
+	}
+	if granted >= 0 {
+		s.warnRcvbuf(f.Name, fc.ReceiveBuffer, granted)
+	}
+	f.rcvbuf = fc.ReceiveBuffer
 }
 
 func udpSettings(fc Frontend) loop.UDPSettings {

@@ -173,3 +173,35 @@ func TestUDPReplyFromBeforeATripDoesNotCloseTheBreaker(t *testing.T) {
 		t.Fatalf("breaker %+v after a stale success, want still open at generation %d", st, gen)
 	}
 }
+
+// A first datagram l4lb could not send (here: 65,520 bytes from an IPv6
+// client, more than a datagram to an IPv4 backend can hold, EMSGSIZE) is
+// local trouble, counted as backend_send: it must not be judged later as
+// the backend's silence (a failed dial with count_no_reply).
+func TestUDPFirstDatagramNotSentIsNoEvidenceAgainstTheBackend(t *testing.T) {
+	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		c.Close()
+	}
+	b0 := testnet.StartUDPBackend(t, "b0", "")
+	b1 := testnet.StartUDPBackend(t, "b1", "")
+	b0.Silent.Store(true)
+	b1.Silent.Store(true)
+	lb := startUDPLB(t, []string{b0.Addr, b1.Addr}, udpOpts{bind: "[::1]:0", loops: 1,
+		countNoReply: true, replyTimeout: 200 * time.Millisecond})
+	// Round robin: this session goes to b0, whose socket cannot take it.
+	udpClient(t, lb.addr).Write(make([]byte, 65520))
+	testnet.Eventually(t, "the datagram dropped as backend_send", func() bool {
+		return lb.front.Drops[loop.DropBackendSend].Load() == 1
+	})
+	// The next session goes to b1 and is judged on silence later than the
+	// first would be: once b1's is counted, the first one's timer has run
+	// (one loop, one heap, deadlines in order).
+	udpClient(t, lb.addr).Write([]byte("x"))
+	be := lb.pool.Backends()
+	testnet.Eventually(t, "the second session's silence counted", func() bool { _, f := be[1].Dials(pool.DialClient); return f == 1 })
+	if _, failed := be[0].Dials(pool.DialClient); failed != 0 || b0.Received() != 0 {
+		t.Errorf("b0 received %d datagrams and was counted %d failed dials; l4lb never sent it anything", b0.Received(), failed)
+	}
+}

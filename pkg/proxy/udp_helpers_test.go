@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -38,7 +39,9 @@ type udpOpts struct {
 	countNoReply   bool
 	replyTimeout   time.Duration
 	reuseSockets   bool
+	receiveBuffer  int
 	loops          int
+	log            *slog.Logger // nil: discarded
 	// pool, when set, changes the pool's configuration last, right before
 	// pool.New (backend IDs, health checks, any key the fields above leave
 	// alone).
@@ -82,7 +85,7 @@ func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
 	}
 	fe := Frontend{Name: "u", Bind: o.bind, Protocol: "udp", Pool: p,
 		SessionTimeout: o.sessionTimeout, MaxSessions: o.maxSessions, Responses: o.responses, Requests: o.requests,
-		ReuseSockets: o.reuseSockets}
+		ReuseSockets: o.reuseSockets, ReceiveBuffer: o.receiveBuffer}
 	if fe.Bind == "" {
 		fe.Bind = "127.0.0.1:0"
 	}
@@ -96,7 +99,7 @@ func startUDPLB(t testing.TB, backends []string, o udpOpts) *udpLB {
 	if loops == 0 {
 		loops = 2
 	}
-	s, err := New(Config{Frontends: []Frontend{fe}, Loops: loops, MaxConnections: 100})
+	s, err := New(Config{Frontends: []Frontend{fe}, Loops: loops, MaxConnections: 100, Logger: o.log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,4 +217,73 @@ func countOpenFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// kernelDrop: a drop the kernel made (a full socket receive buffer), left
+// out by tests asserting that the proxy drops nothing: it depends on the
+// machine's load, and their clients send again.
+func kernelDrop(r loop.DropReason) bool { return r == loop.DropSocketBuffer }
+
+// stallLoop holds l's goroutine in a task until release is called, so
+// datagrams sent meanwhile wait in the kernel and reach the loop together:
+// in one recvmmsg, and with their epoll events in the order they arrived.
+func stallLoop(t *testing.T, l *loop.Loop) (release func()) {
+	t.Helper()
+	entered, held := make(chan struct{}), make(chan struct{})
+	l.Post(func() {
+		close(entered)
+		<-held
+	})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the loop never ran the stalling task")
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// drops is f's nonzero drop counts, by reason.
+func drops(f *loop.UDPFront) map[string]int64 {
+	m := map[string]int64{}
+	for r := range loop.NumDropReasons {
+		if n := f.Drops[r].Load(); n != 0 {
+			m[r.String()] = n
+		}
+	}
+	return m
+}
+
+// taken counts the client datagrams the listener has dealt with: relayed
+// or dropped.
+func taken(f *loop.UDPFront) int64 {
+	n := f.DatagramsToBackend.Load()
+	for r := range loop.NumDropReasons {
+		if !kernelDrop(r) { // never read: the listener did not deal with it
+			n += f.Drops[r].Load()
+		}
+	}
+	return n
+}
+
+// echoOnce sends p once and fails t unless the one reply is p.
+func echoOnce(t *testing.T, c *net.UDPConn, p []byte) {
+	t.Helper()
+	got, err := askOnce(c, p, 20*time.Second)
+	if err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("%d-byte datagram: reply of %d bytes, %v", len(p), len(got), err)
+	}
+}
+
+func readOne(t *testing.T, c *net.UDPConn) string {
+	t.Helper()
+	buf := make([]byte, 1<<16)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("%s: %v", c.LocalAddr(), err)
+	}
+	return string(buf[:n])
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/loop"
 )
 
 func TestUDPCleanSessionsReuseTheirBackendSocket(t *testing.T) {
@@ -177,4 +178,106 @@ func TestUDPBurstsArriveAsTheSameDatagrams(t *testing.T) {
 		}
 	}
 	t.Logf("%d datagrams, %d of the bursts went as one GSO send", len(sent), lb.front.Bursts.Load())
+}
+
+// At max_sessions, a parked socket is the first to go: a new client takes
+// its place and no open session is evicted.
+func TestUDPParkedSocketGoesBeforeAnOpenSessionAtMaxSessions(t *testing.T) {
+	lb := startUDPLB(t, []string{answerN(t)}, udpOpts{responses: 2, maxSessions: 2, loops: 1, reuseSockets: true})
+	f := lb.front
+	a := udpClient(t, lb.addr)
+	echoOnce(t, a, []byte("1a")) // one reply of two: a's session stays open
+	b := udpClient(t, lb.addr)
+	b.Write([]byte("2b")) // two replies: b's session ends clean and parks its socket
+	readOne(t, b)
+	readOne(t, b)
+	testnet.Eventually(t, "b's socket parked", func() bool { return f.Parked.Load() == 1 && f.Sessions.Load() == 1 })
+	c := udpClient(t, lb.addr)
+	echoOnce(t, c, []byte("1c")) // at the cap: the parked socket makes room
+	if ev, p, s := f.Ended[loop.EndEvicted].Load(), f.Parked.Load(), f.Sessions.Load(); ev != 0 || p != 0 || s != 2 {
+		t.Fatalf("after a new client at the cap: %d evicted, %d parked, %d sessions; want 0, 0, 2", ev, p, s)
+	}
+	echoOnce(t, a, []byte("1a again"))
+	if got := f.Started.Load(); got != 3 {
+		t.Errorf("%d sessions started, want 3: a kept its session", got)
+	}
+}
+
+// lateDuplicate is a backend that answers every datagram twice, the
+// second time late: just before its answer to the next datagram from the
+// same source port (as a slow second reply would arrive).
+func lateDuplicate(t *testing.T) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		owed := map[string][]byte{}
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			if late, ok := owed[from.String()]; ok {
+				c.WriteToUDP(late, from)
+			}
+			c.WriteToUDP(buf[:n], from)
+			owed[from.String()] = append([]byte(nil), buf[:n]...)
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return c.LocalAddr().String()
+}
+
+// A backend's late extra reply to one client must not reach the next: with
+// the default reuse_sockets = false every session has a socket of its own.
+// (With reuse_sockets a socket handed on before such a reply came would
+// relay it to the next client: that is why reuse is the operator's
+// choice, for backends that answer exactly `responses` times.)
+func TestUDPLateExtraReplyIsNeverRelayedToAnotherClient(t *testing.T) {
+	lb := startUDPLB(t, []string{lateDuplicate(t)}, udpOpts{responses: 1, loops: 1})
+	for i := range 2 {
+		c := udpClient(t, lb.addr)
+		want := fmt.Sprintf("client %d", i)
+		got, err := askOnce(c, []byte(want), 10*time.Second)
+		if err != nil || string(got) != want {
+			t.Fatalf("client %d got %q, %v; want its own reply %q", i, got, err, want)
+		}
+		testnet.Eventually(t, "the session to end at its reply", func() bool { return lb.front.Sessions.Load() == 0 })
+	}
+}
+
+// At max_sessions, a parked socket is idle room: "the first to go when a
+// new client needs room". A new client whose datagrams reach another loop
+// than the one holding the parked socket must not lose its datagram to
+// session_cap while that room sits unused. (max_sessions = 1 and one
+// client at a time: without parking, every client gets the one socket.)
+// Which loop a client reaches is the kernel's hash of its port, so 20
+// clients reach both loops but with a chance of 2^-19.
+func TestUDPParkedSocketOnAnotherLoopDoesNotCostANewClientItsDatagram(t *testing.T) {
+	be := testnet.StartUDPBackend(t, "a", "")
+	lb := startUDPLB(t, []string{be.Addr}, udpOpts{responses: 1, maxSessions: 1, loops: 2, reuseSockets: true})
+	f := lb.front
+	buf := make([]byte, 100)
+	for i := range 20 {
+		c := udpClient(t, lb.addr)
+		before := taken(f)
+		if _, err := c.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		testnet.Eventually(t, "the datagram taken in", func() bool { return taken(f) > before })
+		if n := f.Drops[loop.DropSessionCap].Load(); n > 0 {
+			t.Fatalf("client %d: its first datagram dropped at max_sessions = 1 while the one socket was parked (now: sessions %d, parked %d)",
+				i, f.Sessions.Load(), f.Parked.Load())
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if n, err := c.Read(buf); err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("client %d: reply %v, %v", i, buf[:max(n, 0)], err)
+		}
+		testnet.Eventually(t, "the session to end and park its socket", func() bool { return f.Sessions.Load() == 0 && f.Parked.Load() == 1 })
+	}
 }

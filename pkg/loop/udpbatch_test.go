@@ -1,62 +1,12 @@
 package loop
 
 import (
-	"net"
 	"net/netip"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-func TestSessionListOrdersByActivity(t *testing.T) {
-	var l sessionList
-	ss := make([]*session, 4)
-	for i := range ss {
-		ss[i] = &session{}
-		l.pushBack(ss[i])
-	}
-	order := func() []*session {
-		var got []*session
-		for s := l.head; s != nil; s = s.next {
-			got = append(got, s)
-		}
-		return got
-	}
-	same := func(got []*session, want ...*session) bool {
-		if len(got) != len(want) {
-			return false
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				return false
-			}
-		}
-		return true
-	}
-	l.moveToBack(ss[0]) // the head becomes the most recently active
-	l.moveToBack(ss[0]) // already at the back: nothing changes
-	l.moveToBack(ss[2]) // from the middle
-	if got := order(); !same(got, ss[1], ss[3], ss[0], ss[2]) || l.tail != ss[2] {
-		t.Fatalf("order after activity: %v", got)
-	}
-	l.remove(ss[3]) // the middle
-	l.remove(ss[1]) // the head
-	l.remove(ss[2]) // the tail
-	l.remove(ss[2]) // not in the list any more: no effect (end runs once, but is idempotent)
-	if got := order(); !same(got, ss[0]) || l.len() != 1 || l.head != ss[0] || l.tail != ss[0] {
-		t.Fatalf("after removals: %v, len %d", got, l.len())
-	}
-	l.remove(ss[0])
-	if l.head != nil || l.tail != nil || l.len() != 0 {
-		t.Fatalf("list not empty: len %d", l.len())
-	}
-	l.pushBack(ss[1]) // a removed session can be listed again
-	if l.head != ss[1] || l.tail != ss[1] || ss[1].prev != nil || ss[1].next != nil {
-		t.Fatal("a removed session kept stale links")
-	}
-}
 
 // cmsg appends one control message to b.
 func cmsg(b []byte, level, typ int32, data []byte) []byte {
@@ -144,57 +94,5 @@ func TestNameAddrPortAndLen(t *testing.T) {
 	n6.Port = ntohs(53)
 	if got := nameAddrPort(&n6); got != netip.MustParseAddrPort("10.1.2.3:53") || nameLen(&n6) != unix.SizeofSockaddrInet6 {
 		t.Fatalf("mapped ipv6: %v, len %d (a client is one key whichever way it is written)", got, nameLen(&n6))
-	}
-}
-
-// quiet must find anything a parked socket holds, a datagram or a pending
-// error, without taking the datagram.
-func TestQuietSeesDatagramsAndErrors(t *testing.T) {
-	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	fd, err := connectUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if !quiet(fd) {
-		t.Fatal("an empty socket is not quiet")
-	}
-	if err := sendDatagram(fd, []byte("q")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 16)
-	srv.SetReadDeadline(time.Now().Add(20 * time.Second))
-	_, from, err := srv.ReadFromUDP(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.WriteToUDP([]byte("late"), from)
-	deadline := time.Now().Add(20 * time.Second)
-	for quiet(fd) {
-		if time.Now().After(deadline) {
-			t.Fatal("a socket holding a datagram stays quiet")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if n, err := unix.Read(fd, buf); err != nil || string(buf[:n]) != "late" {
-		t.Fatalf("the peek took the datagram: read %q, %v", buf[:max(n, 0)], err)
-	}
-	if !quiet(fd) {
-		t.Fatal("not quiet once read")
-	}
-	srv.Close() // the port refuses now
-	if err := sendDatagram(fd, []byte("refused")); err != nil {
-		t.Fatal(err)
-	}
-	deadline = time.Now().Add(20 * time.Second)
-	for quiet(fd) {
-		if time.Now().After(deadline) {
-			t.Fatal("a socket with a pending refusal stays quiet")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -14,91 +14,49 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// rmemAlloc is the memory a socket's received datagrams hold (SO_MEMINFO):
-// it grows with every datagram queued.
-func rmemAlloc(fd int) (uint32, error) {
-	var m [unix.SK_MEMINFO_VARS]uint32
-	l := uint32(unsafe.Sizeof(m))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
-		uintptr(unsafe.Pointer(&m[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return 0, e
-	}
-	return m[unix.SK_MEMINFO_RMEM_ALLOC], nil
-}
-
-// sendQueued sends p from conn to to, and waits until fd (the receiving
-// socket) has it queued.
-func sendQueued(conn *net.UDPConn, to *net.UDPAddr, fd int, p []byte) error {
-	before, err := rmemAlloc(fd)
-	if err != nil {
-		return err
-	}
-	if _, err := conn.WriteToUDP(p, to); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if now, err := rmemAlloc(fd); err != nil || now > before {
-			return err
+// An empty datagram is a datagram: when the backend a new session picked
+// refuses it, it goes to the next candidate as any other first datagram
+// does, and is not lost.
+func TestUDPEmptyFirstDatagramRefusedGoesToTheNextBackend(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
+	// Round robin sends every other new session to the refusing port
+	// first; each client sends its empty datagram once.
+	for i := range 6 {
+		c := r.client()
+		got, err := replyWithin(c, nil, 20*time.Second)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("client %d: reply %q, %v: an empty first datagram refused by one backend must reach the next", i, got, err)
 		}
 	}
-	return errors.New("the datagram never reached the socket")
+	if n := r.front.Drops[DropRefused].Load(); n != 0 {
+		t.Errorf("%d datagrams counted dropped as refused; every one was retried", n)
+	}
 }
 
-// A backend that sends more than `responses` replies: those past the
-// limit that arrive in the same batch as the last one owed are not
-// relayed, and each is counted as a dropped datagram (excess_reply).
-func TestUDPRepliesPastResponsesAreCountedAsDropped(t *testing.T) {
-	be, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	r := newUDPRig(t, []string{be.LocalAddr().String()}, udpRigOpts{
-		settings: func(s *UDPSettings) { s.Responses = 1 }})
-	c := r.client()
-	if _, err := c.Write([]byte("q")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64)
-	be.SetReadDeadline(time.Now().Add(20 * time.Second))
-	_, from, err := be.ReadFromUDP(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	l := r.loops[0]
-	var sendErr error
-	r.on(l, func() {
-		s := l.udps[0].sessions[client]
-		if s == nil {
-			sendErr = errors.New("no session for the client")
-			return
-		}
-		// Three replies, all queued before the loop reads any: one
-		// recvmmsg takes them together.
-		for _, p := range []string{"r1", "r2", "r3"} {
-			if sendErr = sendQueued(be, from, s.fd, []byte(p)); sendErr != nil {
-				return
+// A first datagram sent again to the next candidate after a refusal is
+// still one client datagram: with requests = 2 the client's second
+// datagram belongs to the same session.
+func TestUDPRetriedFirstDatagramCountsOnceTowardRequests(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1,
+		settings: func(s *UDPSettings) { s.Requests = 2 }})
+	for i := range 4 { // at least one starts on the refusing port
+		c := r.client()
+		before := r.front.Started.Load()
+		for _, p := range []string{"one", "two"} {
+			got, err := replyWithin(c, []byte(p), 20*time.Second)
+			if err != nil || string(got) != p {
+				t.Fatalf("client %d, %q: reply %q, %v", i, p, got, err)
 			}
 		}
-	})
-	if sendErr != nil {
-		t.Fatal(sendErr)
+		if n := r.front.Started.Load() - before; n != 1 {
+			t.Fatalf("client %d: two datagrams started %d sessions; requests = 2 retires a session after two", i, n)
+		}
 	}
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	n, err := c.Read(buf)
-	if err != nil || string(buf[:n]) != "r1" {
-		t.Fatalf("reply %q, %v; want r1", buf[:n], err)
+	if got := r.pool.Backends()[0].Active() + r.pool.Backends()[1].Active(); got != 4 {
+		t.Errorf("%d sessions on the backends, want 4", got)
 	}
-	testnet.Eventually(t, "the session to end after its one response", func() bool {
-		return r.front.Ended[EndResponses].Load() == 1
-	})
-	// The drops are counted in the same read that ended the session.
-	if got := r.front.Drops[DropExcessReply].Load(); got != 2 {
-		t.Errorf("%d replies counted dropped as %s, want the 2 past responses = 1", got, DropExcessReply)
-	}
-	testnet.Eventually(t, "the relayed reply to be counted", func() bool { return r.front.DatagramsToClient.Load() == 1 })
 }
 
 // nameOf is the socket address the kernel writes for an IPv4 client.
