@@ -281,7 +281,7 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 
 	// A client that resets while its backend is being dialed.
 	cl := dial(t, l.bind(t, "frozen"))
-	time.Sleep(100 * time.Millisecond) // the dial is in flight
+	waitDialing(t, l, l.pools["frozen"].Backends()[0], 1)
 	cl.SetLinger(0)
 	cl.Close()
 	checkLine(t, lineFor(t, buf, cl.LocalAddr().String()), with(base("frozen", "frozen", cl.LocalAddr().String()),

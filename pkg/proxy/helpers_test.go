@@ -126,3 +126,13 @@ func dial(t *testing.T, addr string) *net.TCPConn {
 	}
 	return c.(*net.TCPConn)
 }
+
+// waitDialing waits until backend b counts n connections (a dial takes
+// its slot before connect(2)) and l's loops have finished the turn that
+// issued them: for a backend that never answers a SYN, n dials are then
+// in flight. It stands for a sleep "long enough for the dial to begin".
+func waitDialing(t *testing.T, l *lb, b *pool.Backend, n int64) {
+	t.Helper()
+	testnet.Eventually(t, fmt.Sprintf("%d dials to %s in flight", n, b.Addr), func() bool { return b.Active() == n })
+	l.barrier()
+}
