@@ -214,6 +214,9 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 	if _, err := io.ReadFull(r, make([]byte, 5)); err != nil {
 		t.Fatalf("no echo: %v", err)
 	}
+	// A deliberate pause: the relay lasts at least 100ms, so checkLine's
+	// lower bound on its duration tells a measured duration from a zero
+	// (load only lengthens it; the upper bound is the test's own span).
 	time.Sleep(100 * time.Millisecond)
 	c.CloseWrite()
 	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
