@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // The state file's replacement is durable: the directory holding it is
@@ -42,5 +50,58 @@ func TestWriteAtomicSyncsTheDirectoryAfterTheRename(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("temporary files left beside the state file: %v", entries)
+	}
+}
+
+// Operators' changes made at the same time (a script draining several
+// backends in parallel through the API) all reach the state file: the
+// file written last holds every change made before it, never an older
+// picture of the pools that lost the race to the lock.
+func TestStateFileKeepsEveryConcurrentChange(t *testing.T) {
+	const n = 24
+	state := filepath.Join(t.TempDir(), "state.json")
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global]\nstate_file = %q\n[admin]\nlisten = \"\"\n", state)
+	fmt.Fprintf(&b, "[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n[pool.p]\n[pool.p.health]\nenabled = false\n", testnet.FreeAddr(t))
+	for i := range n {
+		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = \"192.0.2.%d:80\"\n", i+1)
+	}
+	in, _ := startFile(t, b.String())
+	p := in.livePools()[0]
+
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for _, be := range p.Backends() {
+			wg.Go(func() {
+				if round%2 == 0 {
+					p.Drain(context.Background(), be, time.Hour)
+				} else {
+					p.Enable(context.Background(), be)
+				}
+			})
+		}
+		wg.Wait()
+		data, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc stateDoc
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		drained := 0
+		for _, r := range doc.Backends["p"] {
+			if r.Drained {
+				drained++
+			}
+		}
+		want := 0
+		if round%2 == 0 {
+			want = n
+		}
+		if drained != want {
+			t.Fatalf("round %d: every backend is %s, but the state file says %d of %d are drained: a restart would restore an older state",
+				round, map[bool]string{true: "drained", false: "enabled"}[want == n], drained, n)
+		}
 	}
 }

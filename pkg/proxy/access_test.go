@@ -214,6 +214,9 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 	if _, err := io.ReadFull(r, make([]byte, 5)); err != nil {
 		t.Fatalf("no echo: %v", err)
 	}
+	// A deliberate pause: the relay lasts at least 100ms, so checkLine's
+	// lower bound on its duration tells a measured duration from a zero
+	// (load only lengthens it; the upper bound is the test's own span).
 	time.Sleep(100 * time.Millisecond)
 	c.CloseWrite()
 	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
@@ -281,7 +284,7 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 
 	// A client that resets while its backend is being dialed.
 	cl := dial(t, l.bind(t, "frozen"))
-	time.Sleep(100 * time.Millisecond) // the dial is in flight
+	waitDialing(t, l, l.pools["frozen"].Backends()[0], 1)
 	cl.SetLinger(0)
 	cl.Close()
 	checkLine(t, lineFor(t, buf, cl.LocalAddr().String()), with(base("frozen", "frozen", cl.LocalAddr().String()),

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,11 @@ type lb struct {
 	pools  map[string]*pool.Pool
 	addr   string // first listener's address
 	pipes  *splice.PipePool
+	// cuts counts the calls of the pools' CutBackend (a drain's deadline
+	// passed with connections still open), each counted before the
+	// connections are reset: a reset seen while it is 0 did not come from
+	// a deadline.
+	cuts atomic.Int64
 }
 
 // poolTOML renders one listener on a free port feeding pool "p" with the
@@ -51,6 +57,7 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 		// A drain's deadline cuts through the server, as cmd/l4lb wires it
 		// (the server is made after the pools; a cut comes later still).
 		cut := func(b *pool.Backend) {
+			l.cuts.Add(1)
 			if l.server != nil {
 				l.server.CutBackend(b)
 			}
@@ -118,4 +125,14 @@ func dial(t *testing.T, addr string) *net.TCPConn {
 		t.Fatal(err)
 	}
 	return c.(*net.TCPConn)
+}
+
+// waitDialing waits until backend b counts n connections (a dial takes
+// its slot before connect(2)) and l's loops have finished the turn that
+// issued them: for a backend that never answers a SYN, n dials are then
+// in flight. It stands for a sleep "long enough for the dial to begin".
+func waitDialing(t *testing.T, l *lb, b *pool.Backend, n int64) {
+	t.Helper()
+	testnet.Eventually(t, fmt.Sprintf("%d dials to %s in flight", n, b.Addr), func() bool { return b.Active() == n })
+	l.barrier()
 }

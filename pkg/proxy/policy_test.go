@@ -319,6 +319,10 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		servedBy(t, c1)
 		start := time.Now()
 		refused(t, dialFrom(t, "127.0.0.1", l.addr), false)
+		// One-sided on purpose: "not refused before queue_timeout" is the
+		// behaviour (the counters below say the timeout ended the wait,
+		// not when). A loaded machine only makes the wait longer; start is
+		// taken before the dial, so the bound cannot fail a correct run.
 		if waited := time.Since(start); waited < 290*time.Millisecond {
 			t.Fatalf("refused after %v, before queue_timeout (300ms)", waited)
 		}

@@ -21,15 +21,35 @@ func TestReloadDuringShutdown(t *testing.T) {
 	b := testnet.StartBackend(t, "b", "")
 	l := startLB(t, poolTOML(t, "round-robin", []string{b.Addr}, ""), 0)
 	fronts := []Frontend{{Name: "front", Bind: l.addr, Pool: l.pools["p"]}}
-	done := make(chan error, 1)
+	reloaded := make(chan error, 1)
 	go func() {
 		_, err := l.server.Reload(fronts, 100)
-		done <- err
+		reloaded <- err
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l.server.Shutdown(ctx)
-	<-done
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		shut <- l.server.Shutdown(ctx)
+	}()
+	// Each wait is bounded: a reload and a shutdown that deadlock on each
+	// other fail the test, naming which of them never returned, rather
+	// than hang it until go test's own timeout. The deadline is generous
+	// (neither has a client to wait for), and nothing is asserted on how
+	// soon they return.
+	stuck := time.After(30 * time.Second)
+	for _, w := range []struct {
+		what string
+		ch   chan error
+	}{{"the shutdown", shut}, {"the reload begun during the shutdown", reloaded}} {
+		select {
+		case <-w.ch:
+			// Either may fail (the reload may come after the shutdown,
+			// and is refused then): the race detector judges this test.
+		case <-stuck:
+			t.Fatalf("%s never returned", w.what)
+		}
+	}
 }
 
 // A UDP session keeps the pool it was accepted with, and moves off its
@@ -81,13 +101,7 @@ func TestOldPoolBackendFollowsItsSuccessor(t *testing.T) {
 		t.Fatal("setup: the backend should be up")
 	}
 	ln.Close() // the backend goes down after the reload
-	deadline := time.Now().Add(20 * time.Second)
-	for next.Backends()[0].HealthUp() {
-		if time.Now().After(deadline) {
-			t.Fatal("setup: the new pool never saw the backend go down")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testnet.Eventually(t, "setup: the new pool to see the backend go down", func() bool { return !next.Backends()[0].HealthUp() })
 	if sessionBackend.Usable() {
 		t.Fatal("the backend is down (the new pool says so), but the backend a UDP session of the old pool holds still reads usable: the session stays pinned to a dead backend")
 	}

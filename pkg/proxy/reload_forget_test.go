@@ -1,5 +1,8 @@
 package proxy
 
+// What a reload leaves behind once the listeners it removed are gone;
+// newUDPPool and udpEcho also serve the UDP tests.
+
 import (
 	"net"
 	"runtime"
