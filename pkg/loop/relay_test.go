@@ -248,62 +248,81 @@ func TestIdleTimeout(t *testing.T) {
 
 // A slow reader draining what the loop handed over, for many idle
 // timeouts, is not idle: bytes trickle out of the loop's socket buffer.
+// The loops run on an injected clock: between two reads of the client,
+// once the loop has taken the read in (it moved bytes, or the connection
+// is done), the clock moves half an idle timeout, so the whole stream
+// spans many idle timeouts of the loop's time whatever the machine's
+// load, and the cut, were it wrong, would come at a known turn.
 func TestSlowReaderIsNotIdle(t *testing.T) {
 	const idle = 250 * time.Millisecond
+	var now atomic.Int64
 	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+	h := newHarness(t, harnessOpts{clock: now.Load, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
-	payload := randomBytes(t, 2<<20)
-	measureIdle(t, idle, func() (time.Duration, error) { return slowReaderAttempt(t, h, k, idle, payload) })
-}
-
-func slowReaderAttempt(t *testing.T, h *harness, k *testnet.Taker, idle time.Duration, payload []byte) (gap time.Duration, err error) {
-	const head = 64 << 10 // fits in the socket buffers: written at once
+	l := h.loops[0]
+	payload := randomBytes(t, 512<<10)
 	p := h.open("p", k)
+	defer p.close()
 	// Small socket buffers on the client side make the loop itself wait
 	// on the slow reader: bytes trickle out of its socket and its pipe.
 	p.client.SetReadBuffer(16 << 10)
-	h.setLoopSockopt(h.loops[0], true, unix.SO_SNDBUF, 16<<10)
+	h.setLoopSockopt(l, true, unix.SO_SNDBUF, 16<<10)
 	p.client.CloseWrite() // the client only listens
-	if _, err := p.backend.Write(payload[:head]); err != nil {
-		t.Fatal(err)
-	}
 	writer := make(chan struct{})
 	defer func() { p.close(); <-writer }() // the writer ends once its socket is closed
 	go func() {
 		defer close(writer)
-		p.backend.Write(payload[head:])
+		p.backend.Write(payload)
 		p.backend.CloseWrite()
 	}()
+	// What the loop's side shows of a read: the send queue of its client
+	// socket (the kernel moved bytes out of it) and when the loop last
+	// moved bytes itself.
+	look := func() (q int, active int64, open bool) {
+		h.on(l, func() {
+			for c := range l.conns {
+				open, active = true, c.lastActive
+				q, _ = unix.IoctlGetInt(c.cl.fd, unix.TIOCOUTQ)
+			}
+		})
+		return q, active, open
+	}
 	got := make([]byte, 0, len(payload))
 	buf := make([]byte, 64<<10)
-	start := time.Now()
-	prev := start
 	p.client.SetReadDeadline(time.Now().Add(60 * time.Second))
+	rounds := 0
 	for {
-		time.Sleep(40 * time.Millisecond)
+		q0, _, _ := look()
+		// One slow read takes all the socket holds (its buffer is far
+		// smaller than buf), so its window opens wide and the loop's
+		// side must move.
 		n, err := p.client.Read(buf)
-		now := time.Now()
-		gap, prev = max(gap, now.Sub(prev)), now
 		got = append(got, buf[:n]...)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return gap, fmt.Errorf("slow reader cut after %d bytes and %v: %v", len(got), time.Since(start), err)
+			t.Fatalf("slow reader cut after %d bytes and %d half idle timeouts: %v", len(got), rounds, err)
 		}
+		testnet.Eventually(t, "the loop's side to move on the read", func() bool {
+			q, active, open := look()
+			return !open || q != q0 || active == now.Load()
+		})
+		h.on(l, func() { now.Add(int64(idle / 2)) })
+		h.on(l, func() {}) // the turn that ran the task fired what was due
+		rounds++
 	}
 	if !bytes.Equal(got, payload) {
 		t.Fatalf("client got %d bytes, want the %d sent", len(got), len(payload))
 	}
-	if el := time.Since(start); el < 3*idle {
-		t.Fatalf("read took only %v: the test did not outlast the idle timeout", el)
+	if rounds < 8 {
+		t.Fatalf("the stream took %d half idle timeouts: the test did not outlast the idle timeout", rounds)
 	}
+	t.Logf("%d bytes read in %d rounds: %v of the loop's time", len(got), rounds, time.Duration(now.Load()))
 	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
 	if n := h.logs.count("relay reset"); n != 0 {
 		t.Fatalf("the relay ended with a reset, want completed")
 	}
-	return gap, nil
 }
 
 // An idle connection holds its two sockets and nothing else: no pipe,
