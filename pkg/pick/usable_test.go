@@ -59,7 +59,7 @@ func TestHashingPickCostAtScale(t *testing.T) {
 				st := &countingState{fakeState: allButThreeDown(n)}
 				p := mustNew(t, equalBackends(n), st, Config{Algorithm: v.alg, HashBalanceFactor: v.factor, Notified: notified})
 				dst := make([]int, 0, 3)
-				for i := range 200 {
+				for i := range 50 {
 					st.usableCalls.Store(0)
 					dst = p.Pick(client(i), 3, dst[:0])
 					calls := st.usableCalls.Load()
