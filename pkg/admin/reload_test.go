@@ -91,18 +91,7 @@ func TestReloadRouteRefusedDuringUpgrade(t *testing.T) {
 	}
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{testPool(t)}, Config: cs}, "", log))
 	defer srv.Close()
-	post := func() (int, string) {
-		resp, err := http.Post(srv.URL+"/api/v1/reload", "", nil)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		var v struct {
-			Error string `json:"error"`
-		}
-		json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v.Error
-	}
+	post := func() (int, string) { return postForError(srv.URL + "/api/v1/reload") }
 
 	// A reload under way when the upgrade begins: the refusal waits for it.
 	first := make(chan int, 1)
@@ -152,16 +141,7 @@ func TestBackendActionsRefusedDuringUpgrade(t *testing.T) {
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Config: cs}, "", log))
 	defer srv.Close()
 	post := func(action string) (int, string) {
-		resp, err := http.Post(srv.URL+"/api/v1/pools/web/backends/127.0.0.1:9001/"+action, "", nil)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		var v struct {
-			Error string `json:"error"`
-		}
-		json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v.Error
+		return postForError(srv.URL + "/api/v1/pools/web/backends/127.0.0.1:9001/" + action)
 	}
 
 	// An action under way when the upgrade begins: the refusal waits.
@@ -198,4 +178,18 @@ func TestBackendActionsRefusedDuringUpgrade(t *testing.T) {
 	if !b.Breaker().Disabled {
 		t.Fatal("disable after the upgrade did not take")
 	}
+}
+
+// postForError POSTs to url: the status and the JSON body's error.
+func postForError(url string) (int, string) {
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Error string `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&v)
+	return resp.StatusCode, v.Error
 }
