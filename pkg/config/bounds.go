@@ -54,18 +54,18 @@ const (
 
 	// MinPipeSize is one page: F_SETPIPE_SZ cannot go lower.
 	MinPipeSize = 4096
-	// MaxPipeSize is 64 MiB: 64 times the kernel's default pipe-max-size,
-	// and its default quota of pipe pages for all of one user's pipes
-	// (pipe-user-pages-soft, 16384 pages). What waits in a pipe is kernel
-	// memory, and a pipe larger than the socket buffers it splices from
-	// moves nothing more per call. (Up to issue 25: 1 GiB.)
-	MaxPipeSize = 64 << 20
+	// MaxPipeSize is 1 GiB, what F_SETPIPE_SZ takes at most as root; an
+	// unprivileged process is held to /proc/sys/fs/pipe-max-size (1 MiB by
+	// default) whatever it asks. Not lower: a ceiling that refuses a file
+	// which loaded before makes the next binary upgrade fail to start.
+	MaxPipeSize = 1 << 30
 
-	// MaxBacklog is the longest [[listener]] backlog: pkg/listener asks
-	// listen(2) for no more than 65535 (and the kernel caps any backlog at
-	// net.core.somaxconn), so a larger value would silently not be the one
-	// used. (Up to issue 25: 1<<31 - 1, what listen(2) takes.)
-	MaxBacklog = 1<<16 - 1
+	// MaxBacklog is what listen(2) takes, an int. pkg/listener asks for
+	// no more than 65535 and the kernel caps any backlog at
+	// net.core.somaxconn, both documented; not lower, since tuning guides
+	// write 131072 and a ceiling that refuses a file which loaded before
+	// makes the next binary upgrade fail to start.
+	MaxBacklog = 1<<31 - 1
 
 	// MaxClientConnections bounds [global] max_connections: each client
 	// connection holds two fds (client and backend), and no fd limit goes
