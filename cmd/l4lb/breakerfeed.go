@@ -136,10 +136,12 @@ func (f *breakerFeed) stop(grace time.Duration) {
 	}
 	f.unsub()
 	close(f.quit)
-	select {
-	case <-f.done:
-	case <-time.After(grace):
-		f.log.Warn("upgrade: the new process did not read the last breaker changes in time", "grace", grace.String())
+	if grace > 0 {
+		select {
+		case <-f.done:
+		case <-time.After(grace):
+			f.log.Warn("upgrade: the new process did not read the last breaker changes in time", "grace", grace.String())
+		}
 	}
 	f.w.Close() // unblocks a write still under way
 	<-f.done

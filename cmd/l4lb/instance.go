@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -26,6 +27,10 @@ type instance struct {
 	access *accesslog.Log // nil: access log off
 	state  *stateFile     // nil: no state_file
 	feed   *feedFollower  // an upgrade's old process's breaker changes; nil: none
+	// takeOver, while an upgrade's new process is not yet the one that
+	// serves, lets operators' actions and API reloads through again
+	// (serving); nil otherwise.
+	takeOver func()
 
 	// What a reload replaces (reload.go), under mu.
 	mu  sync.Mutex
@@ -147,6 +152,15 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		return in, err
 	}
 
+	if inh.from == "upgrade" {
+		// The admin socket is the old process's too, so requests reach
+		// this one from the moment it listens: an action or a reload
+		// taken before the old process hands over would be lost if the
+		// upgrade then fails.
+		why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", inh.parent)
+		allowActions, allowReloads := in.config.RefuseActions(why), in.config.RefuseReloads(why)
+		in.takeOver = func() { allowActions(); allowReloads() }
+	}
 	if cfg.Admin.Listen != "" {
 		src := admin.Sources{Live: in.livePools, Config: in.config, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}
@@ -228,4 +242,13 @@ func (in *instance) poolDeps() pool.Deps {
 	}
 	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools) }
 	return d
+}
+
+// serving is called once this process is the one that serves (an
+// upgrade's new process has said so to the old one).
+func (in *instance) serving() {
+	if in.takeOver != nil {
+		in.takeOver()
+		in.takeOver = nil
+	}
 }

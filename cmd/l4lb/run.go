@@ -73,6 +73,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	}
 	in.useFile(path)
 	up.started(inh)
+	in.serving()
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // The upgrade's window, with the real binary: from the moment the old
@@ -135,4 +138,55 @@ addr = %q
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("disable on the new process: %d, want 200", resp.StatusCode)
 	}
+}
+
+// An upgrade's new process shares the admin socket with the old one from
+// the moment it listens, before it serves: until then it refuses actions
+// and reloads (409), which the old process, still the one that serves,
+// would not see; once serving it takes them.
+func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
+	testnet.CheckLeaks(t)
+	be := testnet.StartBackend(t, "b", "")
+	path, _, adminAddr := writeConfig(t, "", []string{be.Addr}, "")
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inh := noInheritance()
+	inh.from, inh.parent = "upgrade", 4242
+	in, err := startInherited(cfg, slog.New(slog.DiscardHandler), inh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.useFile(path)
+	defer in.stop()
+	disable := "http://" + adminAddr + "/api/v1/pools/p/backends/" + be.Addr + "/disable"
+	if code, msg := postJSONError(t, disable); code != http.StatusConflict || !strings.Contains(msg, "taking over from pid 4242") {
+		t.Fatalf("disable before serving: %d %q, want 409 saying why", code, msg)
+	}
+	if code, msg := postReload(t, adminAddr); code != http.StatusConflict || !strings.Contains(msg, "taking over from pid 4242") {
+		t.Fatalf("reload before serving: %d %q, want 409 saying why", code, msg)
+	}
+	in.serving()
+	if code, msg := postJSONError(t, disable); code != http.StatusOK {
+		t.Fatalf("disable once serving: %d %q, want 200", code, msg)
+	}
+	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
+		t.Fatalf("reload once serving: %d %q, want 200", code, msg)
+	}
+}
+
+// postJSONError POSTs to url: the status and the JSON body's error.
+func postJSONError(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error string `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Error
 }

@@ -174,3 +174,43 @@ func TestMaskOfAnotherStructurePanics(t *testing.T) {
 	}()
 	b.SuccessorsIn(1, a.NewMask(), nil, 3, nil)
 }
+
+// TestWalkMeetsEveryNodeOfAMaskChangedUnderIt: the mask's one writer does
+// not wait for readers, so a walk may meet a node that then leaves the
+// mask while another comes in. The walk must not count the one that left
+// towards "every node met": a node in the mask throughout is still met.
+func TestWalkMeetsEveryNodeOfAMaskChangedUnderIt(t *testing.T) {
+	const nodes = 50
+	r, err := NewRing(equalNodes(nodes), 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range uint64(20) {
+		m := r.NewMask()
+		for i := range nodes {
+			m.Set(i, false)
+		}
+		// Three nodes in; when the walk meets the second one, it leaves
+		// and a fourth comes in, as a writer's two Sets would do.
+		order := r.Successors(key*7919, nil, nodes, nil)
+		in := []int{order[0], order[10], order[20]}
+		added := order[30]
+		for _, i := range in {
+			m.Set(i, true)
+		}
+		asked := map[int]bool{}
+		r.SuccessorsIn(key*7919, m, nil, 3, func(node int) bool {
+			asked[node] = true
+			if node == in[1] {
+				m.Set(in[1], false)
+				m.Set(added, true)
+			}
+			return false // all rejected: the walk must go on to meet them all
+		})
+		for _, i := range []int{in[0], in[2], added} {
+			if !asked[i] {
+				t.Fatalf("key %d: node %d, in the mask at the walk's end, never met (met %v)", key, i, asked)
+			}
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package hashring
 
-import "sync"
+import (
+	"math/bits"
+	"sync"
+)
 
 // smallSetWords bounds the on-stack bitmap used to remember visited nodes
 // in walks over up to 64*smallSetWords nodes.
@@ -65,6 +68,27 @@ func (v *visited) add(node int) bool {
 	v.list[v.n] = int32(node)
 	v.n++
 	return true
+}
+
+// countIn is how many of the nodes met are in m now.
+func (v *visited) countIn(m *Mask) int {
+	n := 0
+	if v.bits != nil {
+		for w, word := range v.bits {
+			for ; word != 0; word &= word - 1 {
+				if m.Has(w*64 + bits.TrailingZeros64(word)) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for _, x := range v.list[:v.n] {
+		if m.Has(int(x)) {
+			n++
+		}
+	}
+	return n
 }
 
 // full reports whether add needs a bitmap first.
@@ -141,7 +165,19 @@ func walk(seq []int32, start int, weights []int32, weighted int, dst []int, n in
 	want := len(dst) + n
 	p := start
 	passed := 0 // positions from start to p, so that no position is visited twice
-	for met < target {
+	for {
+		if met >= target {
+			if in == nil {
+				break
+			}
+			// The mask may have changed under the walk (its one writer
+			// does not wait for readers): a node met while in it may have
+			// left and another come in. Stop only once every node in it
+			// now has been met.
+			if target, met = in.Nodes(), v.countIn(in); met >= target {
+				break
+			}
+		}
 		q := p
 		if in != nil {
 			if q = in.Next(p); q < 0 {

@@ -15,9 +15,18 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 			b.trips.Add(1)
 			changed(key, st)
 		},
-		Close:   changed,
-		Reopen:  changed,
-		Changed: changed, // a change made elsewhere: the picker's masks follow
+		Close:  changed,
+		Reopen: changed,
+		// A change made elsewhere: the picker's masks follow. Two
+		// refreshes may report out of order, so the state read is the
+		// snapshot's now, not the one reported (nil while the breaker is
+		// being built: its first read is the only one then).
+		Changed: func(key string, st breaker.State) {
+			if b.breaker != nil {
+				st = b.breaker.State()
+			}
+			changed(key, st)
+		},
 		ProbeFailure: func(string) {
 			b.probeFailures.Add(1)
 		},
