@@ -74,6 +74,11 @@ type PipePool struct {
 	// (0: none refused yet).
 	starvedUntil atomic.Int64
 	ncaches      atomic.Int64
+	// wanted: a loop found the pool at its cap and no pipe in its own
+	// cache, while other caches may hold idle ones; the next cache to
+	// publish with one idle closes it, so the cap's slot goes where a
+	// stream wants it instead of waiting unused in another loop.
+	wanted atomic.Bool
 
 	mu     sync.Mutex // caches: registration and Stats, never the hot path
 	caches map[*PipeCache]struct{}
@@ -162,6 +167,9 @@ func (pp *PipePool) make() *pipe {
 	for {
 		n := pp.open.Load()
 		if n >= pp.maxOpen {
+			if pp.ncaches.Load() > 1 && !pp.wanted.Load() {
+				pp.wanted.Store(true)
+			}
 			return nil
 		}
 		if pp.open.CompareAndSwap(n, n+1) {
@@ -205,8 +213,14 @@ func (c *PipeCache) Trim() {
 	c.Publish()
 }
 
-// Publish makes the cache's idle count what Stats reports.
+// Publish makes the cache's idle count what Stats reports, and gives up
+// an idle pipe another loop found missing at the pool's cap (wanted).
 func (c *PipeCache) Publish() {
+	if n := len(c.idle); n > 0 && c.pool.wanted.Load() && c.pool.wanted.CompareAndSwap(true, false) {
+		c.discard(c.idle[n-1])
+		c.idle[n-1] = nil
+		c.idle = c.idle[:n-1]
+	}
 	if n := int64(len(c.idle)); c.published.Load() != n {
 		c.published.Store(n)
 	}
