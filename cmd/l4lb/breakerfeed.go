@@ -39,6 +39,19 @@ import (
 // Redis, and has no feed.
 const envUpgradeBreakerFeed = "L4LB_UPGRADE_BREAKER_FEED"
 
+// The feed's first line says what follows, as the state document's header
+// does: a reader follows only a format and version it knows, and says so
+// otherwise (a later build may change the lines).
+const (
+	feedFormat  = "l4lb-breaker-feed"
+	feedVersion = 1
+)
+
+type feedHeader struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
 // feedFlushGrace bounds how long an exiting old process waits to write
 // the changes still pending to a new process that reads slowly (or not).
 const feedFlushGrace = 2 * time.Second
@@ -81,6 +94,12 @@ func (f *breakerFeed) changed(key string) {
 
 func (f *breakerFeed) run() {
 	defer close(f.done)
+	head, _ := json.Marshal(feedHeader{Format: feedFormat, Version: feedVersion})
+	if _, err := f.w.Write(append(head, '\n')); err != nil {
+		f.log.Debug("upgrade: breaker feed ended", "error", err)
+		f.unsub()
+		return
+	}
 	for {
 		select {
 		case <-f.wake:
@@ -215,6 +234,14 @@ func (f *feedFollower) run() {
 	defer close(f.done)
 	sc := bufio.NewScanner(f.r)
 	sc.Buffer(make([]byte, 4096), 1<<20)
+	if sc.Scan() {
+		var h feedHeader
+		if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Format != feedFormat || h.Version != feedVersion {
+			f.log.Warn("upgrade: the old process's breaker feed is not one this build reads; its breaker changes from now on are not followed",
+				"header", string(sc.Bytes()), "want_format", feedFormat, "want_version", feedVersion)
+			return
+		}
+	}
 	for sc.Scan() {
 		if err := f.apply(sc.Bytes()); err != nil {
 			f.log.Warn("upgrade: breaker feed: a change from the old process ignored", "error", err)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +113,42 @@ func TestFeedFDOnlyFromTheParent(t *testing.T) {
 			t.Errorf("feedFD(%q, %d) = %d %v, want %d %v", tc.v, tc.parent, fd, ok, tc.fd, tc.ok)
 		}
 	}
+}
+
+// A feed of a format or version this build does not read is not
+// followed, and the log says so.
+func TestBreakerFeedOfAnotherVersionIsNotFollowed(t *testing.T) {
+	testnet.CheckLeaks(t)
+	ctx := context.Background()
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, nil))
+	r, w, err := newFeedPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := breaker.NewMemoryStore(nil)
+	follower := followBreakerFeed(r, store, nil, log)
+	w.Write([]byte(`{"format":"l4lb-breaker-feed","version":99}` + "\n"))
+	w.Write([]byte(`{"key":"p/a","generation":1,"open":true,"cooldown":"1m0s","cooldown_left":"1m0s"}` + "\n"))
+	w.Close()
+	<-follower.done
+	follower.stop()
+	if st, _ := store.Read(ctx, "p/a"); st.Open {
+		t.Fatal("a change from a feed of another version was followed")
+	}
+	if !strings.Contains(logged.String(), "is not one this build reads") {
+		t.Fatalf("the log does not say the feed was not read:\n%s", logged.String())
+	}
+}
+
+// syncWriter serializes writes to w (the follower logs from its goroutine).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
