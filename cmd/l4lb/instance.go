@@ -225,9 +225,6 @@ func (in *instance) stop() {
 	if in.admin != nil {
 		in.admin.Close()
 	}
-	if in.pipes != nil {
-		in.pipes.Trim()
-	}
 }
 
 // poolDeps are the pools' dependencies on this process: the store, and the

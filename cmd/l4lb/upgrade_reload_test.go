@@ -17,7 +17,14 @@ import (
 // JSON body's error.
 func postReload(t *testing.T, adminAddr string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+adminAddr+"/api/v1/reload", "", nil)
+	return postJSONError(t, "http://"+adminAddr+"/api/v1/reload")
+}
+
+// postJSONError POSTs to url of the admin API: the status and the JSON
+// body's error.
+func postJSONError(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +33,43 @@ func postReload(t *testing.T, adminAddr string) (int, string) {
 		Error string `json:"error"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatalf("reload answer: %v", err)
+		t.Fatalf("%s answer: %v", url, err)
 	}
 	return resp.StatusCode, body.Error
+}
+
+// waitPIDFile waits until pidfile names p, failing if p exits first.
+func waitPIDFile(t *testing.T, p *loggedProc, pidfile string) {
+	t.Helper()
+	testnet.Eventually(t, "the pid file", func() bool {
+		if p.exited() {
+			t.Fatalf("l4lb exited: %v", p.cmd.ProcessState)
+		}
+		pid, err := readPIDFile(pidfile)
+		return err == nil && pid == p.cmd.Process.Pid
+	})
+}
+
+// upgradeToScript installs at bin a script that writes its pid to
+// dir/next.pid and then runs then (a shell command), signals p to
+// upgrade, and returns the script's pid once it runs: the upgrade's new
+// process, killed when the test ends.
+func upgradeToScript(t *testing.T, p *loggedProc, bin, dir, then string) int {
+	t.Helper()
+	nextPID := filepath.Join(dir, "next.pid")
+	installBytes(t, fmt.Appendf(nil, "#!/bin/sh\necho $$ > %[1]s.tmp && mv %[1]s.tmp %[1]s\n%[2]s\n", nextPID, then), bin, 0o755)
+	p.signal(t, syscall.SIGUSR2)
+	var next int
+	testnet.Eventually(t, "the upgrade's new process", func() bool {
+		var err error
+		next, err = readPIDFile(nextPID)
+		return err == nil
+	})
+	t.Cleanup(func() {
+		syscall.Kill(next, syscall.SIGKILL)
+		testnet.Eventually(t, "the new process to be gone", func() bool { return processGone(next) })
+	})
+	return next
 }
 
 // While a binary upgrade is under way, a reload through the admin API is
@@ -50,31 +91,14 @@ func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
 	path, listen, adminAddr := writeConfig(t, dir, []string{be.Addr}, "")
 	pidfile := filepath.Join(dir, "l4lb.pid")
 	p := startLogged(t, bin, "-config", path, "-pidfile", pidfile, "-upgrade-timeout", "10m")
-	testnet.Eventually(t, "the pid file", func() bool {
-		if p.exited() {
-			t.Fatalf("l4lb exited: %v", p.cmd.ProcessState)
-		}
-		pid, err := readPIDFile(pidfile)
-		return err == nil && pid == p.cmd.Process.Pid
-	})
+	waitPIDFile(t, p, pidfile)
 	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
 		t.Fatalf("reload before the upgrade: %d %q, want 200", code, msg)
 	}
 
 	// The new executable says where it runs, then never becomes ready:
 	// the upgrade stays under way until the test ends it.
-	nextPID := filepath.Join(dir, "next.pid")
-	installBytes(t, fmt.Appendf(nil, "#!/bin/sh\necho $$ > %s.tmp && mv %s.tmp %s\nexec sleep 600\n", nextPID, nextPID, nextPID), bin, 0o755)
-	p.signal(t, syscall.SIGUSR2)
-	var next int
-	testnet.Eventually(t, "the upgrade's new process", func() bool {
-		next, err = readPIDFile(nextPID)
-		return err == nil
-	})
-	t.Cleanup(func() {
-		syscall.Kill(next, syscall.SIGKILL)
-		testnet.Eventually(t, "the new process to be gone", func() bool { return processGone(next) })
-	})
+	next := upgradeToScript(t, p, bin, dir, "exec sleep 600")
 
 	code, msg := postReload(t, adminAddr)
 	if code != http.StatusConflict || !strings.Contains(msg, "upgrade is under way") {

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
@@ -55,29 +53,11 @@ addr = %q
 	installBytes(t, cfg, path, 0o644)
 	pidfile := filepath.Join(dir, "l4lb.pid")
 	p := startLogged(t, bin, "-config", path, "-pidfile", pidfile, "-upgrade-timeout", "10m")
-	old := p.cmd.Process.Pid
-	testnet.Eventually(t, "the pid file", func() bool {
-		if p.exited() {
-			t.Fatalf("l4lb exited: %v", p.cmd.ProcessState)
-		}
-		pid, err := readPIDFile(pidfile)
-		return err == nil && pid == old
-	})
+	waitPIDFile(t, p, pidfile)
 
 	// The next executable waits for the gate, then runs l4lb.
-	gate, nextPID := filepath.Join(dir, "gate"), filepath.Join(dir, "next.pid")
-	installBytes(t, fmt.Appendf(nil, "#!/bin/sh\necho $$ > %[1]s.tmp && mv %[1]s.tmp %[1]s\nwhile [ ! -e %[2]s ]; do sleep 0.05; done\nexec %[3]s \"$@\"\n",
-		nextPID, gate, real), bin, 0o755)
-	p.signal(t, syscall.SIGUSR2)
-	var next int
-	testnet.Eventually(t, "the upgrade's new process", func() bool {
-		next, err = readPIDFile(nextPID)
-		return err == nil
-	})
-	t.Cleanup(func() {
-		syscall.Kill(next, syscall.SIGKILL)
-		testnet.Eventually(t, "the new process to be gone", func() bool { return processGone(next) })
-	})
+	gate := filepath.Join(dir, "gate")
+	next := upgradeToScript(t, p, bin, dir, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done\nexec %s \"$@\"", gate, real))
 
 	// In the window: a disable is refused, saying why.
 	resp, err := http.Post("http://"+adminAddr+"/api/v1/pools/p/backends/"+a.Addr+"/disable", "", nil)
@@ -174,19 +154,4 @@ func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
 	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
 		t.Fatalf("reload once serving: %d %q, want 200", code, msg)
 	}
-}
-
-// postJSONError POSTs to url: the status and the JSON body's error.
-func postJSONError(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Error string `json:"error"`
-	}
-	json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.Error
 }

@@ -1,8 +1,6 @@
 package loop
 
 import (
-	"golang.org/x/sys/unix"
-
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
@@ -147,10 +145,7 @@ func (c *conn) checkIdle(now int64) {
 func (c *conn) peersDraining() bool {
 	draining := false
 	for i, fd := range [2]int{c.cl.fd, c.be.fd} {
-		q, err := unix.IoctlGetInt(fd, unix.TIOCOUTQ)
-		if err != nil {
-			q = 0
-		}
+		q := unacked(fd)
 		if q > 0 && q != c.outq[i] {
 			draining = true
 		}

@@ -158,29 +158,42 @@ func nameLen(n *sockName) uint32 {
 // came in on, which link-local addresses need). dst is that address; ok
 // is false when the datagram carried no packet info.
 func replyCtl(ctl []byte, out *[replyCtlSpace]byte) (n int, dst netip.Addr, ok bool) {
-	for len(ctl) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+	for {
+		level, typ, data, rest, more := nextCmsg(ctl)
+		if !more {
 			return 0, netip.Addr{}, false
 		}
-		data := ctl[unix.CmsgLen(0):h.Len]
 		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+		case level == unix.IPPROTO_IP && typ == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
 			in := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
 			n = buildCtl(out, unix.IPPROTO_IP, unix.IP_PKTINFO, unix.SizeofInet4Pktinfo)
 			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&out[unix.CmsgLen(0)]))
 			pi.Spec_dst = in.Addr // the header's destination: where the client sent to
 			return n, netip.AddrFrom4(in.Addr), true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
 			in := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
 			n = buildCtl(out, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unix.SizeofInet6Pktinfo)
 			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&out[unix.CmsgLen(0)]))
 			pi.Addr, pi.Ifindex = in.Addr, in.Ifindex
 			return n, netip.AddrFrom16(in.Addr), true
 		}
-		ctl = ctl[min(unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)), len(ctl)):]
+		ctl = rest
 	}
-	return 0, netip.Addr{}, false
+}
+
+// nextCmsg splits the first control message off ctl: its level, type and
+// data, and the messages after it; more is false at the end of ctl or at
+// a malformed message.
+func nextCmsg(ctl []byte) (level, typ int32, data, rest []byte, more bool) {
+	if len(ctl) < unix.SizeofCmsghdr {
+		return 0, 0, nil, nil, false
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+	if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+		return 0, 0, nil, nil, false
+	}
+	rest = ctl[min(unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)), len(ctl)):]
+	return h.Level, h.Type, ctl[unix.CmsgLen(0):h.Len], rest, true
 }
 
 // buildCtl writes an empty control message of the given kind into out and

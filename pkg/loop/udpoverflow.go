@@ -80,17 +80,16 @@ func rxqOverflow(b *mmsgBatch, from, n int) (count uint32, ok bool) {
 
 // ctlOverflow finds the SO_RXQ_OVFL control message in ctl.
 func ctlOverflow(ctl []byte) (uint32, bool) {
-	for len(ctl) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctl) {
+	for {
+		level, typ, data, rest, more := nextCmsg(ctl)
+		if !more {
 			return 0, false
 		}
-		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && int(h.Len) >= unix.CmsgLen(4) {
-			return *(*uint32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])), true
+		if level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && len(data) >= 4 {
+			return *(*uint32)(unsafe.Pointer(&data[0])), true
 		}
-		ctl = ctl[min(unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)), len(ctl)):]
+		ctl = rest
 	}
-	return 0, false
 }
 
 // countOverflow adds the drops entries [from, from+n) of a batch read

@@ -112,7 +112,6 @@ func newLB(t *testing.T, backends []string, extra string) *lb {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
-		pipes.Trim()
 	})
 	addr, err := s.Addr(lc.Name)
 	if err != nil {

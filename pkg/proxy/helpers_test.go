@@ -92,7 +92,6 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 		l.server.Shutdown(sctx)
 		cancel()
 		wg.Wait()
-		l.pipes.Trim()
 	})
 	return l
 }

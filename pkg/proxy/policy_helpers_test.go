@@ -430,7 +430,6 @@ func startLBHooked(t *testing.T, text string, maxConns int, hook func(*loop.Shar
 		l.server.Shutdown(sctx)
 		cancel()
 		wg.Wait()
-		l.pipes.Trim()
 	})
 	return l
 }

@@ -262,9 +262,3 @@ func (pp *PipePool) Stats() PipeStats {
 	}
 	return PipeStats{Open: int(pp.open.Load()), Idle: idle}
 }
-
-// Trim is for shutdown, after the loops have stopped. Idle pipes are kept
-// by the loops' caches, which only their loops may touch and which close
-// them when their loops stop (Scratch.Close), so there is nothing left for
-// the pool to close; Trim stays for the callers that tidy up.
-func (pp *PipePool) Trim() {}

@@ -11,7 +11,6 @@ import (
 // pool on every streaming burst, and how it scales across loops.
 func BenchmarkPipeGetPut(b *testing.B) {
 	pool := NewPipePool(PipePoolConfig{Size: 64 << 10, MaxOpen: 256, MaxIdle: 32})
-	defer pool.Trim()
 	b.RunParallel(func(pb *testing.PB) {
 		get, put, done := benchPipes(pool)
 		defer done()
@@ -32,7 +31,6 @@ func BenchmarkPipeGetPut(b *testing.B) {
 // gives it back once the source is drained.
 func BenchmarkStreamBurst(b *testing.B) {
 	pool := NewPipePool(PipePoolConfig{Size: 64 << 10, MaxOpen: 256, MaxIdle: 32})
-	defer pool.Trim()
 	b.SetBytes(64 << 10)
 	b.RunParallel(func(pb *testing.PB) {
 		src, srcPeer := benchPair(b)
