@@ -1,0 +1,73 @@
+package arch
+
+// rules classifies every package of the module by what it may import from
+// the module itself. A package missing here fails the test: a new package
+// is placed on purpose. Leaves (nil) import nothing of the module.
+var rules = map[string][]string{
+	// Leaves: one job each, no module imports.
+	"pkg/clock":      nil,
+	"pkg/splice":     nil,
+	"pkg/hashring":   nil,
+	"pkg/breaker":    nil,
+	"pkg/health":     nil,
+	"pkg/dialer":     nil,
+	"pkg/listener":   nil,
+	"pkg/config":     nil,
+	"pkg/sdnotify":   nil,
+	"pkg/sockopt":    nil,
+	"pkg/proxyproto": nil,
+	"pkg/srclimit":   nil,
+	"pkg/ipset":      nil,
+
+	// Built on leaves.
+	"pkg/pick":              {"pkg/hashring"},
+	"pkg/fleet":             {"pkg/breaker"},
+	"pkg/breaker/storetest": {"pkg/breaker"},
+	"pkg/pool":              {"pkg/breaker", "pkg/config", "pkg/dialer", "pkg/health", "pkg/pick", "pkg/proxyproto", "pkg/sockopt"},
+
+	// The data path.
+	"pkg/loop":      {"pkg/config", "pkg/dialer", "pkg/ipset", "pkg/pool", "pkg/proxyproto", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
+	"pkg/accesslog": {"pkg/loop"},
+
+	// Wiring and control.
+	"pkg/proxy": {"pkg/listener", "pkg/loop", "pkg/pool", "pkg/sockopt", "pkg/splice"},
+	"pkg/admin": {"pkg/config", "pkg/fleet", "pkg/loop", "pkg/pool", "pkg/proxy", "pkg/splice"},
+
+	// The command, and what only tests and the bench use.
+	"cmd/l4lb":          {"pkg/accesslog", "pkg/admin", "pkg/breaker", "pkg/config", "pkg/fleet", "pkg/health", "pkg/listener", "pkg/loop", "pkg/pool", "pkg/proxy", "pkg/sdnotify", "pkg/sockopt", "pkg/splice"},
+	"bench":             nil,
+	"bench/healthscale": {"pkg/health"},
+	"internal/testnet":  nil,
+	"internal/arch":     nil,
+}
+
+// fenced third-party modules and the only packages that may import them
+// directly: the TOML decoder behind the config parser, Prometheus behind
+// the admin API, the Redis client behind the fleet store.
+var fenced = map[string][]string{
+	"github.com/BurntSushi/toml":          {"pkg/config", "cmd/l4lb"},
+	"github.com/prometheus/client_golang": {"pkg/admin", "cmd/l4lb"},
+	"github.com/prometheus/client_model":  {"pkg/admin", "cmd/l4lb"},
+	"github.com/redis/rueidis":            {"pkg/fleet"},
+}
+
+// dataPath are the packages an event loop runs, and badForDataPath what
+// none of them may depend on even transitively: an HTTP stack, metrics
+// registries, the Redis client, subprocesses, templates. They belong to
+// the control plane; pulled into the data path they would put locks and
+// goroutines of their own on the loops' side of the fence.
+var (
+	dataPath = []string{
+		"pkg/splice", "pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker",
+		"pkg/health", "pkg/pool", "pkg/loop", "pkg/srclimit", "pkg/ipset",
+		"pkg/proxyproto", "pkg/sockopt", "pkg/dialer", "pkg/clock",
+	}
+	badForDataPath = []string{
+		"net/http", "os/exec", "text/template", "html/template",
+		"github.com/prometheus/", "github.com/redis/", "github.com/l4lb/l4lb/cmd/",
+	}
+)
+
+// testOnly are packages for tests and the bench; nothing that ships may
+// depend on them.
+var testOnly = []string{"internal/testnet", "internal/arch", "bench", "bench/healthscale"}
