@@ -101,3 +101,27 @@ func TestRenderSVG(t *testing.T) {
 		t.Error("system names are not escaped")
 	}
 }
+
+// TestReportProseNamesScenarios keeps report.md.tmpl's blocks in step with
+// the scenarios: a block named after no scenario would never be written.
+func TestReportProseNamesScenarios(t *testing.T) {
+	known := map[string]bool{"intro": true, "report": true}
+	for _, n := range scenarioNames() {
+		known[n] = true
+	}
+	for _, tmpl := range reportProse.Templates() {
+		if !known[tmpl.Name()] {
+			t.Errorf("report.md.tmpl defines %q, which is no scenario", tmpl.Name())
+		}
+	}
+	md := renderMarkdown(report{meta: []string{"2 CPUs"}, results: []*ScenarioResult{sampleResult()}})
+	if !strings.HasPrefix(md, "# l4lb performance\n") {
+		t.Errorf("the page does not start with its title:\n%.200s", md)
+	}
+	if !strings.Contains(md, "## This run\n\n- 2 CPUs\n") {
+		t.Errorf("the run's lines are not under their heading:\n%s", md)
+	}
+	if !strings.Contains(md, "Reading it: CPU per GB") {
+		t.Errorf("the bulk scenario's prose is missing:\n%s", md)
+	}
+}
