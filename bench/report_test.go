@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -123,5 +124,30 @@ func TestReportProseNamesScenarios(t *testing.T) {
 	}
 	if !strings.Contains(md, "Reading it: CPU per GB") {
 		t.Errorf("the bulk scenario's prose is missing:\n%s", md)
+	}
+}
+
+// TestCommittedReportHasTheTemplatesProse keeps docs/performance.md what
+// the bench writes: its prose is the template's, so an edit to one
+// without the other (or by hand to the page) fails here.
+func TestCommittedReportHasTheTemplatesProse(t *testing.T) {
+	page, err := os.ReadFile("../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intro strings.Builder
+	writeProse(&intro, "intro")
+	if !strings.HasPrefix(string(page), intro.String()) {
+		t.Error("docs/performance.md does not start with report.md.tmpl's intro; rerun the bench or copy the intro over")
+	}
+	for _, name := range scenarioNames() {
+		if !strings.Contains(string(page), "\n## "+name+"\n") {
+			continue
+		}
+		var prose strings.Builder
+		writeProse(&prose, name)
+		if !strings.Contains(string(page), prose.String()) {
+			t.Errorf("docs/performance.md, scenario %s: not report.md.tmpl's prose", name)
+		}
 	}
 }
