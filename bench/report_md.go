@@ -1,22 +1,46 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
+	"text/template"
 )
 
-// renderMarkdown prints, per scenario, a table of medians [min–max] and a
-// table of ratios to direct and to the best peer in the same run.
+// reportProse is the report's text around the tables: an "intro" block
+// and one block per scenario, named as the scenario (report.md.tmpl).
+//
+//go:embed report.md.tmpl
+var reportProseSource string
+
+var reportProse = template.Must(template.New("report").Parse(reportProseSource))
+
+// renderMarkdown prints the page docs/performance.md is: the intro, the
+// run's lines, then per scenario a table of medians [min–max], a table of
+// ratios to direct and to the best peer in the same run, and what the
+// scenario's figures mean.
 func renderMarkdown(rep report) string {
 	var b strings.Builder
-	b.WriteString("# l4lb bench\n\n")
+	writeProse(&b, "intro")
+	b.WriteString("\n")
 	for _, m := range rep.meta {
 		fmt.Fprintf(&b, "- %s\n", m)
 	}
 	for _, sr := range rep.results {
 		writeScenarioMD(&b, sr)
+		writeProse(&b, sr.Scenario)
 	}
 	return b.String()
+}
+
+// writeProse writes the template block name, if there is one.
+func writeProse(b *strings.Builder, name string) {
+	if reportProse.Lookup(name) == nil {
+		return
+	}
+	if err := reportProse.ExecuteTemplate(b, name, nil); err != nil {
+		panic(err) // static text with no data: cannot fail once parsed
+	}
 }
 
 func writeScenarioMD(b *strings.Builder, sr *ScenarioResult) {

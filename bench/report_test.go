@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,54 @@ func TestRenderSVG(t *testing.T) {
 	}
 	if !strings.Contains(svg, "&lt;direct &amp; co&gt;") {
 		t.Error("system names are not escaped")
+	}
+}
+
+// TestReportProseNamesScenarios keeps report.md.tmpl's blocks in step with
+// the scenarios: a block named after no scenario would never be written.
+func TestReportProseNamesScenarios(t *testing.T) {
+	known := map[string]bool{"intro": true, "report": true}
+	for _, n := range scenarioNames() {
+		known[n] = true
+	}
+	for _, tmpl := range reportProse.Templates() {
+		if !known[tmpl.Name()] {
+			t.Errorf("report.md.tmpl defines %q, which is no scenario", tmpl.Name())
+		}
+	}
+	md := renderMarkdown(report{meta: []string{"2 CPUs"}, results: []*ScenarioResult{sampleResult()}})
+	if !strings.HasPrefix(md, "# l4lb performance\n") {
+		t.Errorf("the page does not start with its title:\n%.200s", md)
+	}
+	if !strings.Contains(md, "## This run\n\n- 2 CPUs\n") {
+		t.Errorf("the run's lines are not under their heading:\n%s", md)
+	}
+	if !strings.Contains(md, "Reading it: CPU per GB") {
+		t.Errorf("the bulk scenario's prose is missing:\n%s", md)
+	}
+}
+
+// TestCommittedReportHasTheTemplatesProse keeps docs/performance.md what
+// the bench writes: its prose is the template's, so an edit to one
+// without the other (or by hand to the page) fails here.
+func TestCommittedReportHasTheTemplatesProse(t *testing.T) {
+	page, err := os.ReadFile("../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intro strings.Builder
+	writeProse(&intro, "intro")
+	if !strings.HasPrefix(string(page), intro.String()) {
+		t.Error("docs/performance.md does not start with report.md.tmpl's intro; rerun the bench or copy the intro over")
+	}
+	for _, name := range scenarioNames() {
+		if !strings.Contains(string(page), "\n## "+name+"\n") {
+			continue
+		}
+		var prose strings.Builder
+		writeProse(&prose, name)
+		if !strings.Contains(string(page), prose.String()) {
+			t.Errorf("docs/performance.md, scenario %s: not report.md.tmpl's prose", name)
+		}
 	}
 }
