@@ -73,3 +73,33 @@ const (
 	// open; near math.MaxInt the fd budget's arithmetic would overflow.
 	MaxClientConnections = 1 << 30
 )
+
+// Bounds of the [cluster] keys.
+const (
+	MinSyncInterval = 100 * time.Millisecond
+	MaxSyncInterval = time.Hour
+	MinStoreTimeout = 10 * time.Millisecond // and below sync_interval
+	MaxKeyPrefixLen = 64                    // bytes
+	MaxInstanceLen  = 128                   // bytes
+)
+
+// Bounds of the numeric keys. They reject values that are certainly
+// mistakes (or would make l4lb allocate absurd amounts of memory), not
+// merely unusual ones.
+const (
+	MaxEventLoops      = 1024
+	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
+	MaxWakeCoalesce    = time.Millisecond // past it the added latency outweighs any batching
+	MaxRetries         = 16               // each retry costs the client up to connect_timeout
+	MaxWeight          = 256
+	MaxRingVnodes      = 10000
+	MaxRingPoints      = 1 << 22    // ring_vnodes x total weight: pkg/hashring's bound on a ring
+	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
+	MaxRiseFall        = 1000
+	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
+	MaxAdminConns      = 65536
+	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
+	// MaxDuration bounds every duration key: longer is no setting, and near
+	// Go's largest (2562047h) the nanosecond clocks it is added to overflow.
+	MaxDuration = 876000 * time.Hour // 100 years
+)
