@@ -11,3 +11,5 @@
 // Only cmd and this package import the TOML library; everything else takes
 // the typed Config.
 package config
+
+//go:generate go run ./internal/gendoc -o ../../docs/configuration.md
