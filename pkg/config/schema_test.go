@@ -190,12 +190,12 @@ func tableOf(sec Section, k Key) string {
 // needs are the keys a key means nothing without, written beside it in
 // its table (a redis-only key of [cluster] takes the redis store).
 var needs = map[string]string{
-	"listener.proxy_timeout":      "accept_proxy = true\ntrusted_proxies = [\"10.0.0.0/8\"]\n",
-	"listener.burst_per_source":   "rate_per_source = 1.0\n",
-	"listener.source_ipv4_prefix": "max_connections_per_source = 1\n",
-	"listener.source_ipv6_prefix": "max_connections_per_source = 1\n",
-	"listener.keepalive_interval": "keepalive = \"60s\"\n",
-	"listener.keepalive_count":    "keepalive = \"60s\"\n",
+	"listener.proxy_timeout":         "accept_proxy = true\ntrusted_proxies = [\"10.0.0.0/8\"]\n",
+	"listener.burst_per_source":      "rate_per_source = 1.0\n",
+	"listener.source_ipv4_prefix":    "max_connections_per_source = 1\n",
+	"listener.source_ipv6_prefix":    "max_connections_per_source = 1\n",
+	"listener.keepalive_interval":    "keepalive = \"60s\"\n",
+	"listener.keepalive_count":       "keepalive = \"60s\"\n",
 	poolPath + ".keepalive_interval": "keepalive = \"60s\"\n",
 	poolPath + ".keepalive_count":    "keepalive = \"60s\"\n",
 	healthPath + ".send":             "type = \"send-expect\"\n",
