@@ -11,6 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // The behaviour tests run a small fleet in one process: every instance is a
@@ -23,6 +24,31 @@ import (
 // never makes a Store give Redis up and decide locally, which would change
 // what those tests watch.
 const relaxedTimeout = 5 * time.Second
+
+// testPrefix is the key prefix of the tests' Stores: l4lb's default.
+var testPrefix = config.DefaultCluster().KeyPrefix
+
+// withDefaults is cfg with the fields it leaves zero at l4lb's defaults
+// (pkg/config's), so a test names only the breaker settings it is about.
+func withDefaults(cfg breaker.Config) breaker.Config {
+	d := config.DefaultBreaker()
+	if cfg.Failures == 0 {
+		cfg.Failures = d.Failures
+	}
+	if cfg.Window == 0 {
+		cfg.Window = d.Window
+	}
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = d.Cooldown
+	}
+	if cfg.MaxCooldown == 0 {
+		cfg.MaxCooldown = max(d.MaxCooldown, cfg.Cooldown)
+	}
+	if cfg.Successes == 0 {
+		cfg.Successes = d.Successes
+	}
+	return cfg
+}
 
 // fleetHarness owns the redis-server and every goroutine a test starts;
 // they are stopped (context canceled) and waited for when the test ends,
@@ -66,7 +92,7 @@ func (h *fleetHarness) goRun(ctx context.Context, f func(context.Context)) (wait
 // returns.
 func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 	h.t.Helper()
-	cfg := Config{RedisURL: h.srv.URL(), SyncInterval: time.Hour, Timeout: relaxedTimeout}
+	cfg := Config{RedisURL: h.srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -84,7 +110,7 @@ func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 // checker is a Store that only reads, for assertions; no Run.
 func (h *fleetHarness) checker() *Store {
 	h.t.Helper()
-	s, err := New(Config{RedisURL: h.srv.URL(), SyncInterval: time.Hour, Timeout: relaxedTimeout}, Options{})
+	s, err := New(Config{RedisURL: h.srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}, Options{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -110,7 +136,7 @@ func (h *fleetHarness) instance(name string, s *Store, key string, cfg breaker.C
 	if tweak != nil {
 		tweak(&opts)
 	}
-	b, err := breaker.New(key, cfg, s, opts)
+	b, err := breaker.New(key, withDefaults(cfg), s, opts)
 	if err != nil {
 		h.t.Fatalf("%s: breaker.New: %v", name, err)
 	}
@@ -165,7 +191,7 @@ type rawState struct {
 
 func (h *fleetHarness) raw(key string) rawState {
 	h.t.Helper()
-	ks := keyspace{prefix: DefaultKeyPrefix}
+	ks := keyspace{prefix: testPrefix}
 	// One MGET: the fields of one moment, not of a merge half done.
 	v, err := h.srv.Do("MGET", ks.key(key, fieldGen), ks.key(key, fieldOpen), ks.key(key, fieldDisabled))
 	if err != nil {

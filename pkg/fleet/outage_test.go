@@ -250,7 +250,7 @@ func TestOutage_DataLossIsResynced(t *testing.T) {
 	if raw.Gen <= g || raw.OpenGen != raw.Gen {
 		t.Fatalf("redis holds %+v after the resync, want open above generation %d", raw, g)
 	}
-	if v, err := h.srv.Do("EXISTS", DefaultKeyPrefix+"fleet"); err != nil || v != "1" {
+	if v, err := h.srv.Do("EXISTS", testPrefix+"fleet"); err != nil || v != "1" {
 		t.Fatalf("fleet marker after the resync: %q %v", v, err)
 	}
 	if n := a.store.Reconciled() + b.store.Reconciled(); n < 1 {
@@ -300,7 +300,7 @@ func TestOutage_DataLostWhileApartIsWrittenBackOnRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	testnet.Eventually(t, "B marks the fleet's data again", func() bool {
-		v, _ := h.srv.Do("EXISTS", DefaultKeyPrefix+"fleet")
+		v, _ := h.srv.Do("EXISTS", testPrefix+"fleet")
 		return v == "1"
 	})
 	if n := sb.Reconciled(); n != 0 {

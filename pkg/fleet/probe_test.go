@@ -43,7 +43,7 @@ func (l *probeLog) probe(name string, during func(ctx context.Context)) func(con
 		// The generation the Store holds now, read on the server (not
 		// through a Store and its cache). A probe runs on its breaker's
 		// goroutine, not the test's, so no t.Fatal here.
-		ks := keyspace{prefix: DefaultKeyPrefix}
+		ks := keyspace{prefix: testPrefix}
 		var gen uint64
 		if v, err := l.h.srv.Do("GET", ks.key(l.key, fieldGen)); err == nil {
 			gen, _ = strconv.ParseUint(v, 10, 64)
