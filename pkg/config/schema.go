@@ -196,7 +196,7 @@ var schema = []Section{
 		{Name: "instance", Kind: KindString, Default: "", Rule: "printable ASCII, no spaces, at most 128 bytes",
 			Meaning: `This instance's name to the store and in logs; "": host name and pid.`},
 	}},
-	{Path: "listener", Array: true, Meaning: "One address l4lb serves; at least one.", Keys: []Key{
+	{Path: "listener", Array: true, Meaning: "One address l4lb serves; at least one.", Keys: slices.Concat([]Key{
 		{Name: "name", Kind: KindString, Rule: "required; unique; 1-64 of [A-Za-z0-9._-]",
 			Meaning: "The listener's name in metrics, logs and the admin API."},
 		{Name: "bind", Kind: KindString, Rule: "required; no two of one protocol collide",
@@ -239,15 +239,9 @@ var schema = []Section{
 			Meaning: "Leading bits of an IPv4 client address that make one source for the per-source limits."},
 		{Name: "source_ipv6_prefix", Kind: KindInteger, Default: DefaultSourceIPv6Prefix, Min: 1, Max: 128, Only: ProtocolTCP, Rule: "only with a per-source limit",
 			Meaning: "The same for IPv6 (64: each /64, the block one host takes its addresses from)."},
-		{Name: "keepalive", Kind: KindDurationOff, Default: time.Duration(0), Min: MinKeepalive, Max: MaxKeepalive, Only: ProtocolTCP, Rule: "whole seconds",
-			Meaning: "The client side's TCP keepalive: the idle time before the first probe (TCP_KEEPIDLE)."},
-		{Name: "keepalive_interval", Kind: KindDuration, Default: time.Duration(0), Min: MinKeepaliveInterval, Max: MaxKeepaliveInterval, Zero: "the kernel's default", Only: ProtocolTCP, Rule: "whole seconds; only with keepalive on",
-			Meaning: "The time between keepalive probes (TCP_KEEPINTVL)."},
-		{Name: "keepalive_count", Kind: KindInteger, Default: 0, Min: 0, Max: MaxKeepaliveCount, Only: ProtocolTCP, Rule: "only with keepalive on",
-			Meaning: "Unanswered probes that end the connection (TCP_KEEPCNT); 0: the kernel's default."},
-	}},
+	}, keepaliveKeys("client"))},
 	{Path: "pool", Meaning: "The pools, each a table [pool.NAME]; NAME is 1-64 of [A-Za-z0-9._-]. A pool serves the protocol of the listeners naming it (TCP when none does)."},
-	{Path: poolPath, Meaning: "One pool of backends and how clients are spread over them.", Keys: []Key{
+	{Path: poolPath, Meaning: "One pool of backends and how clients are spread over them.", Keys: slices.Concat([]Key{
 		{Name: "algorithm", Kind: KindString, Default: AlgorithmRoundRobin, Values: Algorithms(),
 			Meaning: "How a backend is picked; round-robin and random ignore weight, the others honour it."},
 		{Name: "hash_key", Kind: KindString, Default: HashKeySourceIP, Values: HashKeys(),
@@ -274,15 +268,9 @@ var schema = []Section{
 			Meaning: "A PROXY header sent to the backend before any client byte (UDP: before every datagram)."},
 		{Name: "queue_timeout", Kind: KindDuration, Default: time.Duration(0), Min: time.Duration(0), Max: MaxQueueTimeout, Only: ProtocolTCP,
 			Meaning: `When every candidate backend is at its max_connections, how long a client waits for a slot; "0s": refused at once.`},
-		{Name: "keepalive", Kind: KindDurationOff, Default: time.Duration(0), Min: MinKeepalive, Max: MaxKeepalive, Only: ProtocolTCP, Rule: "whole seconds",
-			Meaning: "The backend side's TCP keepalive, as the listener's."},
-		{Name: "keepalive_interval", Kind: KindDuration, Default: time.Duration(0), Min: MinKeepaliveInterval, Max: MaxKeepaliveInterval, Zero: "the kernel's default", Only: ProtocolTCP, Rule: "whole seconds; only with keepalive on",
-			Meaning: "The time between the backend side's keepalive probes."},
-		{Name: "keepalive_count", Kind: KindInteger, Default: 0, Min: 0, Max: MaxKeepaliveCount, Only: ProtocolTCP, Rule: "only with keepalive on",
-			Meaning: "Unanswered probes that end the backend connection; 0: the kernel's default."},
 		{Name: "source", Kind: KindStrings, Default: []string{}, Only: ProtocolTCP,
 			Meaning: `Local addresses to dial from, in turn: "ADDR", "ADDR:LO-HI" or "[V6]"; []: the kernel's choice.`},
-	}},
+	}, keepaliveKeys("backend"))},
 	{Path: backendPath, Array: true, Meaning: "One backend of the pool; at least one per pool.", Keys: []Key{
 		{Name: "addr", Kind: KindString, Rule: "required; unique in the pool",
 			Meaning: "The backend's IP:port; its name in metrics and the admin API."},
@@ -338,6 +326,19 @@ var schema = []Section{
 		{Name: "count_no_reply", Kind: KindBool, Default: false, Only: ProtocolUDP,
 			Meaning: "A session's first datagram left without a reply for reply_timeout is a failed dial (off: many UDP protocols are one-way)."},
 	}},
+}
+
+// keepaliveKeys are the TCP keepalive keys of one side of a relay, the
+// client's ([[listener]]) or the backend's ([pool.NAME]).
+func keepaliveKeys(side string) []Key {
+	return []Key{
+		{Name: "keepalive", Kind: KindDurationOff, Default: time.Duration(0), Min: MinKeepalive, Max: MaxKeepalive, Only: ProtocolTCP, Rule: "whole seconds",
+			Meaning: "The " + side + " side's TCP keepalive: the idle time before the first probe (TCP_KEEPIDLE)."},
+		{Name: "keepalive_interval", Kind: KindDuration, Default: time.Duration(0), Min: MinKeepaliveInterval, Max: MaxKeepaliveInterval, Zero: "the kernel's default", Only: ProtocolTCP, Rule: "whole seconds; only with keepalive on",
+			Meaning: "The time between the " + side + " side's keepalive probes (TCP_KEEPINTVL)."},
+		{Name: "keepalive_count", Kind: KindInteger, Default: 0, Min: 0, Max: MaxKeepaliveCount, Only: ProtocolTCP, Rule: "only with keepalive on",
+			Meaning: "Unanswered probes that end the " + side + " connection (TCP_KEEPCNT); 0: the kernel's default."},
+	}
 }
 
 // intRange is an integer key's bounds: at least 0 and at most

@@ -28,26 +28,14 @@ const relaxedTimeout = 5 * time.Second
 // testPrefix is the key prefix of the tests' Stores: l4lb's default.
 var testPrefix = config.DefaultCluster().KeyPrefix
 
-// withDefaults is cfg with the fields it leaves zero at l4lb's defaults
-// (pkg/config's), so a test names only the breaker settings it is about.
-func withDefaults(cfg breaker.Config) breaker.Config {
-	d := config.DefaultBreaker()
-	if cfg.Failures == 0 {
-		cfg.Failures = d.Failures
-	}
-	if cfg.Window == 0 {
-		cfg.Window = d.Window
-	}
-	if cfg.Cooldown == 0 {
-		cfg.Cooldown = d.Cooldown
-	}
-	if cfg.MaxCooldown == 0 {
-		cfg.MaxCooldown = max(d.MaxCooldown, cfg.Cooldown)
-	}
-	if cfg.Successes == 0 {
-		cfg.Successes = d.Successes
-	}
-	return cfg
+// defaultBreaker is [pool.NAME.breaker] at l4lb's defaults.
+var defaultBreaker = config.DefaultBreaker()
+
+// trips is a breaker that trips on failures failed dials within l4lb's
+// default window and is probed after cooldown, doubling up to
+// maxCooldown; l4lb's default number of successes closes it.
+func trips(failures int, cooldown, maxCooldown time.Duration) breaker.Config {
+	return breaker.Config{Failures: failures, Window: defaultBreaker.Window, Cooldown: cooldown, MaxCooldown: maxCooldown, Successes: defaultBreaker.Successes}
 }
 
 // fleetHarness owns the redis-server and every goroutine a test starts;
@@ -136,7 +124,7 @@ func (h *fleetHarness) instance(name string, s *Store, key string, cfg breaker.C
 	if tweak != nil {
 		tweak(&opts)
 	}
-	b, err := breaker.New(key, withDefaults(cfg), s, opts)
+	b, err := breaker.New(key, cfg, s, opts)
 	if err != nil {
 		h.t.Fatalf("%s: breaker.New: %v", name, err)
 	}

@@ -33,7 +33,7 @@ func newOutageFleet(t *testing.T, key string) *outageFleet {
 	t.Helper()
 	h := newFleet(t)
 	p := startProxy(t, h.srv.Addr)
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	sa := h.store(func(c *Config) {
 		c.RedisURL, c.Timeout, c.SyncInterval = p.URL(), outageTimeout, 200*time.Millisecond
 	}, Options{})
@@ -222,7 +222,7 @@ func TestOutage_DataLossIsResynced(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.1.4:80"
 	fast := func(c *Config) { c.SyncInterval, c.Timeout = 200*time.Millisecond, outageTimeout }
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	a := h.instance("A", h.store(fast, Options{}), key, cfg, nil)
 	b := h.instance("B", h.store(fast, Options{}), key, cfg, nil)
 	h.start(nil, a)
@@ -288,7 +288,7 @@ func TestOutage_DataLostWhileApartIsWrittenBackOnRejoin(t *testing.T) {
 	sa := h.store(func(c *Config) { fast(c); c.RedisURL = p.URL() }, Options{})
 	sb := h.store(fast, Options{}) // B has no breaker for key
 	var probes atomic.Int32
-	a := h.instance("A", sa, key, breaker.Config{Failures: 1, Cooldown: 300 * time.Millisecond}, func(o *breaker.Options) {
+	a := h.instance("A", sa, key, trips(1, 300*time.Millisecond, defaultBreaker.MaxCooldown), func(o *breaker.Options) {
 		o.Probe = func(context.Context) breaker.Result { probes.Add(1); return breaker.Success }
 	})
 	h.start(nil, a)
