@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -125,6 +126,9 @@ var schemaIndex = func() map[string]*Key {
 	return m
 }()
 
+// nameRule is what a listener or pool name may be (checkName).
+var nameRule = "1-" + strconv.Itoa(maxNameLen) + " of [A-Za-z0-9._-]"
+
 // Paths of the pool tables, whose middle part is each pool's name.
 const (
 	poolPath    = "pool.NAME"
@@ -187,17 +191,17 @@ var schema = []Section{
 			Meaning: "A master set: redis_url's host and sentinel_addrs are then Sentinels monitoring it."},
 		{Name: "sentinel_addrs", Kind: KindStrings, Default: []string{}, Rule: `store = "redis" only; with sentinel_master`,
 			Meaning: `More Sentinels, each "host:port".`},
-		{Name: "key_prefix", Kind: KindString, Default: "l4lb:", Rule: `store = "redis" only; at most 64 printable bytes, no { or }`,
+		{Name: "key_prefix", Kind: KindString, Default: "l4lb:", Rule: `store = "redis" only; at most ` + strconv.Itoa(MaxKeyPrefixLen) + ` printable bytes, no { or }`,
 			Meaning: "What every key the fleet writes starts with; the same on every instance sharing the store."},
 		{Name: "sync_interval", Kind: KindDuration, Default: 2 * time.Second, Min: MinSyncInterval, Max: MaxSyncInterval, Rule: `store = "redis" only`,
 			Meaning: "The cache backstop (reads are served at most this long without the server) and the store's health ping."},
 		{Name: "timeout", Kind: KindDuration, Default: 250 * time.Millisecond, Min: MinStoreTimeout, Rule: `store = "redis" only; below sync_interval`,
 			Meaning: "The bound of one store operation; past it the instance decides locally."},
-		{Name: "instance", Kind: KindString, Default: "", Rule: "printable ASCII, no spaces, at most 128 bytes",
+		{Name: "instance", Kind: KindString, Default: "", Rule: "printable ASCII, no spaces, at most " + strconv.Itoa(MaxInstanceLen) + " bytes",
 			Meaning: `This instance's name to the store and in logs; "": host name and pid.`},
 	}},
 	{Path: "listener", Array: true, Meaning: "One address l4lb serves; at least one.", Keys: slices.Concat([]Key{
-		{Name: "name", Kind: KindString, Rule: "required; unique; 1-64 of [A-Za-z0-9._-]",
+		{Name: "name", Kind: KindString, Rule: "required; unique; " + nameRule,
 			Meaning: "The listener's name in metrics, logs and the admin API."},
 		{Name: "bind", Kind: KindString, Rule: "required; no two of one protocol collide",
 			Meaning: `IP:port to listen on; "0.0.0.0:P" is every IPv4 address, "[::]:P" every IPv6 one.`},
@@ -240,7 +244,7 @@ var schema = []Section{
 		{Name: "source_ipv6_prefix", Kind: KindInteger, Default: DefaultSourceIPv6Prefix, Min: 1, Max: 128, Only: ProtocolTCP, Rule: "only with a per-source limit",
 			Meaning: "The same for IPv6 (64: each /64, the block one host takes its addresses from)."},
 	}, keepaliveKeys("client"))},
-	{Path: "pool", Meaning: "The pools, each a table [pool.NAME]; NAME is 1-64 of [A-Za-z0-9._-]. A pool serves the protocol of the listeners naming it (TCP when none does)."},
+	{Path: "pool", Meaning: "The pools, each a table [pool.NAME]; NAME is " + nameRule + ". A pool serves the protocol of the listeners naming it (TCP when none does)."},
 	{Path: poolPath, Meaning: "One pool of backends and how clients are spread over them.", Keys: slices.Concat([]Key{
 		{Name: "algorithm", Kind: KindString, Default: AlgorithmRoundRobin, Values: Algorithms(),
 			Meaning: "How a backend is picked; round-robin and random ignore weight, the others honour it."},
@@ -260,7 +264,7 @@ var schema = []Section{
 			Meaning: `A backend that becomes usable ramps up its share over this long; "0s": off.`},
 		{Name: "hash_balance_factor", Kind: KindFloat, Default: 0.0, Rule: "0 or above 1",
 			Meaning: "consistent-hash bounded load: no backend takes more than factor x the average; 0: off."},
-		{Name: "ring_vnodes", Kind: KindInteger, Default: 160, Min: 1, Max: MaxRingVnodes, Rule: "x total weight at most 4194304",
+		{Name: "ring_vnodes", Kind: KindInteger, Default: 160, Min: 1, Max: MaxRingVnodes, Rule: "times the total weight at most " + strconv.Itoa(MaxRingPoints),
 			Meaning: "consistent-hash ring points per unit of weight."},
 		{Name: "maglev_table_size", Kind: KindInteger, Default: 65537, Min: 1, Max: MaxMaglevTableSize, Rule: "a prime, at least the number of backends",
 			Meaning: "Entries of the Maglev lookup table."},
@@ -282,9 +286,9 @@ var schema = []Section{
 			Meaning: "Dials in flight and relays (UDP: sessions) at once; 0: no cap."},
 	}},
 	{Path: healthPath, Meaning: "The pool's active health checks.", Keys: []Key{
-		{Name: "enabled", Kind: KindBool, Default: true, Meaning: "false: no check is made and every backend counts as up."},
+		{Name: "enabled", Kind: KindBool, Default: true, Meaning: "false: no check is made, and every backend counts as healthy."},
 		{Name: "type", Kind: KindString, Default: HealthConnect, Values: HealthTypes(), Rule: "icmp for UDP pools, their default",
-			Meaning: "connect: a TCP connect; send-expect: send bytes, pass on a reply starting with others; icmp: fail on ICMP unreachable."},
+			Meaning: "connect: a TCP connect; send-expect: send send, pass on a reply that starts with expect; icmp: an empty datagram, failed by ICMP unreachable."},
 		{Name: "port", Kind: KindInteger, Default: 0, Min: 0, Max: 65535, Rule: `only with type = "connect"`,
 			Meaning: "The TCP port to connect to; 0: the backend's own (a UDP pool's connect check needs one its backends serve)."},
 		{Name: "send", Kind: KindString, Default: "", Rule: `only with type = "send-expect"; not beside send_hex`,
