@@ -32,8 +32,7 @@ type Maglev struct {
 // NewMaglev builds a table of size slots over nodes. size must be a prime,
 // as the permutations require, no smaller than the number of weighted
 // nodes and at most MaxMaglevSize; the Maglev paper wants size >= 100 ×
-// nodes for a 1% imbalance (l4lb's default maglev_table_size, 65537, is
-// enough for a few hundred).
+// nodes for a 1% imbalance.
 func NewMaglev(nodes []Node, size int, hash HashFunc) (*Maglev, error) {
 	weighted, err := checkNodes(nodes)
 	if err != nil {

@@ -34,7 +34,7 @@ type Ring struct {
 // NewRing builds a ring over nodes with vnodes points per unit of weight
 // (at least 1) hashed by hash (nil means xxhash). With v points a node's
 // share of the ring deviates from its ideal by about 1/sqrt(v) as a
-// standard deviation: some 8% at 160, l4lb's default ring_vnodes.
+// standard deviation.
 // Points that collide are ordered by node ID, so the result never depends on
 // the order of nodes.
 func NewRing(nodes []Node, vnodes int, hash HashFunc) (*Ring, error) {
