@@ -3,9 +3,9 @@ package config
 import "time"
 
 // Floors and ceilings of the duration and count keys (issue 25), each the
-// one statement of its fact: Parse enforces it, the tests and the
-// reference config.toml and docs/design.md quote it. Like the bounds of
-// defaults.go and policy.go, they refuse values that are certainly
+// one statement of its fact: the schema (schema.go) gives it to its key,
+// Parse enforces it from there, and the generated docs/configuration.md
+// quotes it. Like the bounds below and those of policy.go, they refuse values that are certainly
 // mistakes (a health check that dials without rest, a timer that
 // re-arms itself without end, a limit the code would silently lower),
 // not merely unusual ones; the keys they bound keep their zero meanings
