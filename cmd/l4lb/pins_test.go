@@ -5,16 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/hashring"
-	"github.com/l4lb/l4lb/pkg/health"
 	"github.com/l4lb/l4lb/pkg/pick"
 )
 
 // pkg/config may not import the packages it configures, nor they it
-// (internal/arch), so names, bounds and defaults are written on both sides.
-// This package imports both: these tests fail when one side changes alone.
+// (internal/arch), so names and bounds are written on both sides (the
+// defaults only in pkg/config, which the wiring passes on). This package
+// imports both: these tests fail when one side changes alone.
 
 func TestAlgorithmNamesAgree(t *testing.T) {
 	if !sameSet(config.Algorithms(), pick.Algorithms) {
@@ -36,8 +35,9 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 		}
 	}
 	backends := []pick.Backend{{ID: "a", Weight: 1}, {ID: "b", Weight: config.MaxWeight}}
+	p := config.DefaultPool("p")
 	for _, name := range config.Algorithms() {
-		if _, err := pick.New(backends, noState{}, pick.Config{Algorithm: name}); err != nil {
+		if _, err := pick.New(backends, noState{}, pick.Config{Algorithm: name, RingVnodes: p.RingVnodes, MaglevTableSize: p.MaglevTableSize}); err != nil {
 			t.Errorf("config accepts algorithm %q, pick.New refuses it: %v", name, err)
 		}
 	}
@@ -68,51 +68,6 @@ func TestBoundsAgree(t *testing.T) {
 	}
 	if config.MaxMaglevTableSize > hashring.MaxMaglevSize {
 		t.Errorf("config accepts maglev_table_size up to %d, hashring only %d", config.MaxMaglevTableSize, hashring.MaxMaglevSize)
-	}
-}
-
-func TestPoolDefaultsAgree(t *testing.T) {
-	p := config.DefaultPool("p")
-	if p.RingVnodes != hashring.DefaultVnodes {
-		t.Errorf("config ring_vnodes default %d, hashring %d", p.RingVnodes, hashring.DefaultVnodes)
-	}
-	if p.MaglevTableSize != hashring.DefaultMaglevSize {
-		t.Errorf("config maglev_table_size default %d, hashring %d", p.MaglevTableSize, hashring.DefaultMaglevSize)
-	}
-}
-
-func TestBreakerDefaultsAgree(t *testing.T) {
-	b := config.DefaultBreaker()
-	for _, d := range []struct {
-		key        string
-		cfg, other any
-	}{
-		{"failures", b.Failures, breaker.DefaultFailures},
-		{"window", b.Window, breaker.DefaultWindow},
-		{"cooldown", b.Cooldown, breaker.DefaultCooldown},
-		{"max_cooldown", b.MaxCooldown, breaker.DefaultMaxCooldown},
-		{"successes", b.Successes, breaker.DefaultSuccesses},
-	} {
-		if d.cfg != d.other {
-			t.Errorf("breaker %s: config default %v, pkg/breaker default %v", d.key, d.cfg, d.other)
-		}
-	}
-}
-
-func TestHealthDefaultsAgree(t *testing.T) {
-	h := config.DefaultHealth()
-	for _, d := range []struct {
-		key        string
-		cfg, other any
-	}{
-		{"interval", h.Interval, health.DefaultInterval},
-		{"timeout", h.Timeout, health.DefaultTimeout},
-		{"rise", h.Rise, health.DefaultRise},
-		{"fall", h.Fall, health.DefaultFall},
-	} {
-		if d.cfg != d.other {
-			t.Errorf("health %s: config default %v, pkg/health default %v", d.key, d.cfg, d.other)
-		}
 	}
 }
 

@@ -73,7 +73,7 @@ func (s *slowStore) notify(key string) {
 
 func newAsync(t *testing.T, store Store, cfg Config) *Breaker {
 	t.Helper()
-	b, err := New(testKey, cfg, store, Options{Async: true, Probe: func(context.Context) Result { return Success }})
+	b, err := New(testKey, cfg.withDefaults(), store, Options{Async: true, Probe: func(context.Context) Result { return Success }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestAsyncFailedTripIsRetriedByTheNextFailure(t *testing.T) {
 		defer stop()
 		dial(b, KindClient, Failure)
 		dial(b, KindClient, Failure)
-		time.Sleep(DefaultStoreTimeout + time.Millisecond) // the store never answers: the trip times out
+		time.Sleep(storeTimeout + time.Millisecond) // the store never answers: the trip times out
 		synctest.Wait()
 		if b.State().Open {
 			t.Fatal("open without the store")
@@ -176,7 +176,7 @@ func TestAsyncCloseIsMadeAgainstTheStore(t *testing.T) {
 func TestNotifierRefreshesTheSnapshotAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &slowStore{MemoryStore: NewMemoryStore(nil)}
-		b, err := New(testKey, Config{}, s, Options{SnapshotRefresh: time.Hour})
+		b, err := New(testKey, Config{}.withDefaults(), s, Options{SnapshotRefresh: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 )
 
 func benchBreaker(b *testing.B, cfg Config) *Breaker {
-	br, err := New(testKey, cfg, NewMemoryStore(nil), Options{})
+	br, err := New(testKey, cfg.withDefaults(), NewMemoryStore(nil), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,11 +12,12 @@ import (
 	"time"
 )
 
-// Option defaults.
+// The breaker's own timings, taken when Options leaves them 0. They are
+// no configuration key: only tests set them otherwise.
 const (
-	DefaultSnapshotRefresh = 500 * time.Millisecond
-	DefaultProbeLockTTL    = 10 * time.Second
-	DefaultStoreTimeout    = time.Second
+	snapshotRefresh = 500 * time.Millisecond
+	probeLockTTL    = 10 * time.Second
+	storeTimeout    = time.Second
 )
 
 // Options are a Breaker's injected dependencies; every field is optional.
@@ -38,12 +39,12 @@ type Options struct {
 	// math/rand/v2.
 	Rand func() float64
 	// SnapshotRefresh is how often Run re-reads the Store into the local
-	// snapshot the hot path reads. 0: DefaultSnapshotRefresh.
+	// snapshot the hot path reads. 0: 500ms.
 	SnapshotRefresh time.Duration
 	// ProbeLockTTL bounds one probe: the lock's TTL and the probe's
-	// deadline. 0: DefaultProbeLockTTL.
+	// deadline. 0: 10s.
 	ProbeLockTTL time.Duration
-	// StoreTimeout bounds Store calls made from Done. 0: DefaultStoreTimeout.
+	// StoreTimeout bounds Store calls made from Done. 0: 1s.
 	StoreTimeout time.Duration
 	// Owner is this instance's probe-lock token. "": random.
 	Owner string
@@ -115,10 +116,9 @@ type Breaker struct {
 }
 
 // New returns the breaker for key (the wiring uses "pool/addr"; instances
-// sharing store must agree on it). Zero Config fields take their defaults.
+// sharing store must agree on it). cfg must be complete (see Config).
 // The snapshot starts as read from store now.
 func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -132,13 +132,13 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 		opts.Rand = mathrand.Float64
 	}
 	if opts.SnapshotRefresh <= 0 {
-		opts.SnapshotRefresh = DefaultSnapshotRefresh
+		opts.SnapshotRefresh = snapshotRefresh
 	}
 	if opts.ProbeLockTTL <= 0 {
-		opts.ProbeLockTTL = DefaultProbeLockTTL
+		opts.ProbeLockTTL = probeLockTTL
 	}
 	if opts.StoreTimeout <= 0 {
-		opts.StoreTimeout = DefaultStoreTimeout
+		opts.StoreTimeout = storeTimeout
 	}
 	if opts.Owner == "" {
 		opts.Owner = randomOwner()
@@ -175,7 +175,7 @@ func randomOwner() string {
 // Key returns the Store key the breaker was built with.
 func (b *Breaker) Key() string { return b.key }
 
-// Config returns the effective configuration (defaults filled in).
+// Config returns the configuration New was given.
 func (b *Breaker) Config() Config { return b.cfg }
 
 // Allow reports, from the local snapshot, whether client dials may go to the

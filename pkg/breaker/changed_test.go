@@ -13,7 +13,7 @@ func TestChangedReportsWhatTheSnapshotTakesIn(t *testing.T) {
 	ctx := context.Background()
 	store := NewMemoryStore(nil)
 	var seen []State
-	b, err := New(testKey, Config{}, store, Options{Events: Events{Changed: func(key string, st State) {
+	b, err := New(testKey, Config{}.withDefaults(), store, Options{Events: Events{Changed: func(key string, st State) {
 		if key != testKey {
 			t.Errorf("Changed for %q", key)
 		}
@@ -23,7 +23,7 @@ func TestChangedReportsWhatTheSnapshotTakesIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen = nil // New's first read
-	other, err := New(testKey, Config{}, store, Options{})
+	other, err := New(testKey, Config{}.withDefaults(), store, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

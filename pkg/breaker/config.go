@@ -9,17 +9,11 @@ import (
 // ErrInvalidConfig is wrapped by every configuration error New returns.
 var ErrInvalidConfig = errors.New("invalid breaker config")
 
-// Default values, the same as DESIGN.md's configuration reference. A zero
-// field in Config takes its default.
-const (
-	DefaultFailures    = 3
-	DefaultWindow      = 120 * time.Second
-	DefaultCooldown    = 30 * time.Second
-	DefaultMaxCooldown = 5 * time.Minute
-	DefaultSuccesses   = 1
-)
-
-// Config holds the per-pool breaker settings ([pool.X.breaker]).
+// Config holds the per-pool breaker settings ([pool.X.breaker]). It has
+// no defaults of its own: every field but MinRatio and MinVolume must be
+// set, and New refuses a zero Failures, Window, Cooldown or Successes, or
+// a MaxCooldown below Cooldown. The defaults of the keys are pkg/config's,
+// which fills in what the file leaves out.
 type Config struct {
 	// Failures is how many failed dials within Window trip the breaker.
 	// Up to 64 the count is exact; above it failures are counted in the
@@ -40,26 +34,6 @@ type Config struct {
 	MaxCooldown time.Duration
 	// Successes is how many post-trip successes close the breaker.
 	Successes int
-}
-
-// withDefaults fills zero fields with their defaults.
-func (c Config) withDefaults() Config {
-	if c.Failures == 0 {
-		c.Failures = DefaultFailures
-	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Cooldown == 0 {
-		c.Cooldown = DefaultCooldown
-	}
-	if c.MaxCooldown == 0 {
-		c.MaxCooldown = max(DefaultMaxCooldown, c.Cooldown)
-	}
-	if c.Successes == 0 {
-		c.Successes = DefaultSuccesses
-	}
-	return c
 }
 
 // validate reports every impossible value at once.

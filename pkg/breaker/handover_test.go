@@ -99,7 +99,7 @@ func TestHandOverOnlyToAnotherBreakerOfTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, Config{}, nil)
 		next := f.add(Config{}, nil)
-		stranger, err := New("web/127.0.0.1:9999", Config{}, f.store, Options{})
+		stranger, err := New("web/127.0.0.1:9999", Config{}.withDefaults(), f.store, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

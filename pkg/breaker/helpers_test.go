@@ -148,7 +148,7 @@ func (f *fixture) add(cfg Config, tweak func(*Options)) *Breaker {
 	if tweak != nil {
 		tweak(&opts)
 	}
-	b, err := New(testKey, cfg, f.store, opts)
+	b, err := New(testKey, cfg.withDefaults(), f.store, opts)
 	if err != nil {
 		f.t.Fatalf("New: %v", err)
 	}

@@ -98,7 +98,7 @@ func TestInheritOnlyFromTheSameBackend(t *testing.T) {
 		f := newFixture(t, Config{Failures: 3}, nil)
 		dial(f.b, KindClient, Failure)
 		dial(f.b, KindClient, Failure)
-		stranger, err := New("web/127.0.0.1:9999", Config{Failures: 3}, f.store, Options{})
+		stranger, err := New("web/127.0.0.1:9999", Config{Failures: 3}.withDefaults(), f.store, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func TestOnChangeReportsEveryChange(t *testing.T) {
 func TestFollowedTripReachesRunningBreakerAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore(nil)
-		b, err := New(testKey, Config{}, s, Options{SnapshotRefresh: time.Hour, Probe: func(context.Context) Result { return Failure }})
+		b, err := New(testKey, Config{}.withDefaults(), s, Options{SnapshotRefresh: time.Hour, Probe: func(context.Context) Result { return Failure }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -153,16 +154,25 @@ func TestConfigValidation(t *testing.T) {
 		cfg  Config
 		ok   bool
 	}{
-		{"zero is all defaults", Config{}, true},
-		{"negative failures", Config{Failures: -1}, false},
-		{"ratio above one", Config{MinRatio: 1.5}, false},
-		{"max below cooldown", Config{Cooldown: time.Minute, MaxCooldown: time.Second}, false},
-		{"cooldown above default max", Config{Cooldown: 10 * time.Minute}, true},
-		{"negative successes", Config{Successes: -2}, false},
+		{"zero: no defaults here", Config{}, false},
+		{"complete", Config{}.withDefaults(), true},
+		{"negative failures", Config{Failures: -1}.withDefaults(), false},
+		{"ratio above one", Config{MinRatio: 1.5}.withDefaults(), false},
+		{"max below cooldown", Config{Cooldown: time.Minute, MaxCooldown: time.Second}.withDefaults(), false},
+		{"cooldown above default max", Config{Cooldown: 10 * time.Minute}.withDefaults(), true},
+		{"negative successes", Config{Successes: -2}.withDefaults(), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(testKey, tc.cfg, NewMemoryStore(nil), Options{})
+			if tc.cfg == (Config{}) {
+				// Every field without a zero meaning is named.
+				for _, want := range []string{"failures 0", "window 0s", "cooldown 0s", "successes 0"} {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("New(Config{}) error %v does not name %q", err, want)
+					}
+				}
+			}
 			if (err == nil) != tc.ok {
 				t.Fatalf("New error = %v, want ok=%v", err, tc.ok)
 			}

@@ -53,7 +53,7 @@ func TestRule5_DisableSharedThroughStore(t *testing.T) {
 		if err := f.b.Disable(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(DefaultSnapshotRefresh)
+		time.Sleep(snapshotRefresh)
 		synctest.Wait()
 		if other.Allow() || !other.State().Disabled {
 			t.Fatal("other instance does not see the disable")

@@ -57,7 +57,7 @@ func TestRule5_SlowRefreshDoesNotUndoAdminSwitch(t *testing.T) {
 				}
 			}
 			g := newGatedStore(mem)
-			b, err := New(testKey, Config{}, g, Options{})
+			b, err := New(testKey, Config{}.withDefaults(), g, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

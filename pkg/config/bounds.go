@@ -3,9 +3,9 @@ package config
 import "time"
 
 // Floors and ceilings of the duration and count keys (issue 25), each the
-// one statement of its fact: Parse enforces it, the tests and the
-// reference config.toml and docs/design.md quote it. Like the bounds of
-// defaults.go and policy.go, they refuse values that are certainly
+// one statement of its fact: the schema (schema.go) gives it to its key,
+// Parse enforces it from there, and the generated docs/configuration.md
+// quotes it. Like the bounds below and those of policy.go, they refuse values that are certainly
 // mistakes (a health check that dials without rest, a timer that
 // re-arms itself without end, a limit the code would silently lower),
 // not merely unusual ones; the keys they bound keep their zero meanings
@@ -72,4 +72,34 @@ const (
 	// past fs.nr_open's maximum, just under 1<<31, so more could never be
 	// open; near math.MaxInt the fd budget's arithmetic would overflow.
 	MaxClientConnections = 1 << 30
+)
+
+// Bounds of the [cluster] keys.
+const (
+	MinSyncInterval = 100 * time.Millisecond
+	MaxSyncInterval = time.Hour
+	MinStoreTimeout = 10 * time.Millisecond // and below sync_interval
+	MaxKeyPrefixLen = 64                    // bytes
+	MaxInstanceLen  = 128                   // bytes
+)
+
+// Bounds of the numeric keys. They reject values that are certainly
+// mistakes (or would make l4lb allocate absurd amounts of memory), not
+// merely unusual ones.
+const (
+	MaxEventLoops      = 1024
+	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
+	MaxWakeCoalesce    = time.Millisecond // past it the added latency outweighs any batching
+	MaxRetries         = 16               // each retry costs the client up to connect_timeout
+	MaxWeight          = 256
+	MaxRingVnodes      = 10000
+	MaxRingPoints      = 1 << 22    // ring_vnodes x total weight: pkg/hashring's bound on a ring
+	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
+	MaxRiseFall        = 1000
+	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
+	MaxAdminConns      = 65536
+	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
+	// MaxDuration bounds every duration key: longer is no setting, and near
+	// Go's largest (2562047h) the nanosecond clocks it is added to overflow.
+	MaxDuration = 876000 * time.Hour // 100 years
 )

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,90 +185,5 @@ func TestIssue25Values(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantOneError(t, tt, parseErrors(t, tt.src)) })
-	}
-}
-
-// docDuration writes d as the docs do: "1h", not "1h0m0s".
-func docDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// TestDocsQuoteBounds checks that config.toml, in the comment above each
-// key, and docs/design.md, on the key's line of "Every key, with its
-// default", state the bounds of issue 25 as the constants have them.
-func TestDocsQuoteBounds(t *testing.T) {
-	atLeast := func(d time.Duration) string { return "at least " + docDuration(d) }
-	ints := func(lo, hi int) string { return fmt.Sprintf("%d..%d", lo, hi) }
-	// Keys as designKeys names them.
-	bounds := []struct{ key, text string }{
-		{"global.max_connections", ints(0, MaxClientConnections)},
-		{"global.pipe_size", ints(MinPipeSize, MaxPipeSize)},
-		{"listener[0].backlog", ints(0, MaxBacklog)},
-		{"listener[1].session_timeout", atLeast(MinIdleTimeout)},
-		{"pool.NAME.connect_timeout", atLeast(MinConnectTimeout)},
-		{"pool.NAME.connect_budget", atLeast(MinConnectTimeout)},
-		{"pool.NAME.idle_timeout", atLeast(MinIdleTimeout)},
-		{"pool.UDPNAME.reply_timeout", atLeast(MinConnectTimeout)},
-		{"pool.NAME.health.interval", docDuration(MinCheckInterval) + ".." + docDuration(MaxCheckInterval)},
-		{"pool.NAME.health.timeout", atLeast(MinCheckTimeout)},
-		{"pool.NAME.breaker.window", atLeast(MinBreakerWindow)},
-		{"pool.NAME.breaker.cooldown", atLeast(MinCooldown)},
-		{"pool.NAME.breaker.max_cooldown", atLeast(MinCooldown)},
-		{"pool.NAME.breaker.early_reset_window", atLeast(MinEarlyResetWindow)},
-	}
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
-
-	ref, err := os.ReadFile(referencePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refLines := strings.Split(string(ref), "\n")
-	refPos := locate(ref)
-
-	design, err := os.ReadFile("../../docs/design.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, _ := strings.Cut(string(design), "### Every key, with its default\n\n```toml\n")
-	block, _, _ = strings.Cut(block, "```")
-	designLines := strings.Split(block, "\n")
-	designPos := locate([]byte(block))
-
-	for _, b := range bounds {
-		key := designKey(b.key, "echo", "udp-echo")
-		n, ok := refPos.lines[key]
-		if !ok {
-			t.Errorf("config.toml does not write %s", key)
-		} else {
-			// The comment above the key, which may wrap.
-			var comment []string
-			for i := n - 2; i >= 0 && strings.HasPrefix(refLines[i], "#"); i-- {
-				comment = append([]string{strings.TrimPrefix(refLines[i], "#")}, comment...)
-			}
-			if !strings.Contains(norm(strings.Join(comment, " ")), b.text) {
-				t.Errorf("config.toml:%d: the comment above %s does not say %q:\n%s", n, key, b.text, strings.Join(comment, "\n"))
-			}
-		}
-		key = designKey(b.key, "web", "dns")
-		n, ok = designPos.lines[key]
-		if !ok {
-			t.Errorf("docs/design.md, Every key: no %s", key)
-			continue
-		}
-		// The key's line and its continuation lines (indented comments).
-		text := designLines[n-1]
-		for i := n; i < len(designLines) && strings.HasPrefix(strings.TrimLeft(designLines[i], " "), "#") && strings.HasPrefix(designLines[i], " "); i++ {
-			text += " " + strings.TrimLeft(designLines[i], " #")
-		}
-		if !strings.Contains(norm(text), b.text) {
-			t.Errorf("docs/design.md, Every key: %s does not say %q: %s", key, b.text, text)
-		}
 	}
 }

@@ -68,7 +68,7 @@ var redisOnly = []string{
 
 // decodeCluster reads [cluster].
 func decodeCluster(t *table, cl *Cluster) {
-	storeKnown := t.oneOf("store", &cl.Store, "cluster store", Stores())
+	storeKnown := t.oneOf("store", &cl.Store, "cluster store")
 	// With an unknown store every key is judged on its own: the store is
 	// reported once, alone.
 	redis := !storeKnown || cl.Store == StoreRedis
@@ -139,10 +139,10 @@ func decodeCluster(t *table, cl *Cluster) {
 
 	syncOK, timeoutOK := true, true
 	if !misplaced["sync_interval"] {
-		syncOK = t.durationIn("sync_interval", &cl.SyncInterval, MinSyncInterval, MaxSyncInterval, "")
+		syncOK = t.durationIn("sync_interval", &cl.SyncInterval)
 	}
 	if !misplaced["timeout"] {
-		timeoutOK = t.durationIn("timeout", &cl.Timeout, MinStoreTimeout, MaxDuration, "")
+		timeoutOK = t.durationIn("timeout", &cl.Timeout)
 	}
 	if redis && syncOK && timeoutOK && cl.Timeout >= cl.SyncInterval {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "sync_interval")), "timeout %v is not shorter than sync_interval %v: one store operation must end before the next sync is due; lower timeout or raise sync_interval", cl.Timeout, cl.SyncInterval)

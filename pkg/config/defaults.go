@@ -81,109 +81,136 @@ func Stores() []string { return []string{StoreMemory, StoreRedis} }
 // rediss and valkeys are TLS, unix a socket path (unix:///run/redis.sock).
 func RedisSchemes() []string { return []string{"redis", "rediss", "unix", "valkey", "valkeys"} }
 
-// Bounds of the [cluster] keys.
-const (
-	MinSyncInterval = 100 * time.Millisecond
-	MaxSyncInterval = time.Hour
-	MinStoreTimeout = 10 * time.Millisecond // and below sync_interval
-	MaxKeyPrefixLen = 64                    // bytes
-	MaxInstanceLen  = 128                   // bytes
-)
-
-// Bounds of the numeric keys. They reject values that are certainly
-// mistakes (or would make l4lb allocate absurd amounts of memory), not
-// merely unusual ones.
-const (
-	MaxEventLoops      = 1024
-	MaxBusyPoll        = time.Millisecond // past it a loop burns a CPU for nothing a sleep would not give
-	MaxWakeCoalesce    = time.Millisecond // past it the added latency outweighs any batching
-	MaxRetries         = 16               // each retry costs the client up to connect_timeout
-	MaxWeight          = 256
-	MaxRingVnodes      = 10000
-	MaxRingPoints      = 1 << 22    // ring_vnodes x total weight: pkg/hashring's bound on a ring
-	MaxMaglevTableSize = 10_000_019 // prime; Maglev tables are M entries per pool
-	MaxRiseFall        = 1000
-	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
-	MaxAdminConns      = 65536
-	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
-	// MaxDuration bounds every duration key: longer is no setting, and near
-	// Go's largest (2562047h) the nanosecond clocks it is added to overflow.
-	MaxDuration = 876000 * time.Hour // 100 years
-)
-
 // DefaultWakeCoalesce is [global] wake_coalesce when the file leaves it
 // out: measured on the bench's redis scenario (docs/design.md, "Wake-up
 // coalescing").
 const DefaultWakeCoalesce = 20 * time.Microsecond
 
-// DefaultGlobal returns [global] with every key at its default.
-func DefaultGlobal() Global {
-	return Global{
-		ShutdownTimeout: 30 * time.Second,
-		MaxConnections:  0,
-		EventLoops:      0,
-		PipeSize:        1 << 20,
-		WakeCoalesce:    DefaultWakeCoalesce,
-	}
-}
-
-// DefaultAdmin returns [admin] with every key at its default.
-func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9090", MaxConnections: 64} }
-
-// DefaultLog returns [log] with every key at its default.
-func DefaultLog() Log { return Log{Level: "info", Format: "text", Access: AccessOff} }
-
-// DefaultCluster returns [cluster] with every key at its default. Instance
-// stays "": the caller fills in its own (hostname-pid) when the file sets
-// none.
-func DefaultCluster() Cluster {
-	return Cluster{
-		Store:        StoreMemory,
-		KeyPrefix:    "l4lb:",
-		SyncInterval: 2 * time.Second,
-		Timeout:      250 * time.Millisecond,
-	}
-}
-
-// DefaultListener returns a [[listener]] with the optional keys at their
-// defaults; name, bind and pool have none.
-func DefaultListener() Listener {
-	return Listener{Protocol: ProtocolTCP, SessionTimeout: 60 * time.Second, MaxSessions: DefaultMaxSessions, ProxyTimeout: DefaultProxyTimeout,
-		SourceIPv4Prefix: DefaultSourceIPv4Prefix, SourceIPv6Prefix: DefaultSourceIPv6Prefix}
-}
-
 // DefaultMaxSessions is a UDP listener's max_sessions when the file does
 // not set it. Each session holds one socket (an fd).
 const DefaultMaxSessions = 4096
 
+// The Default* functions below give each table with every key at its
+// schema default: what Parse starts from before it reads the file.
+
+// DefaultGlobal returns [global] with every key at its default.
+func DefaultGlobal() Global {
+	return Global{
+		ShutdownTimeout: def[time.Duration]("global.shutdown_timeout"),
+		MaxConnections:  def[int]("global.max_connections"),
+		EventLoops:      def[int]("global.event_loops"),
+		PipeSize:        def[int]("global.pipe_size"),
+		BusyPoll:        def[time.Duration]("global.busy_poll"),
+		WakeCoalesce:    def[time.Duration]("global.wake_coalesce"),
+		StateFile:       def[string]("global.state_file"),
+	}
+}
+
+// DefaultAdmin returns [admin] with every key at its default.
+func DefaultAdmin() Admin {
+	return Admin{
+		Listen:         def[string]("admin.listen"),
+		TokenFile:      def[string]("admin.token_file"),
+		MaxConnections: def[int]("admin.max_connections"),
+	}
+}
+
+// DefaultLog returns [log] with every key at its default.
+func DefaultLog() Log {
+	return Log{
+		Level:      def[string]("log.level"),
+		Format:     def[string]("log.format"),
+		Access:     def[string]("log.access"),
+		AccessFile: def[string]("log.access_file"),
+	}
+}
+
+// DefaultCluster returns [cluster] with every key at its default. Instance
+// stays "": the caller fills in its own (hostname-pid) when the file sets
+// none. SentinelAddrs stays nil, as when the file leaves it out.
+func DefaultCluster() Cluster {
+	return Cluster{
+		Store:          def[string]("cluster.store"),
+		PasswordFile:   def[string]("cluster.password_file"),
+		TLSCAFile:      def[string]("cluster.tls_ca_file"),
+		TLSCertFile:    def[string]("cluster.tls_cert_file"),
+		TLSKeyFile:     def[string]("cluster.tls_key_file"),
+		TLSServerName:  def[string]("cluster.tls_server_name"),
+		SentinelMaster: def[string]("cluster.sentinel_master"),
+		KeyPrefix:      def[string]("cluster.key_prefix"),
+		SyncInterval:   def[time.Duration]("cluster.sync_interval"),
+		Timeout:        def[time.Duration]("cluster.timeout"),
+		Instance:       def[string]("cluster.instance"),
+	}
+}
+
+// DefaultListener returns a [[listener]] with the optional keys at their
+// defaults; name, bind and pool have none, and the lists (allow, deny)
+// stay nil, as when the file leaves them out.
+func DefaultListener() Listener {
+	const l = "listener."
+	return Listener{
+		Protocol:          def[string](l + "protocol"),
+		Backlog:           def[int](l + "backlog"),
+		SessionTimeout:    def[time.Duration](l + "session_timeout"),
+		MaxSessions:       def[int](l + "max_sessions"),
+		Responses:         def[int](l + "responses"),
+		Requests:          def[int](l + "requests"),
+		ReuseSockets:      def[bool](l + "reuse_sockets"),
+		ReceiveBuffer:     def[int](l + "receive_buffer"),
+		AcceptProxy:       def[bool](l + "accept_proxy"),
+		ProxyTimeout:      def[time.Duration](l + "proxy_timeout"),
+		MaxConnsPerSource: def[int](l + "max_connections_per_source"),
+		RatePerSource:     def[float64](l + "rate_per_source"),
+		BurstPerSource:    def[int](l + "burst_per_source"),
+		SourceIPv4Prefix:  def[int](l + "source_ipv4_prefix"),
+		SourceIPv6Prefix:  def[int](l + "source_ipv6_prefix"),
+		Keepalive:         def[time.Duration](l + "keepalive"),
+		KeepaliveInterval: def[time.Duration](l + "keepalive_interval"),
+		KeepaliveCount:    def[int](l + "keepalive_count"),
+	}
+}
+
 // DefaultBackend returns a [[pool.NAME.backend]] with the optional keys at
 // their defaults; addr has none.
-func DefaultBackend() Backend { return Backend{Weight: 1} }
+func DefaultBackend() Backend {
+	const b = backendPath + "."
+	return Backend{
+		Weight:         def[int](b + "weight"),
+		ID:             def[string](b + "id"),
+		MaxConnections: def[int](b + "max_connections"),
+	}
+}
 
-// DefaultHealth returns [pool.NAME.health] with every key at its default.
+// DefaultHealth returns [pool.NAME.health] with every key at its default
+// (a UDP pool's type is "icmp" unless the file names one: see decodePool).
 func DefaultHealth() Health {
+	const h = healthPath + "."
 	return Health{
-		Enabled:  true,
-		Type:     HealthConnect,
-		Interval: 2 * time.Second,
-		Timeout:  1 * time.Second,
-		Rise:     2,
-		Fall:     3,
+		Enabled:  def[bool](h + "enabled"),
+		Type:     def[string](h + "type"),
+		Port:     def[int](h + "port"),
+		Interval: def[time.Duration](h + "interval"),
+		Timeout:  def[time.Duration](h + "timeout"),
+		Rise:     def[int](h + "rise"),
+		Fall:     def[int](h + "fall"),
 	}
 }
 
 // DefaultBreaker returns [pool.NAME.breaker] with every key at its default.
 func DefaultBreaker() Breaker {
+	const b = breakerPath + "."
 	return Breaker{
-		Failures:         3,
-		Window:           120 * time.Second,
-		MinRatio:         0,
-		MinVolume:        0,
-		Cooldown:         30 * time.Second,
-		MaxCooldown:      5 * time.Minute,
-		Successes:        1,
-		CountEarlyReset:  false,
-		EarlyResetWindow: 5 * time.Second,
+		Failures:         def[int](b + "failures"),
+		Window:           def[time.Duration](b + "window"),
+		MinRatio:         def[float64](b + "min_ratio"),
+		MinVolume:        def[int](b + "min_volume"),
+		Cooldown:         def[time.Duration](b + "cooldown"),
+		MaxCooldown:      def[time.Duration](b + "max_cooldown"),
+		Successes:        def[int](b + "successes"),
+		CountEarlyReset:  def[bool](b + "count_early_reset"),
+		EarlyResetWindow: def[time.Duration](b + "early_reset_window"),
+		CountNoReply:     def[bool](b + "count_no_reply"),
 	}
 }
 
@@ -195,22 +222,27 @@ const DefaultConnectBudget = 5 * time.Second
 // DefaultPool returns a pool named name with every key at its default and
 // no backends.
 func DefaultPool(name string) *Pool {
+	const p = poolPath + "."
 	return &Pool{
 		Name:              name,
-		Algorithm:         AlgorithmRoundRobin,
-		HashKey:           HashKeySourceIP,
-		ConnectTimeout:    2 * time.Second,
-		ConnectBudget:     DefaultConnectBudget,
-		IdleTimeout:       10 * time.Minute,
-		Retries:           2,
-		SlowStart:         0,
-		HashBalanceFactor: 0,
-		RingVnodes:        160,
-		MaglevTableSize:   65537,
-		Protocol:          ProtocolTCP,
-		ReplyTimeout:      2 * time.Second,
+		Algorithm:         def[string](p + "algorithm"),
+		HashKey:           def[string](p + "hash_key"),
+		ConnectTimeout:    def[time.Duration](p + "connect_timeout"),
+		ConnectBudget:     def[time.Duration](p + "connect_budget"),
+		IdleTimeout:       def[time.Duration](p + "idle_timeout"),
+		Retries:           def[int](p + "retries"),
+		SlowStart:         def[time.Duration](p + "slow_start"),
+		HashBalanceFactor: def[float64](p + "hash_balance_factor"),
+		RingVnodes:        def[int](p + "ring_vnodes"),
+		MaglevTableSize:   def[int](p + "maglev_table_size"),
+		Protocol:          ProtocolTCP, // that of the listeners naming it, when one does
+		ReplyTimeout:      def[time.Duration](p + "reply_timeout"),
 		Health:            DefaultHealth(),
 		Breaker:           DefaultBreaker(),
-		ProxyProtocol:     ProxyProtocolOff,
+		ProxyProtocol:     def[string](p + "proxy_protocol"),
+		QueueTimeout:      def[time.Duration](p + "queue_timeout"),
+		Keepalive:         def[time.Duration](p + "keepalive"),
+		KeepaliveInterval: def[time.Duration](p + "keepalive_interval"),
+		KeepaliveCount:    def[int](p + "keepalive_count"),
 	}
 }

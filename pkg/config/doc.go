@@ -8,6 +8,16 @@
 // values or unknown keys, so the package scans the source itself to locate
 // every key (see positions.go).
 //
+// Every key is stated once, in the schema (schema.go): its type, default,
+// bounds, allowed values and meaning. Parse takes bounds and values from
+// it, the Default* functions take their defaults from it, and the key
+// reference docs/configuration.md is generated from it (reference.go) by
+// `go generate ./pkg/config`; a test fails when the committed reference
+// differs. The packages configured (breaker, health, fleet, hashring) have
+// no defaults of their own: the wiring passes them the parsed values.
+//
 // Only cmd and this package import the TOML library; everything else takes
 // the typed Config.
 package config
+
+//go:generate go run ./internal/gendoc -o ../../docs/configuration.md

@@ -3,10 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -64,7 +62,7 @@ func decode(c *collector, raw map[string]any) *Config {
 		Cluster: DefaultCluster(),
 		Pools:   map[string]*Pool{},
 	}
-	root := newTable(c, "", raw)
+	root := newTable(c, "", "", raw)
 	if t := root.sub("global"); t != nil {
 		decodeGlobal(t, &cfg.Global)
 	}
@@ -72,9 +70,9 @@ func decode(c *collector, raw map[string]any) *Config {
 		decodeAdmin(t, &cfg.Admin)
 	}
 	if t := root.sub("log"); t != nil {
-		t.oneOf("level", &cfg.Log.Level, "log level", LogLevels())
-		t.oneOf("format", &cfg.Log.Format, "log format", LogFormats())
-		t.oneOf("access", &cfg.Log.Access, "setting for the access log", AccessFormats())
+		t.oneOf("level", &cfg.Log.Level, "log level")
+		t.oneOf("format", &cfg.Log.Format, "log format")
+		t.oneOf("access", &cfg.Log.Access, "setting for the access log")
 		t.str("access_file", &cfg.Log.AccessFile)
 		t.done()
 	}
@@ -105,21 +103,21 @@ func isEmptyArray(v any) bool {
 }
 
 func decodeGlobal(t *table, g *Global) {
-	t.duration("shutdown_timeout", &g.ShutdownTimeout, false)
-	t.integer("max_connections", &g.MaxConnections, 0, MaxClientConnections)
+	t.durationIn("shutdown_timeout", &g.ShutdownTimeout)
+	t.integer("max_connections", &g.MaxConnections)
 	// accept_loops named the same number when each listener had its own
 	// accept loops; it stays accepted so existing files keep working.
 	if _, ok := t.get("event_loops"); ok {
-		t.integer("event_loops", &g.EventLoops, 0, MaxEventLoops)
+		t.integer("event_loops", &g.EventLoops)
 		if _, old := t.get("accept_loops"); old {
 			t.c.add(t.keyOf("accept_loops"), "set beside event_loops: accept_loops is the older name of event_loops; keep one")
 		}
 	} else {
-		t.integer("accept_loops", &g.EventLoops, 0, MaxEventLoops)
+		t.integer("accept_loops", &g.EventLoops)
 	}
-	t.integer("pipe_size", &g.PipeSize, MinPipeSize, MaxPipeSize)
-	t.durationIn("busy_poll", &g.BusyPoll, time.Microsecond, MaxBusyPoll, "off")
-	t.durationIn("wake_coalesce", &g.WakeCoalesce, time.Microsecond, MaxWakeCoalesce, "off")
+	t.integer("pipe_size", &g.PipeSize)
+	t.durationIn("busy_poll", &g.BusyPoll)
+	t.durationIn("wake_coalesce", &g.WakeCoalesce)
 	if t.str("state_file", &g.StateFile) {
 		checkStateFileName(t.c, t.keyOf("state_file"), g.StateFile)
 	}
@@ -133,7 +131,7 @@ func decodeAdmin(t *table, a *Admin) {
 		}
 	}
 	t.str("token_file", &a.TokenFile)
-	t.integer("max_connections", &a.MaxConnections, 1, MaxAdminConns)
+	t.integer("max_connections", &a.MaxConnections)
 	t.done()
 }
 
@@ -168,26 +166,26 @@ func decodeListener(t *table) Listener {
 	tcp := !protoKnown || l.Protocol == ProtocolTCP
 	udp := !protoKnown || l.Protocol == ProtocolUDP
 	if !t.misplaced("backlog", tcp, "only for protocol = \"tcp\" listeners: a UDP socket has no listen backlog") {
-		t.integer("backlog", &l.Backlog, 0, MaxBacklog)
+		t.integer("backlog", &l.Backlog)
 	}
 	notUDP := "only for protocol = \"udp\" listeners, and this listener is tcp"
 	if !protoWritten {
 		notUDP += " (protocol left out means \"tcp\")"
 	}
 	if !t.misplaced("session_timeout", udp, "%s", notUDP) {
-		t.durationIn("session_timeout", &l.SessionTimeout, MinIdleTimeout, MaxDuration, "")
+		t.durationIn("session_timeout", &l.SessionTimeout)
 	}
 	if !t.misplaced("max_sessions", udp, "%s", notUDP) {
-		t.integer("max_sessions", &l.MaxSessions, 1, MaxUDPSessions)
+		t.integer("max_sessions", &l.MaxSessions)
 	}
 	if !t.misplaced("responses", udp, "%s", notUDP) {
-		t.integer("responses", &l.Responses, 0, math.MaxInt)
+		t.integer("responses", &l.Responses)
 	}
 	if !t.misplaced("reuse_sockets", udp, "%s", notUDP) {
 		t.boolean("reuse_sockets", &l.ReuseSockets)
 	}
 	if !t.misplaced("requests", udp, "%s", notUDP) {
-		t.integer("requests", &l.Requests, 0, math.MaxInt)
+		t.integer("requests", &l.Requests)
 	}
 	decodeReceiveBuffer(t, &l, udp, notUDP)
 	decodeListenerPolicy(t, &l, tcp)
@@ -217,36 +215,36 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	if use.protocol != "" {
 		p.Protocol = use.protocol
 	}
-	t.oneOf("algorithm", &p.Algorithm, "load-balancing algorithm", Algorithms())
-	t.oneOf("hash_key", &p.HashKey, "hash key", HashKeys())
+	t.oneOf("algorithm", &p.Algorithm, "load-balancing algorithm")
+	t.oneOf("hash_key", &p.HashKey, "hash key")
 	tcp, udp := use.protocol != ProtocolUDP, use.protocol != ProtocolTCP
 	timeoutOK := true
 	if !t.misplaced("connect_timeout", tcp, "%s", use.notFor("connect_timeout", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
-		timeoutOK = t.durationIn("connect_timeout", &p.ConnectTimeout, MinConnectTimeout, MaxDuration, "")
+		timeoutOK = t.durationIn("connect_timeout", &p.ConnectTimeout)
 	}
 	if !t.misplaced("connect_budget", tcp, "%s", use.notFor("connect_budget", "a UDP session's first datagram waits reply_timeout for its reply instead")) {
 		if _, set := t.get("connect_budget"); !set && timeoutOK {
 			p.ConnectBudget = max(p.ConnectBudget, p.ConnectTimeout)
 		}
-		if t.durationIn("connect_budget", &p.ConnectBudget, MinConnectTimeout, MaxDuration, "") && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
+		if t.durationIn("connect_budget", &p.ConnectBudget) && timeoutOK && p.ConnectBudget < p.ConnectTimeout {
 			t.c.add(t.keyOf("connect_budget"), "connect_budget %v is shorter than connect_timeout %v: not even the first dial could take its full time; raise connect_budget or lower connect_timeout", p.ConnectBudget, p.ConnectTimeout)
 		}
 	}
 	if !t.misplaced("idle_timeout", tcp, "%s", use.notFor("idle_timeout", "UDP sessions end after the listener's session_timeout")) {
-		t.durationIn("idle_timeout", &p.IdleTimeout, MinIdleTimeout, MaxDuration, "")
+		t.durationIn("idle_timeout", &p.IdleTimeout)
 	}
 	if !t.misplaced("reply_timeout", udp, "%s", use.notFor("reply_timeout", "a TCP dial is judged at its connect (connect_timeout)")) {
-		t.durationIn("reply_timeout", &p.ReplyTimeout, MinConnectTimeout, MaxDuration, "")
+		t.durationIn("reply_timeout", &p.ReplyTimeout)
 	}
-	t.integer("retries", &p.Retries, 0, MaxRetries)
-	t.duration("slow_start", &p.SlowStart, false)
+	t.integer("retries", &p.Retries)
+	t.durationIn("slow_start", &p.SlowStart)
 	if t.number("hash_balance_factor", &p.HashBalanceFactor) {
 		if f := p.HashBalanceFactor; f != 0 && f <= 1 {
 			t.c.add(t.keyOf("hash_balance_factor"), "%v: must be 0 (off) or greater than 1.0 (no backend takes more than factor x the average load)", f)
 		}
 	}
-	vnodesOK := t.integer("ring_vnodes", &p.RingVnodes, 1, MaxRingVnodes)
-	maglevOK := t.integer("maglev_table_size", &p.MaglevTableSize, 1, MaxMaglevTableSize)
+	vnodesOK := t.integer("ring_vnodes", &p.RingVnodes)
+	maglevOK := t.integer("maglev_table_size", &p.MaglevTableSize)
 	decodePoolPolicy(t, p, use)
 	var backendKeys []string
 	for _, bt := range t.tables("backend") {
@@ -290,9 +288,9 @@ func decodeBackend(t *table) Backend {
 			t.c.add(t.keyOf("addr"), "%v", err)
 		}
 	}
-	t.integer("weight", &b.Weight, 0, MaxWeight)
+	t.integer("weight", &b.Weight)
 	t.str("id", &b.ID)
-	t.integer("max_connections", &b.MaxConnections, 0, MaxBackendConnections)
+	t.integer("max_connections", &b.MaxConnections)
 	t.done()
 	return b
 }
@@ -301,14 +299,14 @@ func decodeBackend(t *table) Backend {
 // its listeners disagree, which is reported elsewhere).
 func decodeHealth(t *table, h *Health, protocol string) {
 	t.boolean("enabled", &h.Enabled)
-	typeKnown := t.oneOf("type", &h.Type, "health check type", HealthTypes())
+	typeKnown := t.oneOf("type", &h.Type, "health check type")
 	if typeKnown && h.Type == HealthICMP && protocol != ProtocolUDP {
 		t.c.add(t.keyOf("type"), "\"icmp\" checks are for UDP pools (an empty datagram, failed by ICMP unreachable); a TCP pool checks with \"connect\" or \"send-expect\"")
 	}
 	connect := !typeKnown || h.Type == HealthConnect
 	sendExpect := !typeKnown || h.Type == HealthSendExpect
 	if !t.misplaced("port", connect, "only for type = \"connect\" checks: a send-expect check talks to the backend's own address") {
-		t.integer("port", &h.Port, 0, 65535)
+		t.integer("port", &h.Port)
 	}
 	notSendExpect := "only for type = \"send-expect\" checks: a connect check sends and reads nothing (set type = \"send-expect\")"
 	send, sendOK := t.bytes("send", "send_hex", sendExpect, notSendExpect)
@@ -317,36 +315,36 @@ func decodeHealth(t *table, h *Health, protocol string) {
 	if typeKnown && h.Type == HealthSendExpect && protocol == ProtocolUDP && sendOK && len(h.Send) == 0 {
 		t.c.add(t.keyOf(t.writtenOr("send", t.writtenOr("send_hex", "type"))), "a send-expect check of a UDP pool needs bytes to send (send or send_hex): a UDP backend only answers what it receives")
 	}
-	intervalOK := t.durationIn("interval", &h.Interval, MinCheckInterval, MaxCheckInterval, "")
-	timeoutOK := t.durationIn("timeout", &h.Timeout, MinCheckTimeout, MaxDuration, "")
+	intervalOK := t.durationIn("interval", &h.Interval)
+	timeoutOK := t.durationIn("timeout", &h.Timeout)
 	if intervalOK && timeoutOK && h.Timeout > h.Interval {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "interval")), "timeout %v is longer than interval %v: a check would still be running when the next one is due; lower timeout or raise interval", h.Timeout, h.Interval)
 	}
-	t.integer("rise", &h.Rise, 1, MaxRiseFall)
-	t.integer("fall", &h.Fall, 1, MaxRiseFall)
+	t.integer("rise", &h.Rise)
+	t.integer("fall", &h.Fall)
 	t.done()
 }
 
 func decodeBreaker(t *table, b *Breaker, use poolUse) {
-	t.integer("failures", &b.Failures, 1, MaxBreakerCount)
-	t.durationIn("window", &b.Window, MinBreakerWindow, MaxDuration, "")
-	if t.number("min_ratio", &b.MinRatio) && (b.MinRatio < 0 || b.MinRatio > 1) {
-		t.c.add(t.keyOf("min_ratio"), "%v is out of range: must be between 0 (off) and 1", b.MinRatio)
+	t.integer("failures", &b.Failures)
+	t.durationIn("window", &b.Window)
+	if lo, hi := t.spec("min_ratio").floatRange(); t.number("min_ratio", &b.MinRatio) && (b.MinRatio < lo || b.MinRatio > hi) {
+		t.c.add(t.keyOf("min_ratio"), "%v is out of range: must be between %v (off) and %v", b.MinRatio, lo, hi)
 	}
-	t.integer("min_volume", &b.MinVolume, 0, MaxBreakerCount)
-	cooldownOK := t.durationIn("cooldown", &b.Cooldown, MinCooldown, MaxDuration, "")
-	maxOK := t.durationIn("max_cooldown", &b.MaxCooldown, MinCooldown, MaxDuration, "")
+	t.integer("min_volume", &b.MinVolume)
+	cooldownOK := t.durationIn("cooldown", &b.Cooldown)
+	maxOK := t.durationIn("max_cooldown", &b.MaxCooldown)
 	if cooldownOK && maxOK && b.MaxCooldown < b.Cooldown {
 		t.c.add(t.keyOf(t.writtenOr("max_cooldown", "cooldown")), "max_cooldown %v is shorter than cooldown %v: the cooldown only ever doubles up to max_cooldown", b.MaxCooldown, b.Cooldown)
 	}
-	t.integer("successes", &b.Successes, 1, MaxBreakerCount)
+	t.integer("successes", &b.Successes)
 	tcp, udp := use.protocol != ProtocolUDP, use.protocol != ProtocolTCP
 	noResets := "UDP has no connection to reset: count_no_reply judges a session's first datagram instead"
 	if !t.misplaced("count_early_reset", tcp, "%s", use.notFor("count_early_reset", noResets)) {
 		t.boolean("count_early_reset", &b.CountEarlyReset)
 	}
 	if !t.misplaced("early_reset_window", tcp, "%s", use.notFor("early_reset_window", noResets)) {
-		t.durationIn("early_reset_window", &b.EarlyResetWindow, MinEarlyResetWindow, MaxDuration, "")
+		t.durationIn("early_reset_window", &b.EarlyResetWindow)
 	}
 	if !t.misplaced("count_no_reply", udp, "%s", use.notFor("count_no_reply", "a TCP dial fails at its connect, or with count_early_reset at an early reset")) {
 		t.boolean("count_no_reply", &b.CountNoReply)

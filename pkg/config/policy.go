@@ -117,22 +117,22 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 		}
 	}
 	if !timeoutMisplaced && !dependsOnAccept("proxy_timeout") {
-		t.durationIn("proxy_timeout", &l.ProxyTimeout, MinProxyTimeout, MaxProxyTimeout, "")
+		t.durationIn("proxy_timeout", &l.ProxyTimeout)
 	}
 
 	// Limits per client IP.
 	noPerSource := onlyTCP("a UDP listener counts sessions, not connections, and caps them with max_sessions")
 	connsKnown := false // max_connections_per_source is usable, if only at its default
 	if !t.misplaced("max_connections_per_source", tcp, "%s", noPerSource) {
-		connsKnown = t.integer("max_connections_per_source", &l.MaxConnsPerSource, 0, MaxConnectionsPerSource)
+		connsKnown = t.integer("max_connections_per_source", &l.MaxConnsPerSource)
 	}
 	rateMisplaced := t.misplaced("rate_per_source", tcp, "%s", noPerSource)
 	burstMisplaced := t.misplaced("burst_per_source", tcp, "%s", noPerSource)
 	rateKnown := false // rate_per_source is usable, if only at its default
 	if !rateMisplaced {
 		rateKnown = t.number("rate_per_source", &l.RatePerSource)
-		if r := l.RatePerSource; rateKnown && (r < 0 || r > MaxRatePerSource) {
-			t.c.add(t.keyOf("rate_per_source"), "%s is out of range: must be 0 (off) or up to %.0f new connections a second", strconv.FormatFloat(r, 'f', -1, 64), float64(MaxRatePerSource))
+		if lo, hi := t.spec("rate_per_source").floatRange(); rateKnown && (l.RatePerSource < lo || l.RatePerSource > hi) {
+			t.c.add(t.keyOf("rate_per_source"), "%s is out of range: must be 0 (off) or up to %.0f new connections a second", strconv.FormatFloat(l.RatePerSource, 'f', -1, 64), hi)
 			rateKnown = false
 		}
 	}
@@ -142,7 +142,7 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 			noRate += " (rate_per_source left out means 0)"
 		}
 		if !(rateKnown && l.RatePerSource == 0 && t.misplaced("burst_per_source", false, "%s", noRate)) {
-			t.integer("burst_per_source", &l.BurstPerSource, 0, math.MaxInt)
+			t.integer("burst_per_source", &l.BurstPerSource)
 		}
 	}
 	// Which addresses count as one source for the limits above.
@@ -154,12 +154,11 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 	for _, k := range []struct {
 		name string
 		dst  *int
-		bits int
-	}{{"source_ipv4_prefix", &l.SourceIPv4Prefix, 32}, {"source_ipv6_prefix", &l.SourceIPv6Prefix, 128}} {
+	}{{"source_ipv4_prefix", &l.SourceIPv4Prefix}, {"source_ipv6_prefix", &l.SourceIPv6Prefix}} {
 		if t.misplaced(k.name, tcp, "%s", noPerSource) || limitsOff && t.misplaced(k.name, false, "%s", noLimits) {
 			continue
 		}
-		t.integer(k.name, k.dst, 1, k.bits)
+		t.integer(k.name, k.dst)
 	}
 
 	// TCP keepalive, client side.
@@ -169,13 +168,13 @@ func decodeListenerPolicy(t *table, l *Listener, tcp bool) {
 
 // decodePoolPolicy reads the traffic-policy keys of a [pool.NAME].
 func decodePoolPolicy(t *table, p *Pool, use poolUse) {
-	if t.oneOf("proxy_protocol", &p.ProxyProtocol, "proxy_protocol setting", ProxyProtocols()) &&
+	if t.oneOf("proxy_protocol", &p.ProxyProtocol, "proxy_protocol setting") &&
 		p.ProxyProtocol == ProxyProtocolV1 && use.protocol == ProtocolUDP {
 		t.c.add(t.keyOf("proxy_protocol"), `"v1" is for TCP pools, and this pool serves %s: v1 has no datagram form; use "v2" or "off"`, use.what)
 	}
 	tcp := use.protocol != ProtocolUDP
 	if !t.misplaced("queue_timeout", tcp, "%s", use.notFor("queue_timeout", "a datagram is not held for a backend's slot")) {
-		t.durationIn("queue_timeout", &p.QueueTimeout, 0, MaxQueueTimeout, "")
+		t.durationIn("queue_timeout", &p.QueueTimeout)
 	}
 	notFor := func(k string) string { return use.notFor(k, "UDP has no connection to keep alive") }
 	decodeKeepalive(t, tcp, notFor, &p.Keepalive, &p.KeepaliveInterval, &p.KeepaliveCount)
@@ -197,19 +196,20 @@ func decodeKeepalive(t *table, applies bool, notHere func(string) string, idle, 
 	}
 	needsIdle := func(k string) bool { return idleKnown && *idle == 0 && t.misplaced(k, false, "%s", off) }
 	if !intervalMisplaced && !needsIdle("keepalive_interval") {
-		if t.durationIn("keepalive_interval", interval, MinKeepaliveInterval, MaxKeepaliveInterval, "the kernel's default") {
+		if t.durationIn("keepalive_interval", interval) {
 			t.wholeSeconds("keepalive_interval", *interval, "TCP_KEEPINTVL")
 		}
 	}
 	if !countMisplaced && !needsIdle("keepalive_count") {
-		t.integer("keepalive_count", count, 0, MaxKeepaliveCount)
+		t.integer("keepalive_count", count)
 	}
 }
 
-// keepalive reads a keepalive key: "off" (0) or a duration in
-// MinKeepalive..MaxKeepalive, of whole seconds. Like integer, it reports
-// false only for a present but unusable value.
+// keepalive reads a keepalive key: "off" (0) or a duration in the
+// schema's range for it (MinKeepalive..MaxKeepalive), of whole seconds.
+// Like integer, it reports false only for a present but unusable value.
 func (t *table) keepalive(name string, dst *time.Duration) bool {
+	lo, hi := t.spec(name).durationRange()
 	v, ok := t.get(name)
 	if !ok {
 		return true
@@ -229,8 +229,8 @@ func (t *table) keepalive(name string, dst *time.Duration) bool {
 		t.c.add(key, `%q is neither "off" nor a duration: write "off", or the idle time before the first probe with a unit, e.g. "60s" or "5m"`, s)
 		return false
 	}
-	if d < MinKeepalive || d > MaxKeepalive {
-		t.c.add(key, `%q is out of range: must be "off" or between %v and %v`, s, MinKeepalive, MaxKeepalive)
+	if d < lo || d > hi {
+		t.c.add(key, `%q is out of range: must be "off" or between %v and %v`, s, lo, hi)
 		return false
 	}
 	if !t.wholeSeconds(name, d, "TCP_KEEPIDLE") {
@@ -250,11 +250,14 @@ func (t *table) wholeSeconds(name string, d time.Duration, sockopt string) bool 
 	return false
 }
 
-// durationIn reads a duration in lo..hi; hi is MaxDuration for a key with
-// a floor only. zero, when not "", says what 0 means, and 0 is then
-// accepted too. Like integer, it reports false only for a present but
-// unusable value.
-func (t *table) durationIn(name string, dst *time.Duration, lo, hi time.Duration, zero string) bool {
+// durationIn reads a duration in the schema's range for it, lo..hi; hi is
+// MaxDuration for a key with a floor only. The key's Zero, when not "",
+// says what 0 means, and 0 is then accepted too. Like integer, it reports
+// false only for a present but unusable value.
+func (t *table) durationIn(name string, dst *time.Duration) bool {
+	k := t.spec(name)
+	lo, hi := k.durationRange()
+	zero := k.Zero
 	var d time.Duration
 	if !t.anyDuration(name, &d, false) {
 		return false

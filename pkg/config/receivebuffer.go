@@ -9,6 +9,6 @@ const MaxReceiveBuffer = 1 << 30
 // decodeReceiveBuffer reads receive_buffer, a UDP listener's SO_RCVBUF.
 func decodeReceiveBuffer(t *table, l *Listener, udp bool, notUDP string) {
 	if !t.misplaced("receive_buffer", udp, "%s: a TCP listener's buffers are per connection, sized by the kernel's autotuning", notUDP) {
-		t.integer("receive_buffer", &l.ReceiveBuffer, 0, MaxReceiveBuffer)
+		t.integer("receive_buffer", &l.ReceiveBuffer)
 	}
 }

@@ -15,14 +15,31 @@ import (
 // key of the wrong type or out of range is reported and leaves the default
 // in place, so the walk goes on and every problem is found in one run.
 type table struct {
-	c     *collector
-	key   string // canonical key of the table itself ("" for the root)
+	c   *collector
+	key string // canonical key of the table itself ("" for the root)
+	// path is the table's Section.Path in the schema, where the bounds
+	// and allowed values of its keys are: "pool.NAME" for pool.web.
+	path  string
 	m     map[string]any
 	known []string
 }
 
-func newTable(c *collector, key string, m map[string]any) *table {
-	return &table{c: c, key: key, m: m}
+func newTable(c *collector, key, path string, m map[string]any) *table {
+	return &table{c: c, key: key, path: path, m: m}
+}
+
+// spec is the schema's entry for name in this table.
+func (t *table) spec(name string) *Key { return spec(t.path, name) }
+
+// childPath is the schema path of the table name inside this one.
+func (t *table) childPath(name string) string {
+	switch t.path {
+	case "":
+		return name
+	case "pool":
+		return poolPath // every pool's name stands for NAME
+	}
+	return t.path + "." + name
 }
 
 // keyOf is the canonical key of name inside this table.
@@ -105,9 +122,11 @@ func (t *table) strs(name string, dst *[]string) bool {
 	return true
 }
 
-// oneOf reads a string that must be one of allowed. Like integer, it
-// reports false only for a present but unusable value.
-func (t *table) oneOf(name string, dst *string, what string, allowed []string) bool {
+// oneOf reads a string that must be one of the schema's values for it;
+// what names such a value in messages. Like integer, it reports false
+// only for a present but unusable value.
+func (t *table) oneOf(name string, dst *string, what string) bool {
+	allowed := t.spec(name).Values
 	var s string
 	if !t.str(name, &s) {
 		_, set := t.m[name]
@@ -173,10 +192,11 @@ func (t *table) bytes(name, hexName string, applies bool, notHere string) (b []b
 	return b, true
 }
 
-// integer reads a whole number in lo..hi. It reports false only when the
-// key is present but unusable (and reported), so that checks across keys
-// can skip values that are already known to be wrong.
-func (t *table) integer(name string, dst *int, lo, hi int) bool {
+// integer reads a whole number in the schema's range for it. It reports
+// false only when the key is present but unusable (and reported), so that
+// checks across keys can skip values that are already known to be wrong.
+func (t *table) integer(name string, dst *int) bool {
+	lo, hi := t.spec(name).intRange()
 	v, ok := t.get(name)
 	if !ok {
 		return true
@@ -233,25 +253,8 @@ func (t *table) boolean(name string, dst *bool) {
 	*dst = b
 }
 
-// duration reads a Go duration string such as "2s" or "10m". With positive
-// set it must be above zero, else zero is allowed; negative never is, nor
-// longer than MaxDuration. Like integer, it reports false only for a
-// present but unusable value.
-func (t *table) duration(name string, dst *time.Duration, positive bool) bool {
-	d := *dst // kept when name is not set
-	if !t.anyDuration(name, &d, positive) {
-		return false
-	}
-	if d > MaxDuration {
-		t.c.add(t.keyOf(name), "%q is too long: at most %v (100 years)", t.m[name], MaxDuration)
-		return false
-	}
-	*dst = d
-	return true
-}
-
-// anyDuration is duration without its upper bound, for keys with a range
-// of their own (durationIn), whose message is then the one that applies.
+// anyDuration reads a duration string, refusing a negative one (and with
+// positive set, zero); durationIn applies the key's range.
 func (t *table) anyDuration(name string, dst *time.Duration, positive bool) bool {
 	v, ok := t.get(name)
 	if !ok {
@@ -291,7 +294,7 @@ func (t *table) sub(name string) *table {
 		t.c.add(t.keyOf(name), "must be a table [%s], not %s", t.keyOf(name), describe(v))
 		return nil
 	}
-	return newTable(t.c, t.keyOf(name), m)
+	return newTable(t.c, t.keyOf(name), t.childPath(name), m)
 }
 
 // tables returns the elements of the array of tables name, each with its
@@ -324,7 +327,7 @@ func (t *table) tables(name string) []*table {
 			t.c.add(indexKey(key, i), "must be a table, not %s", describe(e))
 			continue
 		}
-		out = append(out, newTable(t.c, indexKey(key, i), m))
+		out = append(out, newTable(t.c, indexKey(key, i), t.childPath(name), m))
 	}
 	return out
 }

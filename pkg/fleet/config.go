@@ -30,7 +30,8 @@ type Config struct {
 	// Sentinels, asked for the master of this set (and again on failover).
 	SentinelMaster string
 	SentinelAddrs  []string
-	// KeyPrefix starts every key the fleet writes.
+	// KeyPrefix starts every key the fleet writes. KeyPrefix, SyncInterval
+	// and Timeout are required: New refuses a Config without them.
 	KeyPrefix string
 	// SyncInterval is the backstop: cached reads are served at most this
 	// long without the server, and the store is pinged this often.
@@ -42,24 +43,21 @@ type Config struct {
 	Instance string
 }
 
-// Defaults of Config.
-const (
-	DefaultKeyPrefix    = "l4lb:"
-	DefaultSyncInterval = 2 * time.Second
-	DefaultTimeout      = 250 * time.Millisecond
-)
-
-func (c Config) withDefaults() Config {
+// validate refuses a Config without a key prefix, a sync interval or a
+// timeout: Config has no defaults of its own (pkg/config's fill in what
+// the file leaves out).
+func (c Config) validate() error {
+	var errs []error
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
+		errs = append(errs, errors.New("cluster: key_prefix is empty"))
 	}
 	if c.SyncInterval <= 0 {
-		c.SyncInterval = DefaultSyncInterval
+		errs = append(errs, fmt.Errorf("cluster: sync_interval %v is not above 0", c.SyncInterval))
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		errs = append(errs, fmt.Errorf("cluster: timeout %v is not above 0", c.Timeout))
 	}
-	return c
+	return errors.Join(errs...)
 }
 
 // clientOption builds rueidis' options: the URL, then the file-held

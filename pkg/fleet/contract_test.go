@@ -12,7 +12,7 @@ import (
 // newTestStore is a Store on srv, shut down at the end of the test.
 func newTestStore(t *testing.T, srv *testnet.Redis, tweak func(*Config)) *Store {
 	t.Helper()
-	cfg := Config{RedisURL: srv.URL(), SyncInterval: time.Hour, Timeout: 2 * time.Second}
+	cfg := Config{RedisURL: srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: 2 * time.Second}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -51,7 +51,7 @@ func TestRedisStore_Contract(t *testing.T) {
 func TestStartsApartWhenRedisIsDown(t *testing.T) {
 	srv := testnet.StartRedis(t)
 	srv.Kill()
-	s, err := New(Config{RedisURL: srv.URL(), Timeout: 100 * time.Millisecond}, Options{})
+	s, err := New(Config{RedisURL: srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: 100 * time.Millisecond}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

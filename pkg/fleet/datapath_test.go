@@ -25,7 +25,7 @@ func TestDataPathNeverWaitsOnTheStore(t *testing.T) {
 			p := startProxy(t, h.srv.Addr)
 			const key = "web/10.0.2.1:80"
 			s := h.store(func(c *Config) { c.RedisURL, c.Timeout = p.URL(), timeout }, Options{})
-			a := h.instance("A", s, key, breaker.Config{Failures: 3, Cooldown: time.Minute}, nil)
+			a := h.instance("A", s, key, trips(3, time.Minute, defaultBreaker.MaxCooldown), nil)
 			h.start(nil, a)
 
 			if mode == "cut" {
@@ -53,7 +53,7 @@ func TestDataPathNeverWaitsOnTheStore(t *testing.T) {
 			for round := range 3 {
 				in := a
 				if round > 0 {
-					in = h.instance("A", s, key+"/"+itoa(uint64(round)), breaker.Config{Failures: 3, Cooldown: time.Minute}, nil)
+					in = h.instance("A", s, key+"/"+itoa(uint64(round)), trips(3, time.Minute, defaultBreaker.MaxCooldown), nil)
 					h.start(nil, in)
 				}
 				var total time.Duration

@@ -11,6 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // The behaviour tests run a small fleet in one process: every instance is a
@@ -23,6 +24,19 @@ import (
 // never makes a Store give Redis up and decide locally, which would change
 // what those tests watch.
 const relaxedTimeout = 5 * time.Second
+
+// testPrefix is the key prefix of the tests' Stores: l4lb's default.
+var testPrefix = config.DefaultCluster().KeyPrefix
+
+// defaultBreaker is [pool.NAME.breaker] at l4lb's defaults.
+var defaultBreaker = config.DefaultBreaker()
+
+// trips is a breaker that trips on failures failed dials within l4lb's
+// default window and is probed after cooldown, doubling up to
+// maxCooldown; l4lb's default number of successes closes it.
+func trips(failures int, cooldown, maxCooldown time.Duration) breaker.Config {
+	return breaker.Config{Failures: failures, Window: defaultBreaker.Window, Cooldown: cooldown, MaxCooldown: maxCooldown, Successes: defaultBreaker.Successes}
+}
 
 // fleetHarness owns the redis-server and every goroutine a test starts;
 // they are stopped (context canceled) and waited for when the test ends,
@@ -66,7 +80,7 @@ func (h *fleetHarness) goRun(ctx context.Context, f func(context.Context)) (wait
 // returns.
 func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 	h.t.Helper()
-	cfg := Config{RedisURL: h.srv.URL(), SyncInterval: time.Hour, Timeout: relaxedTimeout}
+	cfg := Config{RedisURL: h.srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -84,7 +98,7 @@ func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 // checker is a Store that only reads, for assertions; no Run.
 func (h *fleetHarness) checker() *Store {
 	h.t.Helper()
-	s, err := New(Config{RedisURL: h.srv.URL(), SyncInterval: time.Hour, Timeout: relaxedTimeout}, Options{})
+	s, err := New(Config{RedisURL: h.srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}, Options{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -165,7 +179,7 @@ type rawState struct {
 
 func (h *fleetHarness) raw(key string) rawState {
 	h.t.Helper()
-	ks := keyspace{prefix: DefaultKeyPrefix}
+	ks := keyspace{prefix: testPrefix}
 	// One MGET: the fields of one moment, not of a merge half done.
 	v, err := h.srv.Do("MGET", ks.key(key, fieldGen), ks.key(key, fieldOpen), ks.key(key, fieldDisabled))
 	if err != nil {

@@ -17,8 +17,8 @@ func TestTripOnOneInstanceReachesAnotherByInvalidation(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.0.1:80"
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
-	a := h.instance("A", h.store(nil, Options{}), key, breaker.Config{Failures: 1, Cooldown: time.Minute}, nil)
-	b := h.instance("B", h.store(slow, Options{}), key, breaker.Config{Failures: 1, Cooldown: time.Minute},
+	a := h.instance("A", h.store(nil, Options{}), key, trips(1, time.Minute, defaultBreaker.MaxCooldown), nil)
+	b := h.instance("B", h.store(slow, Options{}), key, trips(1, time.Minute, defaultBreaker.MaxCooldown),
 		func(o *breaker.Options) { o.SnapshotRefresh = time.Hour })
 
 	// When B's Store is told, to the microsecond (B.Allow is polled, 10 ms
@@ -62,8 +62,8 @@ func TestDisableOnOneInstanceReachesAnotherByInvalidation(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.0.2:80"
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
-	a := h.instance("A", h.store(nil, Options{}), key, breaker.Config{}, nil)
-	b := h.instance("B", h.store(slow, Options{}), key, breaker.Config{},
+	a := h.instance("A", h.store(nil, Options{}), key, trips(defaultBreaker.Failures, defaultBreaker.Cooldown, defaultBreaker.MaxCooldown), nil)
+	b := h.instance("B", h.store(slow, Options{}), key, trips(defaultBreaker.Failures, defaultBreaker.Cooldown, defaultBreaker.MaxCooldown),
 		func(o *breaker.Options) { o.SnapshotRefresh = time.Hour })
 	var told atomic.Int64
 	defer b.store.Watch(key, func() { told.CompareAndSwap(0, time.Now().UnixNano()) })()
@@ -110,7 +110,7 @@ func TestWriterIsToldOfTheNextChangeByInvalidation(t *testing.T) {
 	const key = "web/10.0.0.7:80"
 	slow := func(c *Config) { c.SyncInterval = time.Hour }
 	hourly := func(o *breaker.Options) { o.SnapshotRefresh = time.Hour }
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	a := h.instance("A", h.store(slow, Options{}), key, cfg, hourly)
 	b := h.instance("B", h.store(slow, Options{}), key, cfg, hourly)
 	h.start(nil, a)

@@ -33,7 +33,7 @@ func newOutageFleet(t *testing.T, key string) *outageFleet {
 	t.Helper()
 	h := newFleet(t)
 	p := startProxy(t, h.srv.Addr)
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	sa := h.store(func(c *Config) {
 		c.RedisURL, c.Timeout, c.SyncInterval = p.URL(), outageTimeout, 200*time.Millisecond
 	}, Options{})
@@ -222,7 +222,7 @@ func TestOutage_DataLossIsResynced(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.1.4:80"
 	fast := func(c *Config) { c.SyncInterval, c.Timeout = 200*time.Millisecond, outageTimeout }
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	a := h.instance("A", h.store(fast, Options{}), key, cfg, nil)
 	b := h.instance("B", h.store(fast, Options{}), key, cfg, nil)
 	h.start(nil, a)
@@ -250,7 +250,7 @@ func TestOutage_DataLossIsResynced(t *testing.T) {
 	if raw.Gen <= g || raw.OpenGen != raw.Gen {
 		t.Fatalf("redis holds %+v after the resync, want open above generation %d", raw, g)
 	}
-	if v, err := h.srv.Do("EXISTS", DefaultKeyPrefix+"fleet"); err != nil || v != "1" {
+	if v, err := h.srv.Do("EXISTS", testPrefix+"fleet"); err != nil || v != "1" {
 		t.Fatalf("fleet marker after the resync: %q %v", v, err)
 	}
 	if n := a.store.Reconciled() + b.store.Reconciled(); n < 1 {
@@ -288,7 +288,7 @@ func TestOutage_DataLostWhileApartIsWrittenBackOnRejoin(t *testing.T) {
 	sa := h.store(func(c *Config) { fast(c); c.RedisURL = p.URL() }, Options{})
 	sb := h.store(fast, Options{}) // B has no breaker for key
 	var probes atomic.Int32
-	a := h.instance("A", sa, key, breaker.Config{Failures: 1, Cooldown: 300 * time.Millisecond}, func(o *breaker.Options) {
+	a := h.instance("A", sa, key, trips(1, 300*time.Millisecond, defaultBreaker.MaxCooldown), func(o *breaker.Options) {
 		o.Probe = func(context.Context) breaker.Result { probes.Add(1); return breaker.Success }
 	})
 	h.start(nil, a)
@@ -300,7 +300,7 @@ func TestOutage_DataLostWhileApartIsWrittenBackOnRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	testnet.Eventually(t, "B marks the fleet's data again", func() bool {
-		v, _ := h.srv.Do("EXISTS", DefaultKeyPrefix+"fleet")
+		v, _ := h.srv.Do("EXISTS", testPrefix+"fleet")
 		return v == "1"
 	})
 	if n := sb.Reconciled(); n != 0 {

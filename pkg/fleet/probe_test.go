@@ -43,7 +43,7 @@ func (l *probeLog) probe(name string, during func(ctx context.Context)) func(con
 		// The generation the Store holds now, read on the server (not
 		// through a Store and its cache). A probe runs on its breaker's
 		// goroutine, not the test's, so no t.Fatal here.
-		ks := keyspace{prefix: DefaultKeyPrefix}
+		ks := keyspace{prefix: testPrefix}
 		var gen uint64
 		if v, err := l.h.srv.Do("GET", ks.key(l.key, fieldGen)); err == nil {
 			gen, _ = strconv.ParseUint(v, 10, 64)
@@ -88,7 +88,7 @@ func TestOneProbePerCooldownFleetWide(t *testing.T) {
 	const key = "web/10.0.0.5:80"
 	const cooldown = 300 * time.Millisecond
 	const probes = 5
-	cfg := breaker.Config{Failures: 1, Cooldown: cooldown, MaxCooldown: cooldown}
+	cfg := trips(1, cooldown, cooldown)
 	log := &probeLog{h: h, key: key}
 	var ins []*instance
 	for _, name := range []string{"A", "B", "C"} {
@@ -144,7 +144,7 @@ func TestOneProbePerCooldownFleetWide(t *testing.T) {
 func TestProbeNowOnEveryInstanceAtOnceIsOneProbe(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.0.6:80"
-	cfg := breaker.Config{Failures: 1, Cooldown: time.Minute}
+	cfg := trips(1, time.Minute, defaultBreaker.MaxCooldown)
 	log := &probeLog{h: h, key: key}
 	names := []string{"A", "B", "C"}
 	ops := map[string]*opCounter{}

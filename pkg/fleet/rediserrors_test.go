@@ -16,7 +16,7 @@ import (
 // have the instance decide every key alone, and come back and leave again
 // at every touch of the bad key.
 func TestRedisErrorAboutAKeyIsNoOutage(t *testing.T) {
-	ks := keyspace{prefix: DefaultKeyPrefix}
+	ks := keyspace{prefix: testPrefix}
 	for _, tc := range []struct {
 		name  string
 		setup [][]string
@@ -126,7 +126,7 @@ func TestUnmergeableKeyDoesNotKeepTheInstanceApart(t *testing.T) {
 			t.Fatalf("%s: local trip %v %v, up %v", key, done, err, a.Up())
 		}
 	}
-	if _, err := h.srv.Do("HSET", keyspace{prefix: DefaultKeyPrefix}.key(bad, fieldGen), "f", "v"); err != nil {
+	if _, err := h.srv.Do("HSET", keyspace{prefix: testPrefix}.key(bad, fieldGen), "f", "v"); err != nil {
 		t.Fatal(err)
 	}
 	p.Heal()

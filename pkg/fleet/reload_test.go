@@ -13,7 +13,7 @@ import (
 // reach the successor (breaker.HandOver), which makes the transitions in
 // Redis by the same generation rule.
 
-var reloadCfg = breaker.Config{Failures: 2, Cooldown: time.Hour, MaxCooldown: time.Hour}
+var reloadCfg = trips(2, time.Hour, time.Hour)
 
 // reloadFrom builds the breaker replacing old's for the same key, as
 // pool.New and Pool.HandOver do, runs it, and stops old's Run.

@@ -15,7 +15,7 @@ import (
 
 // staleCfg trips on one failure and waits long enough that no probe of its
 // own interferes (the instances have no Probe anyway).
-var staleCfg = breaker.Config{Failures: 1, Cooldown: time.Minute}
+var staleCfg = trips(1, time.Minute, defaultBreaker.MaxCooldown)
 
 // assertOpenAt checks the server and a Store read (a third instance's) both
 // say open at gen.

@@ -91,7 +91,9 @@ var (
 // error: the instance starts deciding locally, says so, and Run keeps
 // trying. Bad options are.
 func New(cfg Config, opts Options) (*Store, error) {
-	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	s := &Store{
 		cfg:      cfg,
 		ks:       keyspace{prefix: cfg.KeyPrefix},

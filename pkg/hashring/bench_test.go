@@ -7,7 +7,7 @@ import (
 
 func BenchmarkRing(b *testing.B) {
 	for _, n := range []int{10, 1000} {
-		r, err := NewRing(equalNodes(n), 0, nil)
+		r, err := NewRing(equalNodes(n), testVnodes, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func BenchmarkRing(b *testing.B) {
 		b.Run(fmt.Sprintf("Build/%d", n), func(b *testing.B) {
 			nodes := equalNodes(n)
 			for b.Loop() {
-				if _, err := NewRing(nodes, 0, nil); err != nil {
+				if _, err := NewRing(nodes, testVnodes, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -35,7 +35,7 @@ func BenchmarkRing(b *testing.B) {
 
 func BenchmarkMaglev(b *testing.B) {
 	for _, n := range []int{10, 1000} {
-		m, err := NewMaglev(equalNodes(n), 0, nil)
+		m, err := NewMaglev(equalNodes(n), testTableSize, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func BenchmarkMaglev(b *testing.B) {
 		b.Run(fmt.Sprintf("Build/%d", n), func(b *testing.B) {
 			nodes := equalNodes(n)
 			for b.Loop() {
-				if _, err := NewMaglev(nodes, 0, nil); err != nil {
+				if _, err := NewMaglev(nodes, testTableSize, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -31,7 +31,7 @@ func TestLookupBoundedNeverExceedsBound(t *testing.T) {
 	// Zipf-skewed keys would pile up on a few nodes; with bounded loads no
 	// node ever holds more than ceil(factor × average).
 	for _, factor := range []float64{1.05, 1.25, 2} {
-		r, err := NewRing(equalNodes(10), 0, nil)
+		r, err := NewRing(equalNodes(10), testVnodes, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,15 @@ import (
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/l4lb/l4lb/pkg/config"
+)
+
+// testVnodes and testTableSize are the sizes l4lb builds its structures
+// with by default (pkg/config's ring_vnodes and maglev_table_size).
+var (
+	testVnodes    = config.DefaultPool("").RingVnodes
+	testTableSize = config.DefaultPool("").MaglevTableSize
 )
 
 // decimalHash reads its input as a decimal number, so that ring point v of

@@ -4,11 +4,6 @@ import (
 	"fmt"
 )
 
-// DefaultMaglevSize is the table size used when NewMaglev is given 0: a
-// prime, as the permutations require, large enough for a few hundred nodes
-// (the Maglev paper wants size >= 100 × nodes for a 1% imbalance).
-const DefaultMaglevSize = 65537
-
 // MaxMaglevSize bounds the table (4 bytes per slot).
 const MaxMaglevSize = 1<<24 - 3 // a prime
 
@@ -34,16 +29,14 @@ type Maglev struct {
 	bits     bitsets // for walks that meet many of many nodes
 }
 
-// NewMaglev builds a table of size slots (0 means DefaultMaglevSize) over
-// nodes. size must be a prime no smaller than the number of weighted nodes
-// and at most MaxMaglevSize.
+// NewMaglev builds a table of size slots over nodes. size must be a prime,
+// as the permutations require, no smaller than the number of weighted
+// nodes and at most MaxMaglevSize; the Maglev paper wants size >= 100 ×
+// nodes for a 1% imbalance.
 func NewMaglev(nodes []Node, size int, hash HashFunc) (*Maglev, error) {
 	weighted, err := checkNodes(nodes)
 	if err != nil {
 		return nil, err
-	}
-	if size == 0 {
-		size = DefaultMaglevSize
 	}
 	if size < 2 || size > MaxMaglevSize || !isPrime(size) {
 		return nil, fmt.Errorf("size %d is not a prime in [2, %d]: %w", size, MaxMaglevSize, ErrTableSize)

@@ -61,7 +61,7 @@ func TestMaglevErrors(t *testing.T) {
 
 func TestMaglevDistribution(t *testing.T) {
 	const keys = 1_000_000
-	m, err := NewMaglev(equalNodes(10), 0, nil)
+	m, err := NewMaglev(equalNodes(10), testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestMaglevDistribution(t *testing.T) {
 func TestMaglevWeightedShare(t *testing.T) {
 	// Slot shares follow weights within 1% (relative); weight 0 owns nothing.
 	nodes := []Node{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}, {ID: "c", Weight: 3}, {ID: "d", Weight: 4}, {ID: "z", Weight: 0}}
-	m, err := NewMaglev(nodes, 0, nil)
+	m, err := NewMaglev(nodes, testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +102,12 @@ func TestMaglevOrderIndependent(t *testing.T) {
 	nodes := equalNodes(10)
 	nodes[2].Weight = 5
 	nodes[5].Weight = 0
-	a, err := NewMaglev(nodes, 0, nil)
+	a, err := NewMaglev(nodes, testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := shuffled(nodes, 3)
-	b, err := NewMaglev(other, 0, nil)
+	b, err := NewMaglev(other, testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +123,13 @@ func TestMaglevRebuildDisruption(t *testing.T) {
 	// tenth of the keys.
 	const keys = 1_000_000
 	nodes := equalNodes(10)
-	full, err := NewMaglev(nodes, 0, nil)
+	full, err := NewMaglev(nodes, testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const gone = 6
 	rest := append(append([]Node(nil), nodes[:gone]...), nodes[gone+1:]...)
-	less, err := NewMaglev(rest, 0, nil)
+	less, err := NewMaglev(rest, testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestSuccessorsInMatchesFilteredSuccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaglev(equalNodes(nodes), 0, nil)
+	m, err := NewMaglev(equalNodes(nodes), testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ type walkerAtScale struct {
 }
 
 func walkersAtScale(t *testing.T) []walkerAtScale {
-	r, err := NewRing(equalNodes(scaleNodes), 0, nil)
+	r, err := NewRing(equalNodes(scaleNodes), testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaglev(equalNodes(scaleNodes), 0, nil)
+	m, err := NewMaglev(equalNodes(scaleNodes), testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,11 +159,11 @@ func TestMaskedWalkCostAtScale(t *testing.T) {
 }
 
 func TestMaskOfAnotherStructurePanics(t *testing.T) {
-	a, err := NewRing(equalNodes(10), 0, nil)
+	a, err := NewRing(equalNodes(10), testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewRing(equalNodes(10), 0, nil)
+	b, err := NewRing(equalNodes(10), testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

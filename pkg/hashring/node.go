@@ -31,6 +31,7 @@ var (
 	ErrNegativeWeight = errors.New("hashring: negative weight")
 	ErrTableSize      = errors.New("hashring: bad maglev table size")
 	ErrRingTooLarge   = errors.New("hashring: ring too large")
+	ErrVnodes         = errors.New("hashring: no points per unit of weight")
 )
 
 func orDefault(h HashFunc) HashFunc {

@@ -7,12 +7,6 @@ import (
 	"strconv"
 )
 
-// DefaultVnodes is the number of ring points per unit of weight used when
-// NewRing is given vnodes <= 0. With 160 points a node's share of the ring
-// deviates from its ideal by about 1/sqrt(160), some 8%, as a standard
-// deviation.
-const DefaultVnodes = 160
-
 // MaxRingPoints bounds vnodes × total weight, to keep a misconfigured ring
 // (1000 nodes of weight 256) from eating gigabytes.
 const MaxRingPoints = 1 << 22
@@ -38,7 +32,9 @@ type Ring struct {
 }
 
 // NewRing builds a ring over nodes with vnodes points per unit of weight
-// (vnodes <= 0 means DefaultVnodes) hashed by hash (nil means xxhash).
+// (at least 1) hashed by hash (nil means xxhash). With v points a node's
+// share of the ring deviates from its ideal by about 1/sqrt(v) as a
+// standard deviation.
 // Points that collide are ordered by node ID, so the result never depends on
 // the order of nodes.
 func NewRing(nodes []Node, vnodes int, hash HashFunc) (*Ring, error) {
@@ -47,7 +43,7 @@ func NewRing(nodes []Node, vnodes int, hash HashFunc) (*Ring, error) {
 		return nil, err
 	}
 	if vnodes <= 0 {
-		vnodes = DefaultVnodes
+		return nil, fmt.Errorf("%d points per unit of weight: %w", vnodes, ErrVnodes)
 	}
 	hash = orDefault(hash)
 	total := 0

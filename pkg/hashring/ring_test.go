@@ -93,10 +93,10 @@ func TestRingErrors(t *testing.T) {
 		{name: "empty id", nodes: []Node{{ID: "", Weight: 1}}, want: ErrEmptyID},
 		{name: "duplicate", nodes: []Node{{ID: "a", Weight: 1}, {ID: "a", Weight: 2}}, want: ErrDuplicateID},
 		{name: "negative weight", nodes: []Node{{ID: "a", Weight: -1}}, want: ErrNegativeWeight},
-		{name: "too many points", nodes: []Node{{ID: "a", Weight: MaxRingPoints/DefaultVnodes + 1}}, want: ErrRingTooLarge},
+		{name: "too many points", nodes: []Node{{ID: "a", Weight: MaxRingPoints/testVnodes + 1}}, want: ErrRingTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewRing(tc.nodes, 0, nil); !errors.Is(err, tc.want) {
+			if _, err := NewRing(tc.nodes, testVnodes, nil); !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
 		})
@@ -104,7 +104,7 @@ func TestRingErrors(t *testing.T) {
 }
 
 func TestRingAllZeroWeights(t *testing.T) {
-	r, err := NewRing([]Node{{ID: "a"}, {ID: "b"}}, 0, nil)
+	r, err := NewRing([]Node{{ID: "a"}, {ID: "b"}}, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRingDistribution(t *testing.T) {
 		vnodes int
 		bound  float64
 	}{
-		{name: "default vnodes, mean + 3 sigma", vnodes: 0, bound: 1.25},
+		{name: "default vnodes, mean + 3 sigma", vnodes: testVnodes, bound: 1.25},
 		{name: "1000 vnodes", vnodes: 1000, bound: 1.10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +151,7 @@ func TestRingWeightedShare(t *testing.T) {
 	// each share is within 15% (relative) of weight/10.
 	const keys = 1_000_000
 	nodes := []Node{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}, {ID: "c", Weight: 3}, {ID: "d", Weight: 4}}
-	r, err := NewRing(nodes, 0, nil)
+	r, err := NewRing(nodes, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,12 +167,12 @@ func TestRingOrderIndependent(t *testing.T) {
 	nodes := equalNodes(10)
 	nodes[3].Weight = 3
 	nodes[7].Weight = 0
-	a, err := NewRing(nodes, 0, nil)
+	a, err := NewRing(nodes, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := shuffled(nodes, 7)
-	b, err := NewRing(other, 0, nil)
+	b, err := NewRing(other, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,13 +187,13 @@ func TestRingOrderIndependent(t *testing.T) {
 func TestRingRemovalMovesOnlyItsKeys(t *testing.T) {
 	const keys = 200_000
 	nodes := equalNodes(10)
-	full, err := NewRing(nodes, 0, nil)
+	full, err := NewRing(nodes, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const gone = 4
 	rest := append(append([]Node(nil), nodes[:gone]...), nodes[gone+1:]...)
-	less, err := NewRing(rest, 0, nil)
+	less, err := NewRing(rest, testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRingRemovalMovesOnlyItsKeys(t *testing.T) {
 }
 
 func TestWalkStopsOnceEveryNodeWasMet(t *testing.T) {
-	r, err := NewRing(equalNodes(50), 0, nil)
+	r, err := NewRing(equalNodes(50), testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +254,16 @@ func TestRingIndexedSearchMatchesBinarySearch(t *testing.T) {
 				t.Fatalf("%d nodes: search(%d) = %d, want %d", nodes, k, got, want)
 			}
 		}
+	}
+}
+
+// Neither structure has a default size: 0 is refused.
+func TestZeroSizeRefused(t *testing.T) {
+	nodes := equalNodes(3)
+	if _, err := NewRing(nodes, 0, nil); !errors.Is(err, ErrVnodes) {
+		t.Errorf("NewRing with 0 vnodes: err = %v, want %v", err, ErrVnodes)
+	}
+	if _, err := NewMaglev(nodes, 0, nil); !errors.Is(err, ErrTableSize) {
+		t.Errorf("NewMaglev with size 0: err = %v, want %v", err, ErrTableSize)
 	}
 }

@@ -15,7 +15,7 @@ func TestLongWalksOverManyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaglev(equalNodes(nodes), 0, nil)
+	m, err := NewMaglev(equalNodes(nodes), testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func usableAtScale(i int) bool { return i == 0 || i == scaleNodes/3 || i == 2*sc
 // once, and one that rejects all stops once it has met every node (it
 // used to ask at every position of the ring or table, and scan it whole).
 func TestWalkAsksEachNodeOnceAtScale(t *testing.T) {
-	r, err := NewRing(equalNodes(scaleNodes), 0, nil)
+	r, err := NewRing(equalNodes(scaleNodes), testVnodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaglev(equalNodes(scaleNodes), 0, nil)
+	m, err := NewMaglev(equalNodes(scaleNodes), testTableSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func proberMemory(b *testing.B, mode string, n int, addr string) (goroutines, st
 	var waits []func()
 	s := NewScheduler(0)
 	for range n {
-		p, err := New(testKey, Config{Enabled: true, Interval: time.Second}, TCPCheck(nil, addr, nil), Options{})
+		p, err := New(testKey, Config{Enabled: true, Interval: time.Second}.withDefaults(), TCPCheck(nil, addr, nil), Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,17 +9,10 @@ import (
 // ErrInvalidConfig is wrapped by every configuration error New returns.
 var ErrInvalidConfig = errors.New("invalid health config")
 
-// Defaults, as in DESIGN.md's configuration reference.
-const (
-	DefaultInterval = 2 * time.Second
-	DefaultTimeout  = time.Second
-	DefaultRise     = 2
-	DefaultFall     = 3
-)
-
-// Config holds [pool.X.health]. Zero durations and counts take their
-// defaults; Enabled has no default here (the config layer defaults it to
-// true), and false means no check is ever made.
+// Config holds [pool.X.health]. It has no defaults of its own (pkg/config's
+// fill in what the file leaves out): with Enabled, New refuses an Interval
+// or Timeout that is not above 0 and a Rise or Fall below 1. Enabled false
+// means no check is ever made, and then nothing else need be set.
 type Config struct {
 	Enabled  bool
 	Interval time.Duration
@@ -28,22 +21,6 @@ type Config struct {
 	Rise int
 	// Fall consecutive failing checks take an up backend down.
 	Fall int
-}
-
-func (c Config) withDefaults() Config {
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.Rise == 0 {
-		c.Rise = DefaultRise
-	}
-	if c.Fall == 0 {
-		c.Fall = DefaultFall
-	}
-	return c
 }
 
 func (c Config) validate() error {
@@ -62,6 +39,21 @@ func (c Config) validate() error {
 	}
 	if c.Fall < 0 {
 		bad("fall %d < 0", c.Fall)
+	}
+	if c.Enabled {
+		// Checks are made: every setting is needed.
+		if c.Interval == 0 {
+			bad("interval 0s: an enabled check needs one")
+		}
+		if c.Timeout == 0 {
+			bad("timeout 0s: an enabled check needs one")
+		}
+		if c.Rise == 0 {
+			bad("rise 0: an enabled check needs one")
+		}
+		if c.Fall == 0 {
+			bad("fall 0: an enabled check needs one")
+		}
 	}
 	return errors.Join(errs...)
 }

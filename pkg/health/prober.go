@@ -64,7 +64,6 @@ func New(key string, cfg Config, check Check, opts Options) (*Prober, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	if check == nil && cfg.Enabled {
 		return nil, fmt.Errorf("%w: nil check", ErrInvalidConfig)
 	}

@@ -132,12 +132,12 @@ func TestRiseAndFall(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					s := &script{answers: tc.answers}
 					var changes []change
-					p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+					p, stop := start(t, d, Config{Enabled: true}.withDefaults(), s, &changes)
 					defer stop()
 					if !p.Up() {
 						t.Fatal("a backend must start up")
 					}
-					time.Sleep(DefaultInterval / 2) // first check
+					time.Sleep(defaultInterval / 2) // first check
 					for i, want := range tc.wantUp {
 						synctest.Wait()
 						if s.calls() != i+1 {
@@ -146,7 +146,7 @@ func TestRiseAndFall(t *testing.T) {
 						if p.Up() != want {
 							t.Fatalf("after check %d (%v): up=%v, want %v", i, tc.answers[i], p.Up(), want)
 						}
-						time.Sleep(DefaultInterval)
+						time.Sleep(defaultInterval)
 					}
 					stop()
 					if len(changes) != len(tc.changes) {
@@ -192,7 +192,7 @@ func TestTimeoutBoundsCheck(t *testing.T) {
 				<-ctx.Done()
 				return Outcome{Result: Fail}
 			}
-			p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}, hang, Options{Rand: func() float64 { return 0 }})
+			p, err := New(testKey, Config{Enabled: true, Timeout: 300 * time.Millisecond, Fall: 1}.withDefaults(), hang, Options{Rand: func() float64 { return 0 }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +230,7 @@ func TestJitterSpreadsChecks(t *testing.T) {
 			var s *Scheduler // the probers share one
 			for i := range scripts {
 				scripts[i] = &script{}
-				p, err := New(testKey, Config{Enabled: true, Interval: interval}, scripts[i].check, Options{Rand: rnd})
+				p, err := New(testKey, Config{Enabled: true, Interval: interval}.withDefaults(), scripts[i].check, Options{Rand: rnd})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -288,7 +288,7 @@ func testCancelLeavesNoGoroutine(t *testing.T, d driver) {
 					}
 					return Outcome{Result: Pass}
 				}
-				p, err := New(testKey, Config{Enabled: true}, check, Options{})
+				p, err := New(testKey, Config{Enabled: true}.withDefaults(), check, Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -316,12 +316,12 @@ func TestStatus(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &script{answers: []Result{Fail, Inconclusive}}
 			var changes []change
-			p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+			p, stop := start(t, d, Config{Enabled: true}.withDefaults(), s, &changes)
 			defer stop()
 			if st := p.Status(); !st.Up || st.Checks != 0 || !st.LastCheck.IsZero() {
 				t.Fatalf("initial status %+v", st)
 			}
-			time.Sleep(DefaultInterval/2 + DefaultInterval)
+			time.Sleep(defaultInterval/2 + defaultInterval)
 			synctest.Wait()
 			st := p.Status()
 			if st.Checks != 2 || st.Fails != 1 || st.LastResult != Inconclusive || !st.LastCheck.Equal(time.Now()) {
@@ -338,10 +338,11 @@ func TestNewValidates(t *testing.T) {
 		check Check
 		ok    bool
 	}{
-		{"defaults", Config{Enabled: true}, func(context.Context) Outcome { return Outcome{Result: Pass} }, true},
-		{"negative interval", Config{Enabled: true, Interval: -1}, func(context.Context) Outcome { return Outcome{Result: Pass} }, false},
+		{"complete", Config{Enabled: true}.withDefaults(), func(context.Context) Outcome { return Outcome{Result: Pass} }, true},
+		{"enabled, no defaults here", Config{Enabled: true}, func(context.Context) Outcome { return Outcome{Result: Pass} }, false},
+		{"negative interval", Config{Enabled: true, Interval: -1}.withDefaults(), func(context.Context) Outcome { return Outcome{Result: Pass} }, false},
 		{"negative fall", Config{Fall: -3}, nil, false},
-		{"enabled without a check", Config{Enabled: true}, nil, false},
+		{"enabled without a check", Config{Enabled: true}.withDefaults(), nil, false},
 		{"disabled without a check", Config{}, nil, true},
 	}
 	for _, tc := range tests {
@@ -400,12 +401,12 @@ func TestStatusLastError(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &script{answers: []Result{Fail, Pass, Inconclusive, Pass}}
 			var changes []change
-			p, stop := start(t, d, Config{Enabled: true}, s, &changes)
+			p, stop := start(t, d, Config{Enabled: true}.withDefaults(), s, &changes)
 			defer stop()
 			if st := p.Status(); st.LastError != "" {
 				t.Fatalf("LastError before the first check: %q", st.LastError)
 			}
-			time.Sleep(DefaultInterval / 2)
+			time.Sleep(defaultInterval / 2)
 			for i, want := range []string{
 				scriptErr(Fail, 1).Error(), "", scriptErr(Inconclusive, 3).Error(), "",
 			} {
@@ -413,7 +414,7 @@ func TestStatusLastError(t *testing.T) {
 				if st := p.Status(); st.LastError != want || st.Checks != uint64(i+1) {
 					t.Fatalf("after check %d (%v): LastError %q, want %q (status %+v)", i+1, st.LastResult, st.LastError, want, st)
 				}
-				time.Sleep(DefaultInterval)
+				time.Sleep(defaultInterval)
 			}
 		})
 	})
@@ -430,7 +431,7 @@ func TestStatusLastErrorWithoutCause(t *testing.T) {
 			}
 			return Outcome{Result: Pass, Err: errors.New("ignored on a pass")}
 		}
-		p, err := New(testKey, Config{Enabled: true}, check, Options{Rand: func() float64 { return 0 }})
+		p, err := New(testKey, Config{Enabled: true}.withDefaults(), check, Options{Rand: func() float64 { return 0 }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +442,7 @@ func TestStatusLastErrorWithoutCause(t *testing.T) {
 		if st := p.Status(); st.LastResult != Fail || st.LastError != errNoCause.Error() {
 			t.Fatalf("a failure without a cause: %+v", st)
 		}
-		time.Sleep(DefaultInterval * 11 / 10)
+		time.Sleep(defaultInterval * 11 / 10)
 		synctest.Wait()
 		if st := p.Status(); st.LastResult != Pass || st.LastError != "" {
 			t.Fatalf("a pass with an error: %+v", st)
@@ -460,7 +461,7 @@ func TestFailedChecksLogged(t *testing.T) {
 			answers := []Result{Fail, Inconclusive, Pass, Fail, Fail}
 			s := &script{answers: answers}
 			rec := &recorder{}
-			p, err := New(testKey, Config{Enabled: true, Fall: 2, Rise: 1}, s.check, Options{
+			p, err := New(testKey, Config{Enabled: true, Fall: 2, Rise: 1}.withDefaults(), s.check, Options{
 				Rand: func() float64 { return 0.5 }, Logger: slog.New(rec),
 			})
 			if err != nil {
@@ -469,7 +470,7 @@ func TestFailedChecksLogged(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := d.run(ctx, p)
 			defer func() { cancel(); wait() }()
-			time.Sleep(DefaultInterval / 2)
+			time.Sleep(defaultInterval / 2)
 			for i, r := range answers {
 				synctest.Wait()
 				if s.calls() != i+1 {
@@ -508,7 +509,7 @@ func TestFailedChecksLogged(t *testing.T) {
 						t.Fatal("two failures with fall 2 left it up")
 					}
 				}
-				time.Sleep(DefaultInterval)
+				time.Sleep(defaultInterval)
 			}
 		})
 	})

@@ -74,7 +74,7 @@ func TestSpreadThousandProbers(t *testing.T) {
 			s := NewScheduler(0)
 			var waits []func()
 			for range n {
-				p, err := New(testKey, Config{Enabled: true, Interval: iv}, sl.check, Options{Rand: rnd})
+				p, err := New(testKey, Config{Enabled: true, Interval: iv}.withDefaults(), sl.check, Options{Rand: rnd})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,7 +115,7 @@ func TestSchedulerSpreadsProbersAddedApart(t *testing.T) {
 		defer cancel()
 		add := func(k int, interval time.Duration) {
 			for range k {
-				p, err := New(testKey, Config{Enabled: true, Interval: interval}, sl.check, Options{Rand: lockedRand(1)})
+				p, err := New(testKey, Config{Enabled: true, Interval: interval}.withDefaults(), sl.check, Options{Rand: lockedRand(1)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,13 +154,13 @@ func TestSchedulerLateChecksReturnToTheirSlots(t *testing.T) {
 			return sl.check(ctx)
 		}
 		// The first prober added is the slow one, checked first at 1 s.
-		p, err := New(testKey, Config{Enabled: true, Interval: iv, Timeout: 10 * time.Second}, slow, Options{Rand: lockedRand(2)})
+		p, err := New(testKey, Config{Enabled: true, Interval: iv, Timeout: 10 * time.Second}.withDefaults(), slow, Options{Rand: lockedRand(2)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Add(ctx, p)
 		for range n - 1 {
-			p, err := New(testKey, Config{Enabled: true, Interval: iv}, sl.check, Options{Rand: lockedRand(3)})
+			p, err := New(testKey, Config{Enabled: true, Interval: iv}.withDefaults(), sl.check, Options{Rand: lockedRand(3)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func TestSchedulerBoundsConcurrentChecks(t *testing.T) {
 		defer cancel()
 		var waits []func()
 		for range 20 {
-			p, err := New(testKey, Config{Enabled: true, Interval: time.Second, Timeout: 900 * time.Millisecond}, hang, Options{})
+			p, err := New(testKey, Config{Enabled: true, Interval: time.Second, Timeout: 900 * time.Millisecond}.withDefaults(), hang, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestSchedulerCheckOverrunsInterval(t *testing.T) {
 		}
 		s := testScheduler(0, 0)
 		ctx, cancel := context.WithCancel(context.Background())
-		p, err := New(testKey, Config{Enabled: true, Interval: iv, Timeout: 5 * time.Second}, slow, Options{Rand: func() float64 { return 0.5 }})
+		p, err := New(testKey, Config{Enabled: true, Interval: iv, Timeout: 5 * time.Second}.withDefaults(), slow, Options{Rand: func() float64 { return 0.5 }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestSchedulerRemovesOneProber(t *testing.T) {
 			return Outcome{Result: Fail}
 		}
 		other := &script{}
-		cfg := Config{Enabled: true, Fall: 1}
+		cfg := Config{Enabled: true, Fall: 1}.withDefaults()
 		pa, _ := New(testKey, cfg, held, Options{})
 		pb, _ := New(testKey, cfg, other.check, Options{})
 		ctxA, cancelA := context.WithCancel(context.Background())
@@ -312,7 +312,7 @@ func TestSchedulerRemovesOneProber(t *testing.T) {
 			t.Fatalf("a check called off was recorded: %+v", st)
 		}
 		calls := other.calls()
-		time.Sleep(10 * DefaultInterval)
+		time.Sleep(10 * defaultInterval)
 		if got := other.calls() - calls; got != 10 {
 			t.Fatalf("the other prober had %d checks in 10 intervals", got)
 		}
@@ -331,7 +331,7 @@ func TestSchedulerSeedDownRises(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var changes []change
 			s := &script{}
-			p, err := New(testKey, Config{Enabled: true}, s.check, Options{
+			p, err := New(testKey, Config{Enabled: true}.withDefaults(), s.check, Options{
 				Rand:     func() float64 { return 0.5 },
 				OnChange: func(key string, up bool) { changes = append(changes, change{key, up}) },
 			})
@@ -341,12 +341,12 @@ func TestSchedulerSeedDownRises(t *testing.T) {
 			p.Seed(false)
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := d.run(ctx, p)
-			time.Sleep(DefaultInterval / 2)
+			time.Sleep(defaultInterval / 2)
 			synctest.Wait()
 			if p.Up() || s.calls() != 1 {
 				t.Fatalf("after 1 pass: up=%v calls=%d", p.Up(), s.calls())
 			}
-			time.Sleep(DefaultInterval)
+			time.Sleep(defaultInterval)
 			synctest.Wait()
 			if !p.Up() || len(changes) != 1 || changes[0] != (change{testKey, true}) {
 				t.Fatalf("after 2 passes: up=%v changes=%v", p.Up(), changes)
@@ -367,7 +367,7 @@ func TestSchedulerGoroutinesExitWhenEmpty(t *testing.T) {
 			sc := &script{}
 			var waits []func()
 			for range 50 {
-				p, _ := New(testKey, Config{Enabled: true, Interval: time.Second}, sc.check, Options{})
+				p, _ := New(testKey, Config{Enabled: true, Interval: time.Second}.withDefaults(), sc.check, Options{})
 				waits = append(waits, s.Add(ctx, p))
 			}
 			time.Sleep(5 * time.Second)
@@ -399,7 +399,7 @@ func TestSchedulerLeavesNoGoroutineRealClock(t *testing.T) {
 	check := func(context.Context) Outcome { checks.Add(1); return Outcome{Result: Pass} }
 	var waits []func()
 	for range 200 {
-		p, _ := New(testKey, Config{Enabled: true, Interval: 100 * time.Millisecond}, check, Options{})
+		p, _ := New(testKey, Config{Enabled: true, Interval: 100 * time.Millisecond}.withDefaults(), check, Options{})
 		waits = append(waits, s.Add(ctx, p))
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -436,7 +436,7 @@ func TestSchedulerReapsIdleWorkers(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		for range 20 {
-			p, _ := New(testKey, Config{Enabled: true, Interval: time.Second, Timeout: 900 * time.Millisecond}, check, Options{})
+			p, _ := New(testKey, Config{Enabled: true, Interval: time.Second, Timeout: 900 * time.Millisecond}.withDefaults(), check, Options{})
 			s.Add(ctx, p)
 		}
 		time.Sleep(3 * time.Second)

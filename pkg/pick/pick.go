@@ -28,14 +28,16 @@ type State interface {
 }
 
 // Config selects and tunes an algorithm. Its zero value (apart from
-// Algorithm) gives the documented defaults.
+// Algorithm) gives the documented defaults, but for the sizes of the
+// hashing structures, which the algorithm that builds one needs set (the
+// defaults of the file's keys are pkg/config's).
 type Config struct {
 	Algorithm         string              // one of Algorithms, as in the config file
 	HashKey           string              // "source-ip" (default when "") | "source-ip-port"
 	SlowStart         time.Duration       // ramp for returning backends (weighted-round-robin, least-conn, p2c); 0 = off
 	HashBalanceFactor float64             // consistent-hash bounded load; 0 = off, else > 1
-	RingVnodes        int                 // consistent-hash points per unit of weight; 0 = 160
-	MaglevTableSize   int                 // prime; 0 = 65537
+	RingVnodes        int                 // consistent-hash points per unit of weight; required by consistent-hash
+	MaglevTableSize   int                 // a prime; required by maglev
 	Hash              func([]byte) uint64 // nil = xxhash.Sum64
 	Now               func() time.Time    // nil = time.Now (slow start)
 	Rand              func() uint64       // nil = math/rand/v2 (random, p2c); must be concurrency-safe
@@ -89,7 +91,7 @@ var (
 	ErrBadWeight        = errors.New("pick: weight out of range")
 	ErrBadHashKey       = errors.New("pick: unknown hash key")
 	ErrBadBalanceFactor = errors.New("pick: hash balance factor must be 0 or > 1")
-	ErrBadVnodes        = errors.New("pick: ring vnodes must be >= 0")
+	ErrBadVnodes        = errors.New("pick: ring vnodes must be at least 1")
 	ErrBadTableSize     = errors.New("pick: bad maglev table size")
 	ErrBadSlowStart     = errors.New("pick: slow start must be >= 0")
 	ErrNilState         = errors.New("pick: nil state")
@@ -173,10 +175,10 @@ func validate(backends []Backend, st State, cfg Config) error {
 	if f := cfg.HashBalanceFactor; f != 0 && !(f > 1 && !math.IsInf(f, 1)) {
 		return fmt.Errorf("%v: %w", f, ErrBadBalanceFactor)
 	}
-	if cfg.RingVnodes < 0 {
+	if cfg.RingVnodes < 0 || cfg.RingVnodes == 0 && cfg.Algorithm == ConsistentHash {
 		return fmt.Errorf("%d: %w", cfg.RingVnodes, ErrBadVnodes)
 	}
-	if cfg.MaglevTableSize < 0 {
+	if cfg.MaglevTableSize < 0 || cfg.MaglevTableSize == 0 && cfg.Algorithm == Maglev {
 		return fmt.Errorf("%d: %w", cfg.MaglevTableSize, ErrBadTableSize)
 	}
 	if cfg.SlowStart < 0 {

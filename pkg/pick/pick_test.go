@@ -41,7 +41,7 @@ func TestNewErrors(t *testing.T) {
 			if tc.nilState {
 				st = nil
 			}
-			if _, err := New(tc.backends, st, tc.cfg); !errors.Is(err, tc.want) {
+			if _, err := New(tc.backends, st, sized(tc.cfg)); !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
 		})
@@ -239,6 +239,26 @@ func TestRandomUniform(t *testing.T) {
 		}
 		if math.Abs(float64(c-want)) > 0.03*picks/5 {
 			t.Errorf("backend %d: %d picks, want %d ± 3%%", i, c, want)
+		}
+	}
+}
+
+// The hashing structures have no default size here: the algorithm that
+// builds one refuses a Config without it, and the others need none.
+func TestHashingSizesRequired(t *testing.T) {
+	good := equalBackends(3)
+	if _, err := New(good, newState(3), Config{Algorithm: ConsistentHash}); !errors.Is(err, ErrBadVnodes) {
+		t.Errorf("consistent-hash without ring_vnodes: err = %v, want %v", err, ErrBadVnodes)
+	}
+	if _, err := New(good, newState(3), Config{Algorithm: Maglev}); !errors.Is(err, ErrBadTableSize) {
+		t.Errorf("maglev without a table size: err = %v, want %v", err, ErrBadTableSize)
+	}
+	for _, alg := range Algorithms {
+		if alg == ConsistentHash || alg == Maglev {
+			continue
+		}
+		if _, err := New(good, newState(3), Config{Algorithm: alg}); err != nil {
+			t.Errorf("%s without hashing sizes: %v", alg, err)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // fakeState is a State whose usability, load and since-times the test sets.
@@ -41,10 +43,25 @@ func client(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)}), uint16(1024+i%60000))
 }
 
+// mustNew builds a picker, with the hashing structures at l4lb's default
+// sizes (pkg/config's) unless cfg sets them.
 func mustNew(t interface{ Fatal(...any) }, backends []Backend, st State, cfg Config) Picker {
-	p, err := New(backends, st, cfg)
+	p, err := New(backends, st, sized(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// sized is cfg with RingVnodes and MaglevTableSize at l4lb's defaults
+// where it leaves them 0.
+func sized(cfg Config) Config {
+	d := config.DefaultPool("")
+	if cfg.RingVnodes == 0 {
+		cfg.RingVnodes = d.RingVnodes
+	}
+	if cfg.MaglevTableSize == 0 {
+		cfg.MaglevTableSize = d.MaglevTableSize
+	}
+	return cfg
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 )
 
@@ -22,9 +23,9 @@ var (
 	ErrBudget = errors.New("connect budget spent")
 )
 
-// MaxCandidates bounds 1 + retries (the config caps retries at 16), so a
-// caller can keep the candidate list in a fixed array.
-const MaxCandidates = 17
+// MaxCandidates bounds 1 + retries, the first dial and every retry the
+// config allows, so a caller can keep the candidate list in a fixed array.
+const MaxCandidates = 1 + config.MaxRetries
 
 // Plan returns the backends, by index, to try in order for a client at
 // src: up to 1+retries usable ones with a free slot. When none is usable it
