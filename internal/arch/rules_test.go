@@ -39,6 +39,9 @@ var rules = map[string][]string{
 	"bench/healthscale": {"pkg/health"},
 	"internal/testnet":  nil,
 	"internal/arch":     nil,
+
+	// Generators run by go generate.
+	"pkg/config/internal/gendoc": {"pkg/config"},
 }
 
 // fenced third-party modules and the only packages that may import them
@@ -68,6 +71,6 @@ var (
 	}
 )
 
-// testOnly are packages for tests and the bench; nothing that ships may
+// testOnly are packages for tests, the bench and generators; nothing that ships may
 // depend on them.
-var testOnly = []string{"internal/testnet", "internal/arch", "bench", "bench/healthscale"}
+var testOnly = []string{"internal/testnet", "internal/arch", "bench", "bench/healthscale", "pkg/config/internal/gendoc"}
