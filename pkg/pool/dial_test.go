@@ -9,6 +9,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
@@ -29,9 +30,9 @@ func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	// The cooldowns left tell the force-try apart: the Store and the
 	// breakers keep them on a clock moved by hand between the trips.
 	testnet.CheckLeaks(t)
-	clk := newHandClock()
+	clk := clock.NewFake(time.Now())
 	p := runPoolDeps(t, parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")),
-		pool.Deps{Store: breaker.NewMemoryStore(clk.now), Now: clk.now, BreakerRefresh: 20 * time.Millisecond})
+		pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk, BreakerRefresh: 20 * time.Millisecond})
 	var buf [pool.MaxCandidates]int
 	cands, force := p.Plan(client, buf[:0])
 	if force || len(cands) != 3 {
@@ -51,9 +52,9 @@ func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	}
 
 	// All down: exactly one force-try, of the backend closest to recovery.
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	fail(p, p.At(1))
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	fail(p, p.At(2))
 	for range 3 {
 		cands, force = p.Plan(client, buf[:0])

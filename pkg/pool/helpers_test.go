@@ -308,23 +308,3 @@ func (h *logRecorder) messages(msg string) []map[string]string {
 	}
 	return out
 }
-
-// handClock is a clock a test moves by hand, for a pool and its Store.
-type handClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newHandClock() *handClock { return &handClock{t: time.Now()} }
-
-func (c *handClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *handClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
