@@ -16,6 +16,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
@@ -52,15 +53,27 @@ func parse(t testing.TB, text string) *config.Config {
 // ends. Nothing dials for clients: for tests of the pool alone.
 func newPool(t *testing.T, backends []string, extra string) *pool.Pool {
 	t.Helper()
+	return newPoolOn(t, nil, backends, extra)
+}
+
+// newPoolOn is newPool with the pool, its breakers, health checks and
+// their Store on clk (nil: the system clock).
+func newPoolOn(t *testing.T, clk clock.Clock, backends []string, extra string) *pool.Pool {
+	t.Helper()
 	// When the test ends, every goroutine and fd started from here on must
 	// be gone: health checks, probes, dials, relays, loops.
 	testnet.CheckLeaks(t)
-	return runPool(t, parse(t, poolTOML(t, backends, extra)))
+	return runPoolOn(t, clk, parse(t, poolTOML(t, backends, extra)))
 }
 
 func runPool(t *testing.T, cfg *config.Config) *pool.Pool {
 	t.Helper()
-	return runPoolDeps(t, cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
+	return runPoolOn(t, nil, cfg)
+}
+
+func runPoolOn(t *testing.T, clk clock.Clock, cfg *config.Config) *pool.Pool {
+	t.Helper()
+	return runPoolDeps(t, cfg, pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk, BreakerRefresh: 20 * time.Millisecond})
 }
 
 func runPoolDeps(t *testing.T, cfg *config.Config, deps pool.Deps) *pool.Pool {
@@ -91,9 +104,17 @@ type lb struct {
 // SO_REUSEPORT sockets on the listener), until the test ends.
 func newLB(t *testing.T, backends []string, extra string) *lb {
 	t.Helper()
+	return newLBOn(t, nil, backends, extra)
+}
+
+// newLBOn is newLB with the pool, its breakers, health checks and their
+// Store on clk (nil: the system clock); the event loops keep the system
+// clock, so connect timeouts are real.
+func newLBOn(t *testing.T, clk clock.Clock, backends []string, extra string) *lb {
+	t.Helper()
 	testnet.CheckLeaks(t)
 	cfg := parse(t, poolTOML(t, backends, extra))
-	p := runPool(t, cfg)
+	p := runPoolOn(t, clk, cfg)
 	pipes := splice.NewPipePool(splice.PipePoolConfig{MaxOpen: 64, MaxIdle: 8})
 	logs := &logRecorder{}
 	lc := cfg.Listeners[0]
@@ -183,6 +204,21 @@ func (l *lb) idle(t *testing.T) {
 func dials(p *pool.Pool, addr string, k pool.DialKind) (success, failure int64) {
 	b, _ := p.Backend(addr)
 	return b.Dials(k)
+}
+
+// advanceUntil moves clk on, step by step, until cond holds. It polls:
+// what it waits for (dials, probes, health checks) is made on sockets, in
+// real time, and a goroutine that arms its next timer from a reading taken
+// before a step fires a step late, so each poll moves the clock again.
+func advanceUntil(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testnet.Eventually(t, what, func() bool {
+		if cond() {
+			return true
+		}
+		clk.Advance(step)
+		return cond()
+	})
 }
 
 // startBackend is an echo backend (testnet.StartBackend) whose first line
