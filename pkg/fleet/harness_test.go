@@ -221,6 +221,7 @@ func (r *recorder) events() breaker.Events {
 		Reopen:       func(string, breaker.State) { r.inc("reopen") },
 		ProbeFailure: func(string) { r.inc("probe_failure") },
 		Stale:        func(string) { r.inc("stale") },
+		Dropped:      func(string) { r.inc("dropped") },
 	}
 }
 
