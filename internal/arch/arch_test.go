@@ -17,14 +17,15 @@ const module = "github.com/l4lb/l4lb/"
 var leaves = map[string][]string{
 	"pkg/splice":   nil,
 	"pkg/hashring": nil,
-	"pkg/breaker":  nil,
-	"pkg/health":   nil,
+	"pkg/clock":    nil,
+	"pkg/breaker":  {"pkg/clock"},
+	"pkg/health":   {"pkg/clock"},
 	"pkg/pick":     {"pkg/hashring"},
 	"pkg/dialer":   nil,
 	"pkg/listener": nil,
 	"pkg/config":   nil,
 	"pkg/sdnotify": nil,
-	"pkg/fleet":    {"pkg/breaker"},
+	"pkg/fleet":    {"pkg/breaker", "pkg/clock"},
 	"pkg/sockopt":  nil,
 
 	"pkg/proxyproto": nil,
