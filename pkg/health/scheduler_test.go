@@ -393,9 +393,7 @@ func TestSchedulerGoroutinesExitWhenEmpty(t *testing.T) {
 	})
 }
 
-// The same, by goroutine count, outside a bubble: on a fake clock, moved
-// in steps (the dispatcher may arm its timer from a reading a step old)
-// until every prober's first check has run.
+// The same, by goroutine count, outside a bubble: on a fake clock.
 func TestSchedulerLeavesNoGoroutineOutsideABubble(t *testing.T) {
 	before := runtime.NumGoroutine()
 	clk := clock.NewFake(time.Now())
@@ -408,10 +406,7 @@ func TestSchedulerLeavesNoGoroutineOutsideABubble(t *testing.T) {
 		p, _ := New(testKey, Config{Enabled: true, Interval: 100 * time.Millisecond}, check, Options{})
 		waits = append(waits, s.Add(ctx, p))
 	}
-	testnet.Eventually(t, "every prober's first check", func() bool {
-		clk.Advance(10 * time.Millisecond)
-		return checks.Load() >= 200
-	})
+	testnet.EventuallyOn(t, clk, 10*time.Millisecond, "every prober's first check", func() bool { return checks.Load() >= 200 })
 	cancel()
 	for _, w := range waits {
 		w()

@@ -87,7 +87,7 @@ func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 		t.Fatalf("restarted backend saw %d connections during the cooldown, want none", n)
 	}
 	clk.Advance(time.Millisecond)
-	advanceUntil(t, clk, 20*time.Millisecond, "the probe to close the breaker", func() bool { return !b.Breaker().Open })
+	testnet.EventuallyOn(t, clk, 20*time.Millisecond, "the probe to close the breaker", func() bool { return !b.Breaker().Open })
 	if ok, failed := dials(p.Pool, back.addr, pool.DialProbe); ok != 1 || failed != 0 {
 		t.Fatalf("probe dials %d ok / %d failed, want exactly one successful probe", ok, failed)
 	}
@@ -112,7 +112,7 @@ func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
 	connect(t, p)
 	connect(t, p)
 	b, _ := p.Backend(dead)
-	advanceUntil(t, clk, 20*time.Millisecond, "a failed probe", func() bool { return b.ProbeFailures() >= 1 })
+	testnet.EventuallyOn(t, clk, 20*time.Millisecond, "a failed probe", func() bool { return b.ProbeFailures() >= 1 })
 	st := b.Breaker()
 	if !st.Open || st.Generation < 2 {
 		t.Fatalf("after a failed probe: %+v, want open with a new generation", st)
@@ -142,7 +142,7 @@ func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 		clk.Advance(30 * time.Millisecond)
 	}
 	// The second check starts once the first is recorded (one in flight).
-	advanceUntil(t, clk, 30*time.Millisecond, "two health checks of the disabled backend", func() bool {
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "two health checks of the disabled backend", func() bool {
 		hs, _ := dials(p.Pool, a.Addr, pool.DialHealth)
 		return hs >= 2
 	})
@@ -225,7 +225,7 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 2\nfall = 2")
 	b, _ := p.Backend(back.addr)
 	back.stop()
-	advanceUntil(t, clk, 30*time.Millisecond, "health to go down", func() bool { return !b.HealthUp() })
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "health to go down", func() bool { return !b.HealthUp() })
 	for i := 0; i < 6; i++ {
 		if got := connect(t, p); got != live.Addr {
 			t.Fatalf("client reached %q while it is health-down", got)
@@ -238,7 +238,7 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 		t.Fatalf("health failures reached the breaker: %+v", st)
 	}
 	back.start()
-	advanceUntil(t, clk, 30*time.Millisecond, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
 }
 
 // resettingBackend accepts, optionally sends a byte, and resets each

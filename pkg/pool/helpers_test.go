@@ -206,21 +206,6 @@ func dials(p *pool.Pool, addr string, k pool.DialKind) (success, failure int64) 
 	return b.Dials(k)
 }
 
-// advanceUntil moves clk on, step by step, until cond holds. It polls:
-// what it waits for (dials, probes, health checks) is made on sockets, in
-// real time, and a goroutine that arms its next timer from a reading taken
-// before a step fires a step late, so each poll moves the clock again.
-func advanceUntil(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testnet.Eventually(t, what, func() bool {
-		if cond() {
-			return true
-		}
-		clk.Advance(step)
-		return cond()
-	})
-}
-
 // startBackend is an echo backend (testnet.StartBackend) whose first line
 // is its own address, so connect names the backend a client reached.
 func startBackend(t *testing.T) *testnet.Backend {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 )
@@ -62,7 +63,7 @@ func TestConnectCheckSendsLocalHeader(t *testing.T) {
 			h := startHeaderReader(t)
 			clk := clock.NewFake(time.Now())
 			newPoolOn(t, clk, []string{h.ln.Addr().String()}, "proxy_protocol = \""+v+"\"\n[pool.p.health]\ninterval = \"1s\"\ntimeout = \"1s\"\n")
-			advanceUntil(t, clk, 100*time.Millisecond, "two checks", func() bool { return len(h.headers()) >= 2 })
+			testnet.EventuallyOn(t, clk, 100*time.Millisecond, "two checks", func() bool { return len(h.headers()) >= 2 })
 			for _, b := range h.headers() {
 				hdr, n, err := proxyproto.Parse(b)
 				if err != nil || !hdr.Local || n != len(b) || hdr.Version != map[string]int{"v1": 1, "v2": 2}[v] {

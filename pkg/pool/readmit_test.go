@@ -32,11 +32,11 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 		connect(t, p)
 		return b.Breaker().Open
 	})
-	advanceUntil(t, clk, step, "health checks to see the backend down", func() bool { return !b.HealthUp() })
+	testnet.EventuallyOn(t, clk, step, "health checks to see the backend down", func() bool { return !b.HealthUp() })
 	before := b.Breaker()
 	back.start()
 	restarted := clk.Now()
-	advanceUntil(t, clk, step, "the restarted backend to be usable", b.Usable)
+	testnet.EventuallyOn(t, clk, step, "the restarted backend to be usable", b.Usable)
 	took := clk.Now().Sub(restarted)
 	after := b.Breaker()
 	t.Logf("restarted backend usable after %v (cooldown left at restart: %v)", took.Round(time.Millisecond), before.CooldownLeft.Round(time.Millisecond))
