@@ -411,13 +411,7 @@ func TestSchedulerLeavesNoGoroutineOutsideABubble(t *testing.T) {
 	for _, w := range waits {
 		w()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left over %d", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testnet.Eventually(t, "the Scheduler's goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 // Workers a burst of slow checks started exit once idle; the steady rate
