@@ -28,11 +28,17 @@ func fail(p *pool.Pool, b *pool.Backend) {
 func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	addrs := []string{testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)}
 	// The cooldowns left tell the force-try apart: the Store and the
-	// breakers keep them on a clock moved by hand between the trips.
+	// breakers keep them on a clock moved by hand between the trips. The
+	// pool does not Run: its breakers' snapshots change only by the calls
+	// below (no refresh read before a move and stamped after it, no probe
+	// that Enable asks for), so the moves order the cooldowns exactly.
 	testnet.CheckLeaks(t)
 	clk := clock.NewFake(time.Now())
-	p := runPoolDeps(t, parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")),
-		pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk, BreakerRefresh: 20 * time.Millisecond})
+	p, err := pool.New(parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")).Pools["p"],
+		pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var buf [pool.MaxCandidates]int
 	cands, force := p.Plan(client, buf[:0])
 	if force || len(cands) != 3 {
