@@ -60,8 +60,9 @@ func TestFakeTimerFiresAtItsDeadline(t *testing.T) {
 	if got := c.Now(); !got.Equal(epoch.Add(time.Hour + time.Second - time.Nanosecond)) {
 		t.Fatalf("Now %v after the two moves", got)
 	}
-	if _, ok := received(ch); ok || c.Armed() != 0 {
-		t.Fatal("a one-shot timer fired twice or stayed armed")
+	c.Advance(time.Hour)
+	if _, ok := received(ch); ok {
+		t.Fatal("a one-shot timer fired twice")
 	}
 }
 
@@ -91,8 +92,12 @@ func TestFakeAdvanceFiresInOrder(t *testing.T) {
 			t.Fatalf("fired %v, want %v", got, want)
 		}
 	}
-	if c.Armed() != 1 || !c.Now().Equal(epoch.Add(4*time.Second)) {
-		t.Fatalf("armed %d at %v, want the late timer at 4s", c.Armed(), c.Now())
+	if !c.Now().Equal(epoch.Add(4 * time.Second)) {
+		t.Fatalf("Now %v after the move, want 4s on", c.Now())
+	}
+	c.Advance(time.Second)
+	if n := len(got); n != len(want)+1 || got[n-1] != "late@5s" {
+		t.Fatalf("fired %v after the late timer's deadline", got)
 	}
 }
 
@@ -110,6 +115,17 @@ func TestFakeSetMovesOnAndNeverBack(t *testing.T) {
 		}
 	}()
 	c.Set(epoch)
+}
+
+// A move that another overtook while a callback ran does not set the
+// time back to its own end: here the callback's own move overtakes it.
+func TestFakeNeverGoesBack(t *testing.T) {
+	c := NewFake(epoch)
+	c.AfterFunc(time.Second, func() { c.Advance(time.Hour) })
+	c.Advance(2 * time.Second)
+	if got, want := c.Now(), epoch.Add(time.Hour+time.Second); !got.Equal(want) {
+		t.Fatalf("Now %v after an overtaken move, want %v", got, want)
+	}
 }
 
 // Stop and Reset follow time.Timer (Go 1.23): true while the timer is
@@ -183,16 +199,14 @@ func TestFakeDueNowFiresAtOnce(t *testing.T) {
 	done := make(chan struct{})
 	c.AfterFunc(-time.Second, func() { close(done) })
 	<-done
-	if c.Armed() != 0 {
-		t.Fatalf("%d timers armed after both fired", c.Armed())
-	}
 }
 
 // Under -race: timers armed, reset and stopped from many goroutines while
-// another moves the clock, each timer firing once per arming.
+// two others move the clock, each timer firing once per arming, and the
+// time never going back.
 func TestFakeConcurrentUse(t *testing.T) {
 	c := NewFake(epoch)
-	var wg sync.WaitGroup
+	var wg, receivers sync.WaitGroup
 	var fired atomic.Int64
 	for i := range 8 {
 		wg.Go(func() {
@@ -204,24 +218,28 @@ func TestFakeConcurrentUse(t *testing.T) {
 					tm.Stop()
 				}
 				_, ch := c.NewTimer(time.Millisecond)
-				_ = c.Now()
-				go func() { <-ch }()
+				receivers.Go(func() { <-ch })
 			}
 		})
 	}
-	moving := make(chan struct{})
-	go func() {
-		defer close(moving)
-		for range 1000 {
-			c.Advance(time.Millisecond)
-		}
-	}()
-	wg.Wait()
-	<-moving
-	c.Advance(time.Hour) // whatever is left
-	if c.Armed() != 0 {
-		t.Fatalf("%d timers armed after the clock passed them all", c.Armed())
+	var movers sync.WaitGroup
+	for range 2 {
+		movers.Go(func() {
+			last := c.Now()
+			for range 500 {
+				c.Advance(time.Millisecond)
+				if now := c.Now(); now.Before(last) {
+					t.Errorf("the clock went back from %v to %v", last, now)
+				} else {
+					last = now
+				}
+			}
+		})
 	}
+	wg.Wait()
+	movers.Wait()
+	c.Advance(time.Hour) // whatever is left
+	receivers.Wait()     // every channel timer fired
 	// An odd j's timer fires only if the clock passed it before Stop.
 	if n := fired.Load(); n < 400 || n > 800 {
 		t.Fatalf("%d callbacks, want the 400 reset ones and at most the 400 stopped late", n)

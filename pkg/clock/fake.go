@@ -79,23 +79,18 @@ func (c *Fake) Set(t time.Time) {
 	c.moveLocked(t)
 }
 
-// Armed is the number of timers waiting to fire: a test waits for it to
-// know that a goroutine has armed its next timer before moving the clock.
-func (c *Fake) Armed() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.armed)
-}
-
 // moveLocked fires the timers due by end, then sets the time to end; c.mu
-// is held on entry and released on return.
+// is held on entry and released on return. The time never goes back, not
+// even when another move overtook this one while a callback ran.
 func (c *Fake) moveLocked(end time.Time) {
 	for {
 		t := c.firstDueLocked(end)
 		if t == nil {
 			break
 		}
-		c.now = t.when
+		if t.when.After(c.now) {
+			c.now = t.when
+		}
 		c.disarmLocked(t)
 		if t.fn == nil {
 			t.ch <- c.now // empty: an armed timer's value was drained
@@ -110,7 +105,9 @@ func (c *Fake) moveLocked(end time.Time) {
 		<-done
 		c.mu.Lock()
 	}
-	c.now = end
+	if end.After(c.now) {
+		c.now = end
+	}
 	c.mu.Unlock()
 }
 
