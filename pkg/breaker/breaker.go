@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // The breaker's own timings, taken when Options leaves them 0. They are
@@ -22,8 +24,10 @@ const (
 
 // Options are a Breaker's injected dependencies; every field is optional.
 type Options struct {
-	// Now is the local clock (monotonic use only). nil: time.Now.
-	Now func() time.Time
+	// Clock is the local clock (monotonic use only) and makes Run's timer.
+	// Store calls and probes stay bounded by real time (context deadlines):
+	// they wait on the network. nil: clock.Real.
+	Clock clock.Clock
 	// Logger receives trips, closes (info), the probe-failure alert (warn)
 	// and stale results (debug). The caller attaches the attributes that
 	// name the backend; the breaker adds none of its own. nil: discard.
@@ -125,9 +129,7 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Rand == nil {
 		opts.Rand = mathrand.Float64
 	}
@@ -153,11 +155,11 @@ func New(key string, cfg Config, store Store, opts Options) (*Breaker, error) {
 		store: store,
 		opts:  opts,
 		log:   log,
-		win:   newWindow(cfg, opts.Now()),
+		win:   newWindow(cfg, opts.Clock.Now()),
 		wake:  make(chan struct{}, 1),
 		ops:   make(chan asyncOp, asyncQueue),
 	}
-	b.snap.Store(&snapshot{readAt: opts.Now()})
+	b.snap.Store(&snapshot{readAt: opts.Clock.Now()})
 	ctx, cancel := b.storeCtx()
 	defer cancel()
 	if err := b.Refresh(ctx); err != nil {
@@ -196,7 +198,7 @@ func (b *Breaker) Begin(k Kind) Attempt {
 func (b *Breaker) State() State {
 	s := b.snap.Load()
 	st := s.State
-	st.CooldownLeft = max(0, st.CooldownLeft-b.opts.Now().Sub(s.readAt))
+	st.CooldownLeft = max(0, st.CooldownLeft-b.opts.Clock.Now().Sub(s.readAt))
 	return st
 }
 
@@ -237,7 +239,7 @@ func (b *Breaker) Enable(ctx context.Context) error {
 // could have missed it, so no such read can undo the disable here once
 // Disable has returned (rule 5), and likewise for Enable.
 func (b *Breaker) publishRead(st State, n uint64) {
-	next := &snapshot{State: st, readAt: b.opts.Now(), read: n}
+	next := &snapshot{State: st, readAt: b.opts.Clock.Now(), read: n}
 	for {
 		cur := b.snap.Load()
 		if cur.Generation > st.Generation || (cur.Generation == st.Generation && cur.read > n) {

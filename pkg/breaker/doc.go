@@ -50,6 +50,6 @@
 //
 // No decision compares clocks of two machines (rule 7): generations order
 // transitions and dials, and a cooldown is a duration held by the Store and
-// read back as time remaining. The local clock (Options.Now) is used only for
+// read back as time remaining. The local clock (Options.Clock) is used only for
 // the failure window and for ageing the local snapshot.
 package breaker

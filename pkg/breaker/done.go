@@ -106,7 +106,7 @@ func (b *Breaker) closedResult(a Attempt, r Result, async bool) {
 	if r == Success && b.cfg.MinRatio <= 0 {
 		return // nothing to record: successes never clear the window
 	}
-	now := b.opts.Now()
+	now := b.opts.Clock.Now()
 	b.mu.Lock()
 	b.win.add(a.Generation, now, r == Failure)
 	trip := r == Failure && b.win.shouldTrip(b.cfg, now)

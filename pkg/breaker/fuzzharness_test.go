@@ -162,12 +162,12 @@ func newFuzzHarness(t testing.TB, data []byte) *fuzzHarness {
 		jitters[i] = fuzzJitters[(hd[6]>>(2*i))%4]
 		skews[i] = fuzzSkews[(hd[7]>>(2*i))%4]
 	}
-	h.store = NewMemoryStore(func() time.Time { return h.now })
+	h.store = NewMemoryStore(nowClock{now: func() time.Time { return h.now }})
 	h.m = newModel(h.cfg, h.ttl, func() time.Time { return h.now }, skews, jitters)
 	for i := range n {
 		skew, jitter := skews[i], jitters[i]
 		b, err := New(testKey, h.cfg, &fuzzStore{MemoryStore: h.store, h: h}, Options{
-			Now:          func() time.Time { return h.now.Add(skew) },
+			Clock:        nowClock{now: func() time.Time { return h.now.Add(skew) }},
 			Rand:         func() float64 { return jitter },
 			Events:       h.hooks(i),
 			Probe:        h.fakeProbe(i),

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 const testKey = "web/127.0.0.1:9001"
@@ -83,6 +86,16 @@ func (h *logCapture) count(level slog.Level) int {
 	}
 	return n
 }
+
+// nowClock reads the time from now and makes the runtime's timers (the
+// bubble's, under synctest): an instance whose clock is off (rule 7), or
+// the fuzz harness's time, which it moves itself.
+type nowClock struct {
+	clock.Real
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }
 
 // fakeProbe is an injectable Probe: it answers from next (Success by
 // default) and, when hold is set, blocks until released.

@@ -104,7 +104,7 @@ func (s *MemoryStore) Restore(snap MemorySnapshot) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := s.clock.Now()
 	var stale []string
 	for _, e := range snap.Entries {
 		if e.Disabled {

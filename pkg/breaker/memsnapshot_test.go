@@ -8,12 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
-
-// fakeClock is a store clock moved by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
 
 // A snapshot carries generations, open entries with their time left and
 // disables into another store, whose own clock then counts the cooldown
@@ -21,8 +18,8 @@ func (c *fakeClock) now() time.Time { return c.t }
 // even when they are years apart.
 func TestMemoryStore_SnapshotRestore(t *testing.T) {
 	ctx := context.Background()
-	oldClock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	old := NewMemoryStore(oldClock.now)
+	oldClock := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	old := NewMemoryStore(oldClock)
 	// "web/a": tripped, then a failed probe re-opened it (generation 2).
 	old.Trip(ctx, "web/a", 0, 30*time.Second, 30*time.Second)
 	old.Reopen(ctx, "web/a", 1, time.Minute, time.Minute)
@@ -35,7 +32,7 @@ func TestMemoryStore_SnapshotRestore(t *testing.T) {
 	old.Read(ctx, "web/d")
 	// A probe lock is the old process's own.
 	old.AcquireProbe(ctx, "web/a", "old-owner", 10*time.Second)
-	oldClock.t = oldClock.t.Add(20 * time.Second)
+	oldClock.Advance(20 * time.Second)
 
 	snap := old.Snapshot()
 	want := []SnapshotEntry{
@@ -47,8 +44,8 @@ func TestMemoryStore_SnapshotRestore(t *testing.T) {
 		t.Fatalf("snapshot\n%+v\nwant\n%+v", snap.Entries, want)
 	}
 
-	newClock := &fakeClock{t: time.Date(1999, 6, 1, 0, 0, 0, 0, time.UTC)} // another clock altogether
-	fresh := NewMemoryStore(newClock.now)
+	newClock := clock.NewFake(time.Date(1999, 6, 1, 0, 0, 0, 0, time.UTC)) // another clock altogether
+	fresh := NewMemoryStore(newClock)
 	if err := fresh.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +57,11 @@ func TestMemoryStore_SnapshotRestore(t *testing.T) {
 			t.Errorf("restored %+v, want %+v", got, e)
 		}
 	}
-	newClock.t = newClock.t.Add(39 * time.Second)
+	newClock.Advance(39 * time.Second)
 	if st, _ := fresh.Read(ctx, "web/a"); st.CooldownLeft != time.Second {
 		t.Fatalf("39s after the restore: %v of the cooldown left, want 1s", st.CooldownLeft)
 	}
-	newClock.t = newClock.t.Add(2 * time.Second)
+	newClock.Advance(2 * time.Second)
 	if st, _ := fresh.Read(ctx, "web/a"); !st.Open || st.CooldownLeft != 0 || st.Generation != 2 {
 		t.Fatalf("after the cooldown: %+v, want open at generation 2 with nothing left", st)
 	}
@@ -83,7 +80,7 @@ func TestMemoryStore_SnapshotRestore(t *testing.T) {
 		t.Fatal("the old process's probe lock came along")
 	}
 	// A snapshot of the restored store is the same document again.
-	again := NewMemoryStore(newClock.now)
+	again := NewMemoryStore(newClock)
 	again.Restore(snap)
 	if !reflect.DeepEqual(again.Snapshot(), snap) {
 		t.Fatalf("restore then snapshot:\n%+v\nwant\n%+v", again.Snapshot(), snap)

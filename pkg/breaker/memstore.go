@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // MemoryStore is the default, embedded Store for one process. TTLs are kept
@@ -11,7 +13,7 @@ import (
 // reads them, so no two clocks are compared. The zero value is not usable;
 // call NewMemoryStore.
 type MemoryStore struct {
-	now func() time.Time
+	clock clock.Clock
 
 	mu       sync.Mutex
 	gens     map[string]uint64 // never deleted, never decreased
@@ -32,14 +34,11 @@ type probeLock struct {
 	until time.Time
 }
 
-// NewMemoryStore returns an empty store. now is the clock for TTLs; nil means
-// time.Now.
-func NewMemoryStore(now func() time.Time) *MemoryStore {
-	if now == nil {
-		now = time.Now
-	}
+// NewMemoryStore returns an empty store. c is the clock for TTLs; nil means
+// clock.Real.
+func NewMemoryStore(c clock.Clock) *MemoryStore {
 	return &MemoryStore{
-		now:      now,
+		clock:    clock.Or(c),
 		gens:     make(map[string]uint64),
 		open:     make(map[string]openEntry),
 		locks:    make(map[string]probeLock),
@@ -56,7 +55,7 @@ func (s *MemoryStore) stateLocked(key string) State {
 	if e, ok := s.open[key]; ok {
 		st.Open = true
 		st.Cooldown = e.cooldown
-		st.CooldownLeft = max(0, e.until.Sub(s.now()))
+		st.CooldownLeft = max(0, e.until.Sub(s.clock.Now()))
 	}
 	return st
 }
@@ -82,7 +81,7 @@ func (s *MemoryStore) Trip(ctx context.Context, key string, seen uint64, cooldow
 		return s.stateLocked(key), false, nil
 	}
 	s.gens[key]++
-	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.now().Add(ttl)}
+	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.clock.Now().Add(ttl)}
 	s.changedLocked(key, false)
 	return s.stateLocked(key), true, nil
 }
@@ -114,7 +113,7 @@ func (s *MemoryStore) Reopen(ctx context.Context, key string, gen uint64, cooldo
 		return s.stateLocked(key), false, nil
 	}
 	s.gens[key]++
-	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.now().Add(ttl)}
+	s.open[key] = openEntry{gen: s.gens[key], cooldown: cooldown, until: s.clock.Now().Add(ttl)}
 	s.changedLocked(key, false)
 	return s.stateLocked(key), true, nil
 }
@@ -126,7 +125,7 @@ func (s *MemoryStore) AcquireProbe(ctx context.Context, key, owner string, ttl t
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := s.clock.Now()
 	if l, held := s.locks[key]; held && now.Before(l.until) {
 		return false, nil
 	}
@@ -185,7 +184,7 @@ func (s *MemoryStore) Mirror(key string, st State) bool {
 	}
 	s.gens[key] = st.Generation
 	if st.Open {
-		s.open[key] = openEntry{gen: st.Generation, cooldown: st.Cooldown, until: s.now().Add(st.CooldownLeft)}
+		s.open[key] = openEntry{gen: st.Generation, cooldown: st.Cooldown, until: s.clock.Now().Add(st.CooldownLeft)}
 	} else {
 		delete(s.open, key)
 	}

@@ -95,7 +95,7 @@ func (s *MemoryStore) Follow(key string, from uint64, st State) bool {
 	}
 	s.gens[key] = st.Generation
 	if st.Open {
-		s.open[key] = openEntry{gen: st.Generation, cooldown: st.Cooldown, until: s.now().Add(st.CooldownLeft)}
+		s.open[key] = openEntry{gen: st.Generation, cooldown: st.Cooldown, until: s.clock.Now().Add(st.CooldownLeft)}
 	} else {
 		delete(s.open, key)
 	}

@@ -13,7 +13,7 @@ func TestRule7_NoCrossClockComparison(t *testing.T) {
 		t.Run(skew.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, Config{Cooldown: 20 * time.Second}, func(o *Options) {
-					o.Now = func() time.Time { return time.Now().Add(skew) }
+					o.Clock = nowClock{now: func() time.Time { return time.Now().Add(skew) }}
 				})
 				stop := run(f.b)
 				defer stop()

@@ -3,7 +3,6 @@ package breaker
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Run keeps the local snapshot fresh and, once the cooldown has run out (or
@@ -20,7 +19,7 @@ func (b *Breaker) Run(ctx context.Context) {
 	if n, ok := b.store.(Notifier); ok {
 		defer n.Watch(b.key, b.changed)()
 	}
-	timer := time.NewTimer(0)
+	timer, tick := b.opts.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
@@ -37,7 +36,7 @@ func (b *Breaker) Run(ctx context.Context) {
 			b.apply(octx, op)
 			cancel()
 			continue
-		case <-timer.C:
+		case <-tick:
 		case <-b.wake: // ProbeNow or a Store change; timer.Reset below discards the pending tick (Go 1.23 timers)
 		}
 		if err := b.Refresh(ctx); err != nil && ctx.Err() == nil {

@@ -1,8 +1,9 @@
 // Package clock is the time source every rule and timer of l4lb reads:
 // the breaker's windows and cooldowns, the health checker's intervals, the
 // pool's slow start and drains, the event loops' deadlines. Production
-// passes Real; tests pass a fake (or run under testing/synctest) so rule
-// and timer logic is checked without sleeping.
+// passes Real; tests run under testing/synctest (where Real follows the
+// bubble's clock) or, where goroutines wait on real sockets, pass a Fake,
+// so rule and timer logic is checked without sleeping.
 package clock
 
 import "time"

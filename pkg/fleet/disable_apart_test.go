@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // A disable made through Redis must hold in the local copy too: if Redis
@@ -44,7 +45,7 @@ func TestDisableApartDoesNotReopenStaleMirror(t *testing.T) {
 	p := startProxy(t, h.srv.Addr)
 	a := h.store(func(c *Config) {
 		c.RedisURL, c.Timeout, c.SyncInterval = p.URL(), outageTimeout, time.Hour
-	}, Options{})
+	}, Options{Clock: clock.NewFake(time.Now())})
 	b := h.store(nil, Options{})
 	const key = "web/10.0.9.2:80"
 	ctx := context.Background()
@@ -67,7 +68,7 @@ func TestDisableApartDoesNotReopenStaleMirror(t *testing.T) {
 		t.Fatalf("B closes: %+v %v %v", st, done, err)
 	}
 	p.Heal()
-	testnet.Eventually(t, "A rejoins", a.Up)
+	rejoined(t, a, "A rejoins")
 	raw := h.raw(key)
 	if raw.Open || !raw.Disabled {
 		t.Fatalf("redis after the merge: %+v; want closed (B's close stands) and disabled (A's disable added)", raw)

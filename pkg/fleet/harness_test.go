@@ -91,7 +91,7 @@ func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 	h.goRun(h.ctx, s.Run)
 	// New tries Redis once, for about the timeout; on a loaded machine
 	// that can be too short, and Run keeps trying.
-	testnet.Eventually(h.t, "store joins redis", s.Up)
+	rejoined(h.t, s, "store joins redis")
 	return s
 }
 
@@ -235,6 +235,7 @@ func (r *recorder) events() breaker.Events {
 		Reopen:       func(string, breaker.State) { r.inc("reopen") },
 		ProbeFailure: func(string) { r.inc("probe_failure") },
 		Stale:        func(string) { r.inc("stale") },
+		Dropped:      func(string) { r.inc("dropped") },
 	}
 }
 

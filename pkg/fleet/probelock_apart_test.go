@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // A probe that ends while its instance is apart cannot release the lock it
@@ -24,7 +22,7 @@ func TestProbeLockReleasedApartIsReleasedInRedisOnReturn(t *testing.T) {
 		t.Fatalf("A releases apart: %v", err)
 	}
 	p.Heal()
-	testnet.Eventually(t, "A rejoins", a.Up)
+	rejoined(t, a, "A rejoins")
 	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || !got {
 		t.Fatalf("B asks for the probe lock after A's probe ended and A rejoined: %v %v; A's lock is still held in redis", got, err)
 	}
@@ -45,7 +43,7 @@ func TestProbeLockTakenApartHoldsInRedisAfterReturn(t *testing.T) {
 		t.Fatal("A rejoined through a cut proxy")
 	}
 	p.Heal()
-	testnet.Eventually(t, "A rejoins", a.Up)
+	rejoined(t, a, "A rejoins")
 	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || got {
 		t.Fatalf("B asks for the probe lock while A's probe still runs: %v %v; want refused (two probes of one backend at once)", got, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // Redis answering with an error about one key (a key of the wrong type, a
@@ -92,7 +92,7 @@ func TestNoScriptLoadsTheScriptAgain(t *testing.T) {
 // plain error would leave no breaker able to trip anywhere.)
 func TestOutOfMemoryIsAnOutage(t *testing.T) {
 	h := newFleet(t)
-	s := h.store(func(c *Config) { c.Timeout = outageTimeout }, Options{})
+	s := h.store(func(c *Config) { c.Timeout = outageTimeout }, Options{Clock: clock.NewFake(time.Now())})
 	ctx := context.Background()
 	const key = "web/10.0.8.7:80"
 	for _, cmd := range [][]string{{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, {"CONFIG", "SET", "maxmemory", "1"}} {
@@ -107,7 +107,7 @@ func TestOutOfMemoryIsAnOutage(t *testing.T) {
 	if _, err := h.srv.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
 		t.Fatal(err)
 	}
-	testnet.Eventually(t, "the instance rejoins", s.Up)
+	rejoined(t, s, "the instance rejoins")
 	if raw := h.raw(key); !raw.Open {
 		t.Fatalf("redis holds %+v: the local trip was not merged back", raw)
 	}
@@ -130,7 +130,7 @@ func TestUnmergeableKeyDoesNotKeepTheInstanceApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Heal()
-	testnet.Eventually(t, "A rejoins", a.Up)
+	rejoined(t, a, "A rejoins")
 	if raw := h.raw(good); !raw.Open {
 		t.Fatalf("redis holds %+v for %s: its local trip was not merged", raw, good)
 	}

@@ -19,13 +19,13 @@ const rejoinEvery = 500 * time.Millisecond
 // done, after closing the client.
 func (s *Store) Run(ctx context.Context) {
 	defer s.Shutdown()
-	timer := time.NewTimer(0)
+	timer, tick := s.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-tick:
 		case <-s.kick:
 		}
 		if s.up.Load() {

@@ -102,11 +102,13 @@ func TestSeedDemo2_HeldStaleForceTryCannotCloseSecondTrip(t *testing.T) {
 func TestSeedDemo2_LiveStaleSuccessesCannotCloseSecondTrip(t *testing.T) {
 	h := newFleet(t)
 	const key = "web/10.0.0.4:80"
+	bOps := newOpCounter()
 	a := h.instance("A", h.store(nil, Options{}), key, staleCfg, nil)
-	b := h.instance("B", h.store(nil, Options{}), key, staleCfg,
+	b := h.instance("B", h.store(nil, Options{Observe: bOps.observe}), key, staleCfg,
 		func(o *breaker.Options) { o.SnapshotRefresh = time.Hour })
 	h.start(nil, a)
-	h.start(nil, b)
+	bCtx, stopB := context.WithCancel(h.ctx)
+	waitB := h.start(bCtx, b)
 
 	tripOn(t, a)
 	waitState(t, b, "sees A's first trip", isOpenAt(1))
@@ -129,9 +131,17 @@ func TestSeedDemo2_LiveStaleSuccessesCannotCloseSecondTrip(t *testing.T) {
 	if n := b.ev.n("stale"); n != 2 {
 		t.Fatalf("B counted %d stale results, want 2", n)
 	}
-	// Nothing was queued for B's Run, but give a close a chance to show.
-	time.Sleep(100 * time.Millisecond)
+	// Nothing was queued for B's Run. Once Run has returned, whatever was
+	// queued has been asked of Redis or counted dropped.
+	stopB()
+	waitB()
 	assertOpenAt(t, h, key, 3)
+	if n := bOps.n("close"); n != 0 {
+		t.Fatalf("B asked Redis to close %d times", n)
+	}
+	if n := b.ev.n("dropped"); n != 0 {
+		t.Fatalf("B queued %d transitions for its stale results", n)
+	}
 	if n := b.ev.n("close"); n != 0 {
 		t.Fatalf("B closed the breaker %d times", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // ErrStoreDown is wrapped by the error of an operation the Store refuses to
@@ -26,6 +27,11 @@ type Options struct {
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
 	// merge, ping), how long it took and its error.
 	Observe func(op string, took time.Duration, err error)
+	// Clock times Run: its checks of Redis and its tries to rejoin. Every
+	// other time is real: cooldowns and probe locks are Redis's TTLs, on
+	// Redis's clock, and Redis calls are bounded and measured in real
+	// time. nil: clock.Real.
+	Clock clock.Clock
 }
 
 // Store is the breaker.Store of an instance in a fleet. While Redis answers
@@ -41,6 +47,8 @@ type Store struct {
 	opt rueidis.ClientOption
 	log *slog.Logger
 	obs func(string, time.Duration, error)
+	// clock times Run (Options.Clock).
+	clock clock.Clock
 
 	remote atomic.Pointer[redisStore] // nil until the first connect
 	up     atomic.Bool
@@ -99,6 +107,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 		ks:       keyspace{prefix: cfg.KeyPrefix},
 		log:      opts.Logger,
 		obs:      opts.Observe,
+		clock:    clock.Or(opts.Clock),
 		local:    breaker.NewMemoryStore(nil),
 		kick:     make(chan struct{}, 1),
 		apart:    map[string]bool{},

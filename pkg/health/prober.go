@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // Options are a Prober's injected dependencies; every field is optional.
@@ -23,8 +25,10 @@ type Options struct {
 	// New, from the goroutine that made the check: Run's, or a Scheduler's
 	// worker. It must not block for long (on a Scheduler it holds a worker).
 	OnChange func(key string, up bool)
-	// Now stamps Status.LastCheck. nil: time.Now.
-	Now func() time.Time
+	// Clock stamps Status.LastCheck and times Run's checks; a check's
+	// Timeout stays real time (context deadline): the check waits on the
+	// network. nil: clock.Real.
+	Clock clock.Clock
 	// Rand returns a float in [0, 1) for the jitter. nil: math/rand/v2.
 	Rand func() float64
 }
@@ -67,9 +71,7 @@ func New(key string, cfg Config, check Check, opts Options) (*Prober, error) {
 	if check == nil && cfg.Enabled {
 		return nil, fmt.Errorf("%w: nil check", ErrInvalidConfig)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Rand == nil {
 		opts.Rand = mathrand.Float64
 	}
@@ -116,13 +118,13 @@ func (p *Prober) Run(ctx context.Context) {
 	if !p.cfg.Enabled {
 		return
 	}
-	timer := time.NewTimer(time.Duration(p.opts.Rand() * float64(p.cfg.Interval)))
+	timer, tick := p.opts.Clock.NewTimer(time.Duration(p.opts.Rand() * float64(p.cfg.Interval)))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-tick:
 		}
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 		o := p.check(cctx)
@@ -152,7 +154,7 @@ func (p *Prober) record(o Outcome) {
 	s := &p.status
 	s.Checks++
 	s.LastResult = r
-	s.LastCheck = p.opts.Now()
+	s.LastCheck = p.opts.Clock.Now()
 	p.lastErr = cause
 	switch r {
 	case Pass:

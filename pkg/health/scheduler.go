@@ -7,6 +7,8 @@ import (
 	mathrand "math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // A Scheduler runs the checks of many Probers without a goroutine each:
@@ -40,6 +42,7 @@ import (
 // next Add starts them again. A Scheduler is safe for concurrent use; the
 // zero value is not usable, call NewScheduler.
 type Scheduler struct {
+	clock  clock.Clock
 	max    int       // at most this many checks at once; 0: no bound
 	epoch  time.Time // the phases' origin
 	offset float64   // x, the phase sequence's start
@@ -72,10 +75,17 @@ const workerIdle = 10 * time.Second
 // 500 for 1,000 backends at the defaults (2 s, 1 s). Checks that pass or
 // are refused take well under a millisecond, and a handful of workers run
 // thousands of them.
-func NewScheduler(workers int) *Scheduler {
+func NewScheduler(workers int) *Scheduler { return NewSchedulerWithClock(workers, nil) }
+
+// NewSchedulerWithClock is NewScheduler on clock c (nil: clock.Real), which
+// times the checks, places their phases and retires idle workers. A
+// check's Timeout stays real time: the check waits on the network.
+func NewSchedulerWithClock(workers int, c clock.Clock) *Scheduler {
+	c = clock.Or(c)
 	return &Scheduler{
+		clock:  c,
 		max:    max(workers, 0),
-		epoch:  time.Now(),
+		epoch:  c.Now(),
 		offset: mathrand.Float64(),
 		wake:   make(chan struct{}, 1),
 	}
@@ -111,7 +121,7 @@ func (s *Scheduler) Add(ctx context.Context, p *Prober) (wait func()) {
 	s.mu.Lock()
 	phase := math.Mod(s.offset+float64(s.seq)*phi, 1)
 	s.seq++
-	now := time.Now()
+	now := s.clock.Now()
 	into := now.Sub(s.epoch) % iv // where now falls in the interval, from the epoch
 	if into < 0 {
 		into += iv
@@ -164,11 +174,11 @@ func (s *Scheduler) signal() {
 // workers as s allows, and sleeps until the next one is due or something
 // changes. It returns when s holds no prober.
 func (s *Scheduler) drive() {
-	timer := time.NewTimer(time.Hour)
+	timer, tick := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		now := time.Now()
+		now := s.clock.Now()
 		for len(s.due) > 0 && s.free() && !s.due[0].at.Add(-s.due[0].early()).After(now) {
 			e := heap.Pop(&s.due).(*entry)
 			e.checking = true
@@ -207,7 +217,7 @@ func (s *Scheduler) drive() {
 			timer.Reset(max(next.Sub(now), 0))
 		}
 		select {
-		case <-timer.C:
+		case <-tick:
 		case <-s.wake:
 		}
 	}
@@ -269,7 +279,7 @@ func (s *Scheduler) work(w *worker, e *entry) {
 		} else {
 			s.reschedule(e, jitter)
 		}
-		w.since = time.Now()
+		w.since = s.clock.Now()
 		s.idle = append(s.idle, w)
 		s.signal()
 		s.mu.Unlock()
@@ -318,7 +328,7 @@ func (e *entry) early() time.Duration {
 // (rand in [0, 1)); s.mu is held.
 func (s *Scheduler) reschedule(e *entry, rand float64) {
 	iv := e.p.cfg.Interval
-	now := time.Now()
+	now := s.clock.Now()
 	e.slot = e.slot.Add(iv)
 	if late := now.Sub(e.slot); late > 0 {
 		e.slot = e.slot.Add((late/iv + 1) * iv)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // lockedRand is a seeded Rand safe for many probers' goroutines.
@@ -390,10 +393,11 @@ func TestSchedulerGoroutinesExitWhenEmpty(t *testing.T) {
 	})
 }
 
-// The same, by goroutine count, outside a bubble and on the real clock.
-func TestSchedulerLeavesNoGoroutineRealClock(t *testing.T) {
+// The same, by goroutine count, outside a bubble: on a fake clock.
+func TestSchedulerLeavesNoGoroutineOutsideABubble(t *testing.T) {
 	before := runtime.NumGoroutine()
-	s := NewScheduler(0)
+	clk := clock.NewFake(time.Now())
+	s := NewSchedulerWithClock(0, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	var checks atomic.Int64
 	check := func(context.Context) Outcome { checks.Add(1); return Outcome{Result: Pass} }
@@ -402,21 +406,12 @@ func TestSchedulerLeavesNoGoroutineRealClock(t *testing.T) {
 		p, _ := New(testKey, Config{Enabled: true, Interval: 100 * time.Millisecond}.withDefaults(), check, Options{})
 		waits = append(waits, s.Add(ctx, p))
 	}
-	time.Sleep(300 * time.Millisecond)
+	testnet.EventuallyOn(t, clk, 10*time.Millisecond, "every prober's first check", func() bool { return checks.Load() >= 200 })
 	cancel()
 	for _, w := range waits {
 		w()
 	}
-	if checks.Load() < 200 {
-		t.Fatalf("%d checks", checks.Load())
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left over %d", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testnet.Eventually(t, "the Scheduler's goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 // Workers a burst of slow checks started exit once idle; the steady rate

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -59,35 +60,36 @@ func TestFrozenBackendTripsOnConnectTimeouts(t *testing.T) {
 func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 	back := newRestartable(t) // down at first: refused
 	live := startBackend(t)
-	const cooldown = 1500 * time.Millisecond
-	p := newLB(t, []string{back.addr, live.Addr},
-		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"1500ms\"")
-	// The trip comes after this moment, so the cooldown lasts at least
-	// until cooldownEnd: whatever is seen before then is seen during it,
-	// however slowly the clients below are served.
-	cooldownEnd := time.Now().Add(cooldown)
+	// The cooldown runs on the pool's clock, which moves only below:
+	// however slowly the clients are served, they are served during it.
+	clk := clock.NewFake(time.Now())
+	const cooldown, step = 30 * time.Second, 5 * time.Second
+	p := newLBOn(t, clk, []string{back.addr, live.Addr},
+		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"30s\"")
 	connect(t, p)
 	connect(t, p)
 	b, _ := p.Backend(back.addr)
-	if !b.Breaker().Open {
-		t.Fatal("breaker did not trip")
+	if st := b.Breaker(); !st.Open || st.CooldownLeft != cooldown {
+		t.Fatalf("breaker %+v, want tripped with the whole %v cooldown left", st, cooldown)
 	}
 	back.start() // back up, well within the cooldown
 
-	for time.Until(cooldownEnd) > cooldown/3 {
-		got := connect(t, p)
-		if got != live.Addr && time.Now().Before(cooldownEnd) {
-			t.Fatalf("client reached %q during the cooldown", got)
+	for moved := time.Duration(0); moved < cooldown; moved += step {
+		if got := connect(t, p); got != live.Addr {
+			t.Fatalf("client reached %q %v into the cooldown", got, moved)
 		}
-		time.Sleep(20 * time.Millisecond)
+		clk.Advance(min(step, cooldown-time.Millisecond-moved))
 	}
-	if n := back.accepted(); time.Now().Before(cooldownEnd) && n != 0 {
+	// The snapshot's age is stamped after its read, so a refresh that
+	// straddled a step reads up to a step more left: not exactly 1ms.
+	if st := b.Breaker(); !st.Open || st.CooldownLeft <= 0 {
+		t.Fatalf("breaker %+v a millisecond before the cooldown ends, want open with time left", st)
+	}
+	if n := back.accepted(); n != 0 {
 		t.Fatalf("restarted backend saw %d connections during the cooldown, want none", n)
 	}
-	testnet.Eventually(t, "the probe to close the breaker", func() bool { return !b.Breaker().Open })
-	if left := time.Until(cooldownEnd); left > 0 {
-		t.Fatalf("breaker closed %v before the %v cooldown ended", left, cooldown)
-	}
+	clk.Advance(time.Millisecond)
+	testnet.EventuallyOn(t, clk, 20*time.Millisecond, "the probe to close the breaker", func() bool { return !b.Breaker().Open })
 	if ok, failed := dials(p.Pool, back.addr, pool.DialProbe); ok != 1 || failed != 0 {
 		t.Fatalf("probe dials %d ok / %d failed, want exactly one successful probe", ok, failed)
 	}
@@ -106,12 +108,13 @@ func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
 	dead := testnet.FreeAddr(t)
 	live := startBackend(t)
-	p := newLB(t, []string{dead, live.Addr},
+	clk := clock.NewFake(time.Now())
+	p := newLBOn(t, clk, []string{dead, live.Addr},
 		"algorithm = \"round-robin\"\nretries = 1\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"300ms\"\nmax_cooldown = \"10s\"")
 	connect(t, p)
 	connect(t, p)
 	b, _ := p.Backend(dead)
-	testnet.Eventually(t, "a failed probe", func() bool { return b.ProbeFailures() >= 1 })
+	testnet.EventuallyOn(t, clk, 20*time.Millisecond, "a failed probe", func() bool { return b.ProbeFailures() >= 1 })
 	st := b.Breaker()
 	if !st.Open || st.Generation < 2 {
 		t.Fatalf("after a failed probe: %+v, want open with a new generation", st)
@@ -124,24 +127,27 @@ func TestFailedProbeReopensWithDoubledCooldownAndAlerts(t *testing.T) {
 func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 	a := startBackend(t)
 	other := startBackend(t)
-	p := newLB(t, []string{a.Addr, other.Addr},
+	clk := clock.NewFake(time.Now())
+	p := newLBOn(t, clk, []string{a.Addr, other.Addr},
 		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 1\nfall = 1\n[pool.p.breaker]\nfailures = 1\ncooldown = \"100ms\"")
 	b, _ := p.Backend(a.Addr)
 	if err := p.Disable(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	// Health checks keep passing, the breaker's loops run, clients come
-	// and go: none of it may bring the backend back.
-	deadline := time.Now().Add(600 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// and go, over 20 health intervals and 6 cooldowns: none of it may
+	// bring the backend back.
+	for range 20 {
 		if got := connect(t, p); got != other.Addr {
 			t.Fatalf("a client reached %q, the disabled backend", got)
 		}
-		time.Sleep(10 * time.Millisecond)
+		clk.Advance(30 * time.Millisecond)
 	}
-	if hs, _ := dials(p.Pool, a.Addr, pool.DialHealth); hs == 0 {
-		t.Fatal("no health check ran: the test proves nothing")
-	}
+	// The second check starts once the first is recorded (one in flight).
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "two health checks of the disabled backend", func() bool {
+		hs, _ := dials(p.Pool, a.Addr, pool.DialHealth)
+		return hs >= 2
+	})
 	if !b.Breaker().Disabled || b.Usable() {
 		t.Fatal("disable was undone")
 	}
@@ -163,7 +169,8 @@ func TestManualDisableSurvivesEverythingAutomatic(t *testing.T) {
 func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 	first := newRestartable(t)
 	second, third := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	p := newLB(t, []string{first.addr, second, third},
+	clk := clock.NewFake(time.Now())
+	p := newLBOn(t, clk, []string{first.addr, second, third},
 		"algorithm = \"round-robin\"\nretries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
 	// Trip them one after another: the first tripped has the least left.
 	for _, addr := range []string{first.addr, second, third} {
@@ -173,7 +180,7 @@ func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(30 * time.Millisecond)
+		clk.Advance(time.Second)
 	}
 	before := map[string]int64{}
 	for _, b := range p.Backends() {
@@ -215,11 +222,12 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 	back := newRestartable(t)
 	back.start()
 	live := startBackend(t)
-	p := newLB(t, []string{back.addr, live.Addr},
+	clk := clock.NewFake(time.Now())
+	p := newLBOn(t, clk, []string{back.addr, live.Addr},
 		"algorithm = \"round-robin\"\n[pool.p.health]\ninterval = \"30ms\"\ntimeout = \"20ms\"\nrise = 2\nfall = 2")
 	b, _ := p.Backend(back.addr)
 	back.stop()
-	testnet.Eventually(t, "health to go down", func() bool { return !b.HealthUp() })
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "health to go down", func() bool { return !b.HealthUp() })
 	for i := 0; i < 6; i++ {
 		if got := connect(t, p); got != live.Addr {
 			t.Fatalf("client reached %q while it is health-down", got)
@@ -232,7 +240,7 @@ func TestHealthDownMakesUnusableButNeverFeedsTheBreaker(t *testing.T) {
 		t.Fatalf("health failures reached the breaker: %+v", st)
 	}
 	back.start()
-	testnet.Eventually(t, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
+	testnet.EventuallyOn(t, clk, 30*time.Millisecond, "health to come back after rise=2", func() bool { return b.HealthUp() && b.Usable() })
 }
 
 // resettingBackend accepts, optionally sends a byte, and resets each

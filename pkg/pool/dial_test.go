@@ -9,6 +9,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
@@ -27,11 +28,17 @@ func fail(p *pool.Pool, b *pool.Backend) {
 func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	addrs := []string{testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)}
 	// The cooldowns left tell the force-try apart: the Store and the
-	// breakers keep them on a clock moved by hand between the trips.
+	// breakers keep them on a clock moved by hand between the trips. The
+	// pool does not Run: its breakers' snapshots change only by the calls
+	// below (no refresh read before a move and stamped after it, no probe
+	// that Enable asks for), so the moves order the cooldowns exactly.
 	testnet.CheckLeaks(t)
-	clk := newHandClock()
-	p := runPoolDeps(t, parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")),
-		pool.Deps{Store: breaker.NewMemoryStore(clk.now), Now: clk.now, BreakerRefresh: 20 * time.Millisecond})
+	clk := clock.NewFake(time.Now())
+	p, err := pool.New(parse(t, poolTOML(t, addrs, "algorithm = \"round-robin\"\nretries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")).Pools["p"],
+		pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var buf [pool.MaxCandidates]int
 	cands, force := p.Plan(client, buf[:0])
 	if force || len(cands) != 3 {
@@ -51,9 +58,9 @@ func TestPlanListsUsableCandidatesOrTheOneToForceTry(t *testing.T) {
 	}
 
 	// All down: exactly one force-try, of the backend closest to recovery.
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	fail(p, p.At(1))
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	fail(p, p.At(2))
 	for range 3 {
 		cands, force = p.Plan(client, buf[:0])

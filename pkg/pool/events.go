@@ -9,7 +9,7 @@ import (
 // back into the breaker). The breaker logs the transitions itself, with the
 // pool's and backend's attributes, so nothing is logged twice.
 func (p *Pool) breakerEvents(b *Backend) breaker.Events {
-	changed := func(_ string, st breaker.State) { b.setUsable(b.usableFrom(st), p.now) }
+	changed := func(_ string, st breaker.State) { b.setUsable(b.usableFrom(st), p.clock.Now) }
 	return breaker.Events{
 		Trip: func(key string, st breaker.State) {
 			b.trips.Add(1)

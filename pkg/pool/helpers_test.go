@@ -16,6 +16,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
@@ -52,15 +53,27 @@ func parse(t testing.TB, text string) *config.Config {
 // ends. Nothing dials for clients: for tests of the pool alone.
 func newPool(t *testing.T, backends []string, extra string) *pool.Pool {
 	t.Helper()
+	return newPoolOn(t, nil, backends, extra)
+}
+
+// newPoolOn is newPool with the pool, its breakers, health checks and
+// their Store on clk (nil: the system clock).
+func newPoolOn(t *testing.T, clk clock.Clock, backends []string, extra string) *pool.Pool {
+	t.Helper()
 	// When the test ends, every goroutine and fd started from here on must
 	// be gone: health checks, probes, dials, relays, loops.
 	testnet.CheckLeaks(t)
-	return runPool(t, parse(t, poolTOML(t, backends, extra)))
+	return runPoolOn(t, clk, parse(t, poolTOML(t, backends, extra)))
 }
 
 func runPool(t *testing.T, cfg *config.Config) *pool.Pool {
 	t.Helper()
-	return runPoolDeps(t, cfg, pool.Deps{Store: breaker.NewMemoryStore(nil), BreakerRefresh: 20 * time.Millisecond})
+	return runPoolOn(t, nil, cfg)
+}
+
+func runPoolOn(t *testing.T, clk clock.Clock, cfg *config.Config) *pool.Pool {
+	t.Helper()
+	return runPoolDeps(t, cfg, pool.Deps{Store: breaker.NewMemoryStore(clk), Clock: clk, BreakerRefresh: 20 * time.Millisecond})
 }
 
 func runPoolDeps(t *testing.T, cfg *config.Config, deps pool.Deps) *pool.Pool {
@@ -91,9 +104,17 @@ type lb struct {
 // SO_REUSEPORT sockets on the listener), until the test ends.
 func newLB(t *testing.T, backends []string, extra string) *lb {
 	t.Helper()
+	return newLBOn(t, nil, backends, extra)
+}
+
+// newLBOn is newLB with the pool, its breakers, health checks and their
+// Store on clk (nil: the system clock); the event loops keep the system
+// clock, so connect timeouts are real.
+func newLBOn(t *testing.T, clk clock.Clock, backends []string, extra string) *lb {
+	t.Helper()
 	testnet.CheckLeaks(t)
 	cfg := parse(t, poolTOML(t, backends, extra))
-	p := runPool(t, cfg)
+	p := runPoolOn(t, clk, cfg)
 	pipes := splice.NewPipePool(splice.PipePoolConfig{MaxOpen: 64, MaxIdle: 8})
 	logs := &logRecorder{}
 	lc := cfg.Listeners[0]
@@ -307,24 +328,4 @@ func (h *logRecorder) messages(msg string) []map[string]string {
 		out = append(out, attrs)
 	}
 	return out
-}
-
-// handClock is a clock a test moves by hand, for a pool and its Store.
-type handClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newHandClock() *handClock { return &handClock{t: time.Now()} }
-
-func (c *handClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *handClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }

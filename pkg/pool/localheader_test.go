@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 )
 
@@ -60,8 +61,9 @@ func TestConnectCheckSendsLocalHeader(t *testing.T) {
 	for _, v := range []string{"v1", "v2"} {
 		t.Run(v, func(t *testing.T) {
 			h := startHeaderReader(t)
-			newPool(t, []string{h.ln.Addr().String()}, "proxy_protocol = \""+v+"\"\n[pool.p.health]\ninterval = \"1s\"\ntimeout = \"1s\"\n")
-			testnet.Eventually(t, "two checks", func() bool { return len(h.headers()) >= 2 })
+			clk := clock.NewFake(time.Now())
+			newPoolOn(t, clk, []string{h.ln.Addr().String()}, "proxy_protocol = \""+v+"\"\n[pool.p.health]\ninterval = \"1s\"\ntimeout = \"1s\"\n")
+			testnet.EventuallyOn(t, clk, 100*time.Millisecond, "two checks", func() bool { return len(h.headers()) >= 2 })
 			for _, b := range h.headers() {
 				hdr, n, err := proxyproto.Parse(b)
 				if err != nil || !hdr.Local || n != len(b) || hdr.Version != map[string]int{"v1": 1, "v2": 2}[v] {

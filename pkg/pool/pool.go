@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/health"
@@ -23,8 +24,10 @@ type Deps struct {
 	Store breaker.Store
 	// Logger gets backend state changes; nil discards.
 	Logger *slog.Logger
-	// Now is the clock for slow start and breaker windows; nil: time.Now.
-	Now func() time.Time
+	// Clock is the clock of slow start, drains, the breakers and the
+	// health checks run per backend (Prober.Run); dials stay bounded by
+	// real time. nil: clock.Real.
+	Clock clock.Clock
 	// BreakerRefresh is how often breaker snapshots are re-read; 0: default.
 	BreakerRefresh time.Duration
 	// RemoteStore says Store is shared over the network (a fleet): the
@@ -72,7 +75,7 @@ type Pool struct {
 	pickCfg   pick.Config
 	wmu       sync.Mutex // serialises picker rebuilds
 	dialer    *dialer.Dialer
-	now       func() time.Time
+	clock     clock.Clock
 	log       *slog.Logger
 	cut       func(*Backend)
 	onChange  func()
@@ -99,9 +102,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 	if err := checkKinds(cfg); err != nil {
 		return nil, err
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
+	deps.Clock = clock.Or(deps.Clock)
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -114,7 +115,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		srcs:         newSources(cfg.Sources, deps.Previous),
 		checks:       deps.HealthChecks,
 		proxyVersion: proxyVersion(cfg.ProxyProtocol),
-		now:          deps.Now,
+		clock:        deps.Clock,
 		log:          log.With("pool", cfg.Name),
 		cut:          deps.CutBackend,
 		onChange:     deps.OnRuntimeChange,
@@ -140,7 +141,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		HashBalanceFactor: cfg.HashBalanceFactor,
 		RingVnodes:        cfg.RingVnodes,
 		MaglevTableSize:   cfg.MaglevTableSize,
-		Now:               deps.Now,
+		Now:               deps.Clock.Now,
 		// Every change of a backend's load or usability is told to the
 		// picker (Backend.notify), so its structures are exact.
 		Notified: true,
@@ -186,7 +187,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		MaxCooldown: p.cfg.Breaker.MaxCooldown,
 		Successes:   p.cfg.Breaker.Successes,
 	}, deps.Store, breaker.Options{
-		Now:             deps.Now,
+		Clock:           deps.Clock,
 		Logger:          blog,
 		Events:          p.breakerEvents(b),
 		Probe:           p.probeFunc(b),
@@ -222,7 +223,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 			Fall:     p.cfg.Health.Fall,
 		}, check, health.Options{
 			Logger:   blog,
-			Now:      deps.Now,
+			Clock:    deps.Clock,
 			OnChange: func(_ string, up bool) { p.healthChanged(b, up) },
 		})
 		if err != nil {
@@ -323,7 +324,7 @@ func (p *Pool) Disable(ctx context.Context, b *Backend) error {
 		return err
 	}
 	p.log.Info("backend disabled by operator", "backend", b.Addr)
-	b.refreshUsable(p.now)
+	b.refreshUsable(p.clock.Now)
 	p.changed()
 	return nil
 }
@@ -341,7 +342,7 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 	if st.Open {
 		b.breaker.ProbeNow()
 	}
-	b.refreshUsable(p.now)
+	b.refreshUsable(p.clock.Now)
 	return nil
 }
 
@@ -352,7 +353,7 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 // touching the moment usability came back (slow start).
 func (p *Pool) Usable(i int) bool {
 	b := p.backends[i]
-	return b.refreshUsable(p.now) && !b.Draining() && !b.Full()
+	return b.refreshUsable(p.clock.Now) && !b.Draining() && !b.Full()
 }
 func (p *Pool) Active(i int) int64 { return p.backends[i].active.Load() }
 func (p *Pool) UsableSince(i int) time.Time {

@@ -69,7 +69,7 @@ func (p *Pool) Probe(ctx context.Context, b *Backend) error {
 // whose checks all began after the trip and now pass is probed at once.
 func (p *Pool) healthChanged(b *Backend, up bool) {
 	st := b.breaker.State()
-	b.setUsable(b.usableFrom(st), p.now)
+	b.setUsable(b.usableFrom(st), p.clock.Now)
 	if up && st.Open && !st.Disabled && b.readmit.streakSince(st.Generation) {
 		p.log.Info("health checks begun after the trip pass: probing the breaker now",
 			"backend", b.Addr, "generation", st.Generation, "cooldown_left", st.CooldownLeft)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -19,7 +20,11 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 	back := newRestartable(t)
 	back.start()
 	live := startBackend(t)
-	p := newLB(t, []string{back.addr, live.Addr}, "")
+	// The health checks and the cooldown on a clock moved in steps of a
+	// tenth of the check interval: took is measured on it, to a step.
+	clk := clock.NewFake(time.Now())
+	const step = 200 * time.Millisecond
+	p := newLBOn(t, clk, []string{back.addr, live.Addr}, "")
 	b, _ := p.Backend(back.addr)
 
 	back.stop()
@@ -27,12 +32,12 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 		connect(t, p)
 		return b.Breaker().Open
 	})
-	testnet.Eventually(t, "health checks to see the backend down", func() bool { return !b.HealthUp() })
+	testnet.EventuallyOn(t, clk, step, "health checks to see the backend down", func() bool { return !b.HealthUp() })
 	before := b.Breaker()
 	back.start()
-	restarted := time.Now()
-	testnet.Eventually(t, "the restarted backend to be usable", b.Usable)
-	took := time.Since(restarted)
+	restarted := clk.Now()
+	testnet.EventuallyOn(t, clk, step, "the restarted backend to be usable", b.Usable)
+	took := clk.Now().Sub(restarted)
 	after := b.Breaker()
 	t.Logf("restarted backend usable after %v (cooldown left at restart: %v)", took.Round(time.Millisecond), before.CooldownLeft.Round(time.Millisecond))
 	if took >= before.CooldownLeft {

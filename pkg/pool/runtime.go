@@ -84,7 +84,7 @@ func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error
 	if timeout < 0 {
 		return fmt.Errorf("drain timeout %v < 0", timeout)
 	}
-	now := p.now()
+	now := p.clock.Now()
 	d := &Drain{Since: now, Deadline: now.Add(timeout)}
 	b.drain.Store(d)
 	b.loadChanged() // out of the picker's structures at once
@@ -97,7 +97,7 @@ func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error
 // scheduleCut arms the drain's deadline. The timer holds no lock: at the
 // deadline it cuts only if the drain is still the one it was armed for.
 func (p *Pool) scheduleCut(b *Backend, d *Drain) {
-	time.AfterFunc(max(0, d.Deadline.Sub(p.now())), func() {
+	p.clock.AfterFunc(max(0, d.Deadline.Sub(p.clock.Now())), func() {
 		if b.current().drain.Load() != d {
 			return // enabled again, or drained anew
 		}
@@ -195,7 +195,7 @@ func (p *Pool) carryRuntime(b, prev *Backend) {
 // at start.
 func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 	if rt.Drained {
-		now := p.now()
+		now := p.clock.Now()
 		b.drain.Store(&Drain{Since: now, Deadline: now})
 	}
 	if rt.Weight != nil && *rt.Weight >= 0 && *rt.Weight <= pick.MaxWeight {

@@ -1,0 +1,78 @@
+package pool_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/pool"
+)
+
+// A drain's deadline is on the pool's clock: at it, and not a moment
+// before, the connections still open are cut (Deps.CutBackend); a drain
+// replaced or ended before its deadline cuts nothing at that deadline.
+// The clock calls the cut within Advance, so nothing here polls.
+func TestDrainDeadlineCutsOnThePoolsClock(t *testing.T) {
+	testnet.CheckLeaks(t)
+	clk := clock.NewFake(time.Now())
+	var mu sync.Mutex
+	var cuts []string
+	cutsSoFar := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(cuts)
+	}
+	addr := testnet.FreeAddr(t)
+	p := runPoolDeps(t, parse(t, poolTOML(t, []string{addr}, "[pool.p.health]\nenabled = false")), pool.Deps{
+		Store: breaker.NewMemoryStore(clk), Clock: clk,
+		CutBackend: func(b *pool.Backend) {
+			mu.Lock()
+			cuts = append(cuts, b.Addr)
+			mu.Unlock()
+		},
+	})
+	ctx := context.Background()
+	b := p.At(0)
+	open := p.BeginDial(b, false) // in flight: one connection on b
+	defer p.EndDial(open, dialer.Success)
+
+	if err := p.Drain(ctx, b, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute - time.Nanosecond)
+	if got := cutsSoFar(); len(got) != 0 {
+		t.Fatalf("cut %v before the deadline", got)
+	}
+	clk.Advance(time.Nanosecond)
+	if got := cutsSoFar(); !slices.Equal(got, []string{addr}) {
+		t.Fatalf("cuts at the deadline %v, want one of %s", got, addr)
+	}
+
+	// Replaced: the first deadline passes without a cut, the second cuts.
+	p.Drain(ctx, b, time.Minute)
+	p.Drain(ctx, b, time.Hour)
+	clk.Advance(time.Minute)
+	if got := cutsSoFar(); len(got) != 1 {
+		t.Fatalf("a replaced drain's deadline cut: %v", got)
+	}
+	clk.Advance(time.Hour - time.Minute)
+	if got := cutsSoFar(); len(got) != 2 {
+		t.Fatalf("the replacing drain's deadline made %d cuts in all, want 2", len(got))
+	}
+
+	// Ended by Enable: its deadline cuts nothing.
+	p.Drain(ctx, b, time.Minute)
+	if err := p.Enable(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if got := cutsSoFar(); len(got) != 2 || b.Draining() {
+		t.Fatalf("after an enabled drain's deadline: cuts %v, draining %v", got, b.Draining())
+	}
+}
