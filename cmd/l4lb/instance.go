@@ -10,6 +10,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
@@ -24,9 +25,9 @@ type instance struct {
 	loops  int
 	server *proxy.Server
 	admin  *admin.Server
-	access *accesslog.Log // nil: access log off
-	state  *stateFile     // nil: no state_file
-	feed   *feedFollower  // an upgrade's old process's breaker changes; nil: none
+	access *accesslog.Log     // nil: access log off
+	state  *handoff.StateFile // nil: no state_file
+	feed   *handoff.Follower  // an upgrade's old process's breaker changes; nil: none
 	// takeOver, while an upgrade's new process is not yet the one that
 	// serves, lets operators' actions and API reloads through again
 	// (serving); nil otherwise.
@@ -59,17 +60,17 @@ type instance struct {
 // start builds everything from cfg and starts serving. On error nothing is
 // left running.
 func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
-	return startInherited(cfg, log, noInheritance())
+	return startInherited(cfg, log, handoff.None())
 }
 
-// startInherited is start on what this process inherited (inherit.go):
+// startInherited is start on what this process inherited (pkg/handoff):
 // listening sockets served instead of bound, and an upgrade's breaker
 // state and health. Inherited sockets nothing takes are closed.
-func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in *instance, err error) {
+func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritance) (in *instance, err error) {
 	in = &instance{log: log, cfg: cfg, running: cfg, config: &admin.ConfigState{}}
 	bg, stopBG := context.WithCancel(context.Background())
 	in.stopBackground = stopBG
-	defer inh.closeRest(log)
+	defer inh.CloseRest(log)
 	defer func() {
 		if err != nil {
 			in.stop()
@@ -105,26 +106,26 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	} else {
 		// A fleet's state is in Redis; only the process's own store is
 		// handed over by an upgrade.
-		in.feed = inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
+		in.feed = inh.RestoreStore(in.store.store.(*breaker.MemoryStore), log)
 	}
-	in.state = newStateFile(cfg.Global.StateFile, log)
-	runtime, disabled, err := in.state.load()
+	in.state = handoff.NewStateFile(cfg.Global.StateFile, log)
+	runtime, disabled, err := in.state.Load()
 	if err != nil {
 		return in, err
 	}
-	if rt := inh.runtime(); rt != nil {
+	if rt := inh.Runtime(); rt != nil {
 		// The old process's live drains and weights: fresher than any
 		// state file, and there without one.
 		runtime = rt
 	}
 	if in.store.fleet == nil {
-		restoreDisables(in.store.store, disabled, log)
+		handoff.RestoreDisables(in.store.store, disabled, log)
 	}
 	in.loops = loops
 	// The same build step as check, so check accepts nothing run refuses.
 	deps := in.poolDeps()
 	deps.Runtime = runtime
-	in.pools, err = buildPools(cfg, deps, nil, inh.initialHealth(cfg))
+	in.pools, err = buildPools(cfg, deps, nil, inh.InitialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
@@ -135,14 +136,14 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 
 	in.policies = policies(cfg, nil)
 	fronts := frontends(cfg, byName, in.policies)
-	inh.frontends(fronts, log)
+	inheritedFrontends(inh, fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
 		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 		// The inherited sockets no listener took close once this process
-		// serves (closeRest; the old process's copies at its hand-over):
+		// serves (CloseRest; the old process's copies at its hand-over):
 		// a listener moved to an overlapping address binds beside them.
-		Own: inh.sockets.Own(),
+		Own: inh.Sockets.Own(),
 	})
 	if err != nil {
 		closeUntaken(fronts)
@@ -152,12 +153,12 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		return in, err
 	}
 
-	if inh.from == "upgrade" {
+	if inh.From == "upgrade" {
 		// The admin socket is the old process's too, so requests reach
 		// this one from the moment it listens: an action or a reload
 		// taken before the old process hands over would be lost if the
 		// upgrade then fails.
-		why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", inh.parent)
+		why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", inh.Parent)
 		allowActions, allowReloads := in.config.RefuseActions(why), in.config.RefuseReloads(why)
 		in.takeOver = func() { allowActions(); allowReloads() }
 	}
@@ -167,7 +168,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 		src.Version = buildVersion()
 		src.Cluster = in.store.fleet
 		in.config.Reload = in.reloadForAPI
-		if ln := inh.adminListener(cfg.Admin.Listen, log); ln != nil {
+		if ln := inh.AdminListener(cfg.Admin.Listen, log); ln != nil {
 			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)
 		} else {
 			in.admin, err = admin.Start(cfg.Admin, src, log)
@@ -221,7 +222,7 @@ func (in *instance) stop() {
 		in.stopBackground()
 	}
 	in.poolsDone.Wait()
-	in.feed.stop()
+	in.feed.Stop()
 	if in.admin != nil {
 		in.admin.Close()
 	}
@@ -237,7 +238,7 @@ func (in *instance) poolDeps() pool.Deps {
 			in.server.CutBackend(b)
 		}
 	}
-	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools) }
+	d.OnRuntimeChange = func() { in.state.Save(in.store.store, in.livePools) }
 	return d
 }
 

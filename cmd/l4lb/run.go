@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
@@ -30,7 +31,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "-config FILE [-pidfile FILE] [-upgrade-timeout D]", "Run the load balancer until SIGTERM or SIGINT; SIGHUP reloads FILE in place.", stderr)
 	path := fs.String("config", "", "the configuration `FILE`")
 	fs.StringVar(&runUpgrade.pidfile, "pidfile", "", "write the pid here (l4lb upgrade -pidfile finds the process by it)")
-	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", defaultUpgradeTimeout, "how long an upgrade waits for the new process to serve")
+	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", handoff.DefaultTimeout, "how long an upgrade waits for the new process to serve")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -45,7 +46,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := newLogger(cfg.Log, stderr)
-	runUpgrade.inherited = takeInheritance(log)
+	runUpgrade.inherited = handoff.Take(log)
 	return serveUntilSignal(cfg, *path, log, nil)
 }
 
@@ -65,14 +66,14 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	}
 
 	up, inh := runUpgrade.take(log)
-	defer up.exiting()
+	defer up.Exiting()
 	in, err := startInherited(cfg, log, inh)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
 	in.useFile(path)
-	up.started(inh)
+	up.Started(inh)
 	in.serving()
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
@@ -90,7 +91,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			continue
 		}
 		if sig == syscall.SIGUSR2 {
-			handed, stop := up.attempt(in, sigs, notifier.stop) // upgrade.go
+			handed, stop := in.upgrade(up, sigs, notifier.stop)
 			if handed {
 				log.Info("handed over: draining open connections", "open", in.server.Active(),
 					"shutdown_timeout", in.shutdownTimeout().String())

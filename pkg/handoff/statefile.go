@@ -1,4 +1,4 @@
-package main
+package handoff
 
 import (
 	"context"
@@ -38,25 +38,26 @@ type stateRun struct {
 	Drained          bool `json:"drained,omitempty"`
 }
 
-// stateFile writes and reads one state file; a nil *stateFile (no
+// StateFile writes and reads one state file; a nil *StateFile (no
 // state_file) does nothing.
-type stateFile struct {
+type StateFile struct {
 	path string
 	log  *slog.Logger
 	mu   sync.Mutex
 }
 
-func newStateFile(path string, log *slog.Logger) *stateFile {
+// NewStateFile is the state file at path; nil when path is "".
+func NewStateFile(path string, log *slog.Logger) *StateFile {
 	if path == "" {
 		return nil
 	}
-	return &stateFile{path: path, log: log}
+	return &StateFile{path: path, log: log}
 }
 
-// load reads the file: the runtime changes by "pool/identity" and the
+// Load reads the file: the runtime changes by "pool/identity" and the
 // disabled keys. A missing file is an empty state; a file that cannot be
 // read or parsed is an error naming it (start refuses to guess).
-func (sf *stateFile) load() (map[string]pool.Runtime, []string, error) {
+func (sf *StateFile) Load() (map[string]pool.Runtime, []string, error) {
 	if sf == nil {
 		return nil, nil, nil
 	}
@@ -83,9 +84,9 @@ func (sf *stateFile) load() (map[string]pool.Runtime, []string, error) {
 	return rt, doc.Disabled, nil
 }
 
-// save writes the state of the pools live() returns (and the disables of
+// Save writes the state of the pools live() returns (and the disables of
 // store, when it is the process's own) as the file's new content.
-func (sf *stateFile) save(store breaker.Store, live func() []*pool.Pool) {
+func (sf *StateFile) Save(store breaker.Store, live func() []*pool.Pool) {
 	if sf == nil {
 		return
 	}
@@ -165,8 +166,8 @@ var syncDir = func(dir string) error {
 	return nil
 }
 
-// restoreDisables sets the kept manual disables in a fresh store.
-func restoreDisables(store breaker.Store, keys []string, log *slog.Logger) {
+// RestoreDisables sets the kept manual disables in a fresh store.
+func RestoreDisables(store breaker.Store, keys []string, log *slog.Logger) {
 	for _, k := range keys {
 		if err := store.Disable(context.Background(), k); err != nil {
 			log.Warn("state_file: disable not restored", "key", k, "error", err)

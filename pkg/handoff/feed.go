@@ -1,4 +1,4 @@
-package main
+package handoff
 
 import (
 	"bufio"
@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,25 +17,21 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 )
 
-// The breaker feed: the state document (handoff.go) is the old process's
+// The breaker feed: the state document (state.go) is the old process's
 // store as it was when the upgrade began, but the old process goes on
 // dialing until the new one serves, and drains after, and a trip it makes
 // then must reach the new process (a backend the old one tripped would
 // otherwise start closed there, at the old generation: readmitted without
 // any post-trip evidence). So from before the document is taken until it
 // exits, the old process writes every change of its store to a second
-// pipe, one JSON line per change (a handoffBreaker: the key's state after
+// pipe, one JSON line per change (a BreakerEntry: the key's state after
 // it), and the new process follows each line for every key it has not
 // moved itself (breaker.MemoryStore.Follow).
 //
-// The pipe's fd and the old process's pid travel in
-// L4LB_UPGRADE_BREAKER_FEED ("FD:PID"): a build without the feed leaves
-// the variable in its environment, and the pid keeps the process it
-// starts in turn from taking the fd for a feed. A new process that does
-// not read the feed (an older build) only costs the old one a blocked
-// write, given up when it exits. A fleet shares its breaker state through
-// Redis, and has no feed.
-const envUpgradeBreakerFeed = "L4LB_UPGRADE_BREAKER_FEED"
+// The pipe's fd travels in EnvBreakerFeed (env.go). A new process that
+// does not read the feed (an older build) only costs the old one a
+// blocked write, given up when it exits. A fleet shares its breaker state
+// through Redis, and has no feed.
 
 // The feed's first line says what follows, as the state document's header
 // does: a reader follows only a format and version it knows, and says so
@@ -134,7 +128,7 @@ func (f *breakerFeed) flush() error {
 		if err != nil {
 			return err
 		}
-		line, err := json.Marshal(handoffBreakerOf(k, st))
+		line, err := json.Marshal(breakerEntryOf(k, st))
 		if err != nil {
 			return err
 		}
@@ -182,28 +176,9 @@ func newFeedPipe() (r int, w *os.File, err error) {
 	return p[0], os.NewFile(uintptr(p[1]), "upgrade-breaker-feed"), nil
 }
 
-// feedEnv is the variable that names the feed's fd in the new process.
-func feedEnv(fd int) string {
-	return envUpgradeBreakerFeed + "=" + strconv.Itoa(fd) + ":" + strconv.Itoa(os.Getpid())
-}
-
-// feedFD reads the variable: the fd, if the process that set it is
-// parent.
-func feedFD(v string, parent int) (int, bool) {
-	fdText, pidText, ok := strings.Cut(v, ":")
-	if !ok {
-		return -1, false
-	}
-	fd, err1 := strconv.Atoi(fdText)
-	pid, err2 := strconv.Atoi(pidText)
-	if err1 != nil || err2 != nil || fd < sdListenFDsStart || pid != parent {
-		return -1, false
-	}
-	return fd, true
-}
-
-// feedFollower is the new process's side.
-type feedFollower struct {
+// Follower is the new process's side: it applies the old process's breaker
+// changes to this one's store until the feed ends.
+type Follower struct {
 	store *breaker.MemoryStore
 	r     *os.File
 	log   *slog.Logger
@@ -217,9 +192,9 @@ type feedFollower struct {
 // followBreakerFeed reads the feed on fd into store until the old process
 // closes it (it exited) or stop. doc is the state document the feed
 // continues.
-func followBreakerFeed(fd int, store *breaker.MemoryStore, doc *handoffState, log *slog.Logger) *feedFollower {
+func followBreakerFeed(fd int, store *breaker.MemoryStore, doc *State, log *slog.Logger) *Follower {
 	unix.SetNonblock(fd, true) // pollable: stop's Close ends a read under way
-	f := &feedFollower{store: store, r: os.NewFile(uintptr(fd), "upgrade-breaker-feed"), log: log,
+	f := &Follower{store: store, r: os.NewFile(uintptr(fd), "upgrade-breaker-feed"), log: log,
 		taken: map[string]uint64{}, done: make(chan struct{})}
 	if doc != nil {
 		for _, b := range doc.Breaker {
@@ -230,7 +205,7 @@ func followBreakerFeed(fd int, store *breaker.MemoryStore, doc *handoffState, lo
 	return f
 }
 
-func (f *feedFollower) run() {
+func (f *Follower) run() {
 	defer close(f.done)
 	sc := bufio.NewScanner(f.r)
 	sc.Buffer(make([]byte, 4096), 1<<20)
@@ -254,12 +229,12 @@ func (f *feedFollower) run() {
 }
 
 // apply follows one line of the feed.
-func (f *feedFollower) apply(line []byte) error {
-	var b handoffBreaker
+func (f *Follower) apply(line []byte) error {
+	var b BreakerEntry
 	if err := json.Unmarshal(line, &b); err != nil {
 		return fmt.Errorf("not a breaker state: %w", err)
 	}
-	snap, err := (&handoffState{Breaker: []handoffBreaker{b}}).breakerSnapshot()
+	snap, err := (&State{Breaker: []BreakerEntry{b}}).breakerSnapshot()
 	if err != nil {
 		return err
 	}
@@ -275,8 +250,8 @@ func (f *feedFollower) apply(line []byte) error {
 	return nil
 }
 
-// stop ends the reading (a shutdown before the old process exited).
-func (f *feedFollower) stop() {
+// Stop ends the reading (a shutdown before the old process exited).
+func (f *Follower) Stop() {
 	if f == nil {
 		return
 	}

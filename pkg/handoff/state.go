@@ -1,4 +1,4 @@
-package main
+package handoff
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -15,24 +16,21 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// The upgrade's state document: what the running process hands the one
-// replacing it besides its sockets (breaker state, manual disables,
-// health, operators' drains and weights), written to a pipe the new
-// process reads at start. JSON, so an operator can read it; versioned,
-// because the two processes are two builds: a reader takes its own
-// version and the older ones it knows (version 1 had no drains and
-// weights), and refuses a newer one (and any key it does not know) with a
-// clear error; the new process then starts fresh, with a warning, rather
-// than refusing to serve.
+// The upgrade's state document (see the package comment for its contract):
+// what the running process hands the one replacing it besides its sockets
+// (breaker state, manual disables, health, operators' drains and weights).
+// JSON, so an operator can read it; versioned, because the two processes
+// are two builds.
 const (
-	handoffFormat  = "l4lb-upgrade-state"
-	handoffVersion = 2
-	// handoffMaxBytes bounds what a reader takes: a pipe that never ends
+	docFormat  = "l4lb-upgrade-state"
+	docVersion = 2
+	// docMaxBytes bounds what a reader takes: a pipe that never ends
 	// must not stall or exhaust the new process.
-	handoffMaxBytes = 64 << 20
+	docMaxBytes = 64 << 20
 )
 
-type handoffState struct {
+// State is the state document.
+type State struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	// FromPID and FromVersion say who wrote it, for the log.
@@ -41,18 +39,19 @@ type handoffState struct {
 	// Breaker is the breaker Store (breaker.MemorySnapshot): generations,
 	// open entries with their cooldown as time remaining when written,
 	// manual disables; keys are "pool/identity".
-	Breaker []handoffBreaker `json:"breaker"`
+	Breaker []BreakerEntry `json:"breaker"`
 	// Health is each backend's health by pool and identity, with the
 	// address it was checked at.
-	Health []handoffHealth `json:"health"`
+	Health []HealthEntry `json:"health"`
 	// Runtime is what operators changed at run time (admin API drains and
 	// weights) by pool and identity; backends with nothing changed are
 	// left out. Version 2 on; what the state file keeps too, so a drained
 	// backend stays out across an upgrade with or without state_file.
-	Runtime []handoffRuntime `json:"runtime"`
+	Runtime []RuntimeEntry `json:"runtime"`
 }
 
-type handoffRuntime struct {
+// RuntimeEntry is one backend's run-time changes.
+type RuntimeEntry struct {
 	Pool    string `json:"pool"`
 	Backend string `json:"backend"` // identity: id, else addr
 	// Weight is the weight set at run time, valid while the file still
@@ -62,7 +61,8 @@ type handoffRuntime struct {
 	Drained          bool `json:"drained,omitempty"`
 }
 
-type handoffBreaker struct {
+// BreakerEntry is one breaker key's state, in the document and on the feed.
+type BreakerEntry struct {
 	Key        string `json:"key"`
 	Generation uint64 `json:"generation"`
 	Open       bool   `json:"open,omitempty"`
@@ -73,62 +73,65 @@ type handoffBreaker struct {
 	Disabled     bool   `json:"disabled,omitempty"`
 }
 
-type handoffHealth struct {
+// HealthEntry is one backend's health.
+type HealthEntry struct {
 	Pool    string `json:"pool"`
 	Backend string `json:"backend"` // identity: id, else addr
 	Addr    string `json:"addr"`
 	Up      bool   `json:"up"`
 }
 
-// captureHandoff reads the state to hand over from the running pools and
-// breaker store.
-func captureHandoff(store *breaker.MemoryStore, pools []*pool.Pool) *handoffState {
-	st := &handoffState{Format: handoffFormat, Version: handoffVersion, FromPID: pid(), FromVersion: versionString()}
+// Capture reads the state to hand over from the running pools and
+// breaker store (nil: a fleet's, not handed over); version is this
+// build's, for the reader's log.
+func Capture(store *breaker.MemoryStore, pools []*pool.Pool, version string) *State {
+	st := &State{Format: docFormat, Version: docVersion, FromPID: os.Getpid(), FromVersion: version}
 	if store != nil {
 		for _, e := range store.Snapshot().Entries {
-			st.Breaker = append(st.Breaker, handoffBreakerOf(e.Key, breaker.State{Generation: e.Generation,
+			st.Breaker = append(st.Breaker, breakerEntryOf(e.Key, breaker.State{Generation: e.Generation,
 				Open: e.Open, Cooldown: e.Cooldown, CooldownLeft: e.CooldownLeft, Disabled: e.Disabled}))
 		}
 	}
-	st.Runtime = []handoffRuntime{}
+	st.Runtime = []RuntimeEntry{}
 	for _, p := range pools {
 		for _, b := range p.Backends() {
-			st.Health = append(st.Health, handoffHealth{Pool: p.Name, Backend: b.ID, Addr: b.Addr, Up: b.HealthUp()})
+			st.Health = append(st.Health, HealthEntry{Pool: p.Name, Backend: b.ID, Addr: b.Addr, Up: b.HealthUp()})
 		}
 		rts := p.RuntimeStates()
 		for _, id := range slices.Sorted(maps.Keys(rts)) {
 			rt := rts[id]
-			st.Runtime = append(st.Runtime, handoffRuntime{Pool: p.Name, Backend: id,
+			st.Runtime = append(st.Runtime, RuntimeEntry{Pool: p.Name, Backend: id,
 				Weight: rt.Weight, ConfiguredWeight: rt.ConfiguredWeight, Drained: rt.Drained})
 		}
 	}
 	return st
 }
 
-// handoffBreakerOf is key's state as the document (and the breaker feed)
+// breakerEntryOf is key's state as the document (and the breaker feed)
 // writes it.
-func handoffBreakerOf(key string, s breaker.State) handoffBreaker {
-	b := handoffBreaker{Key: key, Generation: s.Generation, Open: s.Open, Disabled: s.Disabled}
+func breakerEntryOf(key string, s breaker.State) BreakerEntry {
+	b := BreakerEntry{Key: key, Generation: s.Generation, Open: s.Open, Disabled: s.Disabled}
 	if s.Open {
 		b.Cooldown, b.CooldownLeft = s.Cooldown.String(), s.CooldownLeft.String()
 	}
 	return b
 }
 
-func (st *handoffState) encode(w io.Writer) error {
+// Encode writes the document as one JSON line.
+func (st *State) Encode(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	return enc.Encode(st)
 }
 
-// decodeHandoff reads a state document, refusing anything but this
-// build's format and version.
-func decodeHandoff(r io.Reader) (*handoffState, error) {
-	data, err := io.ReadAll(io.LimitReader(r, handoffMaxBytes+1))
+// Decode reads a state document, refusing another format, a newer
+// version, and any key it does not know.
+func Decode(r io.Reader) (*State, error) {
+	data, err := io.ReadAll(io.LimitReader(r, docMaxBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("upgrade state: read: %w", err)
 	}
-	if len(data) > handoffMaxBytes {
-		return nil, fmt.Errorf("upgrade state: larger than %d bytes", handoffMaxBytes)
+	if len(data) > docMaxBytes {
+		return nil, fmt.Errorf("upgrade state: larger than %d bytes", docMaxBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("upgrade state: empty (the old process wrote nothing)")
@@ -142,13 +145,13 @@ func decodeHandoff(r io.Reader) (*handoffState, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("upgrade state: not a JSON document: %w", err)
 	}
-	if head.Format != handoffFormat {
-		return nil, fmt.Errorf("upgrade state: format %q, want %q", head.Format, handoffFormat)
+	if head.Format != docFormat {
+		return nil, fmt.Errorf("upgrade state: format %q, want %q", head.Format, docFormat)
 	}
-	if head.Version < 1 || head.Version > handoffVersion {
-		return nil, fmt.Errorf("upgrade state: version %d, and this l4lb reads versions 1 to %d", head.Version, handoffVersion)
+	if head.Version < 1 || head.Version > docVersion {
+		return nil, fmt.Errorf("upgrade state: version %d, and this l4lb reads versions 1 to %d", head.Version, docVersion)
 	}
-	var st handoffState
+	var st State
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
@@ -185,10 +188,10 @@ func decodeHandoff(r io.Reader) (*handoffState, error) {
 	return &st, nil
 }
 
-// runtime is the operators' drains and weights by "pool/identity"
+// RuntimeByKey is the operators' drains and weights by "pool/identity"
 // (pool.Deps.Runtime); nil when the old process sent none (version 1),
 // so the state file's apply.
-func (st *handoffState) runtime() map[string]pool.Runtime {
+func (st *State) RuntimeByKey() map[string]pool.Runtime {
 	if st == nil || st.Runtime == nil {
 		return nil
 	}
@@ -200,7 +203,7 @@ func (st *handoffState) runtime() map[string]pool.Runtime {
 }
 
 // breakerSnapshot is the Breaker list as a MemorySnapshot, validated.
-func (st *handoffState) breakerSnapshot() (breaker.MemorySnapshot, error) {
+func (st *State) breakerSnapshot() (breaker.MemorySnapshot, error) {
 	var snap breaker.MemorySnapshot
 	for _, b := range st.Breaker {
 		e := breaker.SnapshotEntry{Key: b.Key, Generation: b.Generation, Open: b.Open, Disabled: b.Disabled}
@@ -226,8 +229,8 @@ func (st *handoffState) breakerSnapshot() (breaker.MemorySnapshot, error) {
 	return snap, nil
 }
 
-// restore loads the breaker state into a fresh store.
-func (st *handoffState) restore(store *breaker.MemoryStore) error {
+// Restore loads the breaker state into a fresh store.
+func (st *State) Restore(store *breaker.MemoryStore) error {
 	snap, err := st.breakerSnapshot()
 	if err != nil {
 		return err
@@ -235,13 +238,13 @@ func (st *handoffState) restore(store *breaker.MemoryStore) error {
 	return store.Restore(snap)
 }
 
-// initialHealth is, for each pool of cfg, the health its backends start
+// InitialHealth is, for each pool of cfg, the health its backends start
 // with (pool.Deps.InitialHealth): what the old process saw for a backend
 // of the same identity at the same address; a backend whose identity
 // moved to another address starts down, to be checked before use, as a
 // reload does; one the old process did not have is absent (up, as at any
 // start).
-func (st *handoffState) initialHealth(cfg *config.Config) map[string]map[string]bool {
+func (st *State) InitialHealth(cfg *config.Config) map[string]map[string]bool {
 	if st == nil {
 		return nil
 	}

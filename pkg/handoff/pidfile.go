@@ -1,4 +1,4 @@
-package main
+package handoff
 
 import (
 	"fmt"
@@ -15,7 +15,8 @@ import (
 // process. Each write is a new file renamed into place, so a reader never
 // sees half a pid.
 
-func writePIDFile(path string, pid int) error {
+// WritePIDFile makes path name pid.
+func WritePIDFile(path string, pid int) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -36,7 +37,8 @@ func writePIDFile(path string, pid int) error {
 	return err
 }
 
-func readPIDFile(path string) (int, error) {
+// ReadPIDFile reads the pid path names.
+func ReadPIDFile(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
@@ -48,9 +50,9 @@ func readPIDFile(path string) (int, error) {
 	return pid, nil
 }
 
-// removePIDFile removes path if it names pid.
-func removePIDFile(path string, pid int) {
-	if p, err := readPIDFile(path); err == nil && p == pid {
+// RemovePIDFile removes path if it names pid.
+func RemovePIDFile(path string, pid int) {
+	if p, err := ReadPIDFile(path); err == nil && p == pid {
 		os.Remove(path)
 	}
 }

@@ -1,0 +1,342 @@
+package handoff
+
+import (
+	"bufio"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/sdnotify"
+)
+
+// Binary upgrade, the old process's side (SIGUSR2, or l4lb upgrade which
+// sends it): start the executable at the path this process was started
+// from, re-read from disk, with the same arguments, every listening socket
+// (the listeners' and the admin endpoint's) and the state document
+// (state.go); wait until it says it serves; then stop accepting and
+// drain. Until then this process serves as before, and if the new one
+// fails (exits, or is not ready within the timeout, when it is killed)
+// nothing changes but a log line. inherit.go is the new process's side.
+
+// DefaultTimeout bounds the wait for the new process to be ready.
+const DefaultTimeout = time.Minute
+
+// Upgrader runs a process's upgrades, and keeps its pid file.
+type Upgrader struct {
+	exe     string   // the path to start (not resolved through symlinks)
+	args    []string // this process's arguments
+	timeout time.Duration
+	pidfile string // "" : none
+	version string // this build's, written in the state document
+	log     *slog.Logger
+	feed    *breakerFeed // after a hand-over, to the new process; nil: none
+}
+
+// NewUpgrader is the upgrader of this process: pidfile is run -pidfile
+// ("": none), timeout the wait for a new process to serve (0: the
+// default), version this build's.
+func NewUpgrader(pidfile string, timeout time.Duration, version string, log *slog.Logger) *Upgrader {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Upgrader{exe: executablePath(), args: os.Args[1:], timeout: timeout, pidfile: pidfile, version: version, log: log}
+}
+
+// executablePath is the path this process was started as, made absolute,
+// so an upgrade runs whatever is at that path now. A symlink stays a
+// symlink (os.Executable would resolve it): pointing /usr/local/bin/l4lb
+// at a new release and upgrading starts the new release.
+func executablePath() string {
+	a0 := os.Args[0]
+	if !strings.Contains(a0, "/") {
+		if p, err := exec.LookPath(a0); err == nil {
+			a0 = p
+		} else if p, err := os.Executable(); err == nil {
+			return p
+		}
+	}
+	if abs, err := filepath.Abs(a0); err == nil {
+		return abs
+	}
+	return a0
+}
+
+// Started is called once this process serves: it takes the pid file and,
+// when it is an upgrade's new process, tells the old one.
+func (u *Upgrader) Started(inh *Inheritance) {
+	if u.pidfile != "" {
+		if err := WritePIDFile(u.pidfile, os.Getpid()); err != nil {
+			u.log.Warn("cannot write the pid file", "pidfile", u.pidfile, "error", err)
+		}
+	}
+	inh.TellReady(u.log)
+}
+
+// Exiting writes the breaker changes still due to the new process, and
+// removes the pid file if it still names this process (after an upgrade
+// it names the new one).
+func (u *Upgrader) Exiting() {
+	u.feed.stop(feedFlushGrace) // the drain's last trips too
+	if u.pidfile != "" {
+		RemovePIDFile(u.pidfile, os.Getpid())
+	}
+}
+
+// Offer is what a process hands its successor.
+type Offer struct {
+	// Sockets are the listening sockets, the listeners' then the admin
+	// endpoint's: fds of the caller's, which Attempt closes.
+	Sockets []int
+	// Store is the process's own breaker store; nil with a fleet's.
+	Store *breaker.MemoryStore
+	// Pools are the pools serving now; called once the feed follows the
+	// store, for the state document.
+	Pools func() []*pool.Pool
+}
+
+// Window is how the caller serves while an attempt is under way.
+type Window struct {
+	// Open is called first, and what it returns once the attempt failed,
+	// before the pid file says so: the caller refuses reloads and
+	// operators' actions meanwhile (the new process starts from the state
+	// taken at the start, so a change made after it would be undone).
+	Open func() (closed func())
+	// Offer is what to hand over.
+	Offer func() (Offer, error)
+	// Commit runs once the new process serves, before systemd is told it
+	// is the main process (the caller stops its own notifications there).
+	Commit func()
+}
+
+// Attempt runs one upgrade. ok: the new process serves; the caller stops
+// accepting, closes its admin endpoint, drains and exits. Otherwise this
+// process goes on serving; stop is a SIGTERM or SIGINT that arrived
+// meanwhile (the attempt was abandoned for it), for the caller to act on.
+// Every other signal from sigs is logged and ignored until the outcome.
+func (u *Upgrader) Attempt(w Window, sigs <-chan os.Signal) (ok bool, stop os.Signal) {
+	start := time.Now()
+	closed := w.Open()
+	finished := func() {
+		closed()
+		u.finished()
+	}
+	u.log.Info("upgrade: starting the new executable", "path", u.exe)
+	child, err := u.spawn(w.Offer)
+	if err != nil {
+		u.log.Error("upgrade failed: cannot start the new process; this one goes on serving", "path", u.exe, "error", err)
+		finished()
+		return false, nil
+	}
+	defer child.release()
+	timer := time.NewTimer(u.timeout)
+	defer timer.Stop()
+	fail := func(why string, args ...any) {
+		child.kill()
+		child.feed.stop(0)
+		args = append([]any{"new_pid", child.pid, "path", u.exe}, args...)
+		u.log.Error("upgrade failed: "+why+"; this one goes on serving", args...)
+		finished()
+	}
+	for {
+		select {
+		case r := <-child.ready:
+			if r.err != nil {
+				// The pipe closed without a word: the new process is
+				// exiting (its own log says why); wait for its status.
+				select {
+				case <-child.exited:
+					fail("the new process exited before it was ready", "status", exitStatus(child.status))
+				case <-time.After(5 * time.Second):
+					fail("the new process closed its readiness pipe without being ready", "error", r.err)
+				}
+				return false, nil
+			}
+			select {
+			case <-child.exited: // said it serves, then died: keep serving
+				fail("the new process exited right after it said it was ready", "status", exitStatus(child.status))
+				return false, nil
+			default:
+			}
+			u.log.Info("upgrade: the new process serves; this one stops accepting and drains",
+				"new_pid", child.pid, "took", time.Since(start).Round(time.Millisecond).String())
+			// systemd follows the new process; this one says nothing more.
+			w.Commit()
+			u.feed = child.feed // until this process exits
+			if err := sdnotify.Notify("MAINPID=" + strconv.Itoa(child.pid)); err != nil {
+				u.log.Warn("cannot notify systemd", "error", err)
+			}
+			return true, nil
+		case <-child.exited:
+			fail("the new process exited before it was ready", "status", exitStatus(child.status))
+			return false, nil
+		case <-timer.C:
+			fail("the new process was not ready in time (killed)", "timeout", u.timeout.String())
+			return false, nil
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGTERM, syscall.SIGINT:
+				fail("a stop signal came first (the new process killed)", "signal", sig.String())
+				return false, sig
+			case syscall.SIGUSR2:
+				u.log.Warn("SIGUSR2 ignored: an upgrade is already under way", "new_pid", child.pid)
+			default:
+				u.log.Warn("signal ignored while an upgrade is under way", "signal", sig.String(), "new_pid", child.pid)
+			}
+		}
+	}
+}
+
+// finished rewrites the pid file after a failed attempt (the same pid,
+// a new file), so l4lb upgrade, which waits for the file to change, learns
+// the attempt is over.
+func (u *Upgrader) finished() {
+	if u.pidfile != "" {
+		if err := WritePIDFile(u.pidfile, os.Getpid()); err != nil {
+			u.log.Warn("cannot write the pid file", "pidfile", u.pidfile, "error", err)
+		}
+	}
+}
+
+// newProcess is a started successor.
+type newProcess struct {
+	pid   int
+	pidfd int // signals reach this process even once its pid is reused; -1: no pidfd
+	ready chan readyMsg
+	// exited is closed once the process is reaped, status then set.
+	exited chan struct{}
+	status syscall.WaitStatus
+	feed   *breakerFeed // nil: a fleet, whose breaker state is in Redis
+}
+
+type readyMsg struct{ err error }
+
+// kill ends a successor that will not be used, and waits until it is
+// reaped.
+func (c *newProcess) kill() {
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	if c.pidfd >= 0 {
+		unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+	} else {
+		unix.Kill(c.pid, unix.SIGKILL) // not reaped yet: the pid is still its
+	}
+	<-c.exited
+}
+
+func (c *newProcess) release() {
+	if c.pidfd >= 0 {
+		unix.Close(c.pidfd)
+		c.pidfd = -1
+	}
+}
+
+// spawn starts the new process: fd 3 the state pipe, 4 its readiness
+// pipe, 5 on the listening sockets, then the breaker feed's pipe
+// (feed.go) unless the breaker state is a fleet's.
+func (u *Upgrader) spawn(offer func() (Offer, error)) (*newProcess, error) {
+	of, err := offer()
+	if err != nil {
+		return nil, err
+	}
+	fds, store := of.Sockets, of.Store
+	closeAll := func(fds []int) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	defer func() { closeAll(fds) }() // the new process has its copies
+	feedR, feedW := -1, (*os.File)(nil)
+	var feed *breakerFeed
+	if store != nil {
+		if feedR, feedW, err = newFeedPipe(); err != nil {
+			return nil, err
+		}
+		defer unix.Close(feedR)                      // the new process has its copy
+		feed = startBreakerFeed(store, feedW, u.log) // before the state is taken
+	}
+	state := Capture(store, of.Pools(), u.version)
+
+	var statePipe, readyPipe [2]int
+	if err := unix.Pipe2(statePipe[:], unix.O_CLOEXEC); err != nil {
+		feed.stop(0)
+		return nil, fmt.Errorf("state pipe: %w", err)
+	}
+	if err := unix.Pipe2(readyPipe[:], unix.O_CLOEXEC); err != nil {
+		closeAll(statePipe[:])
+		feed.stop(0)
+		return nil, fmt.Errorf("readiness pipe: %w", err)
+	}
+	files := []uintptr{0, 1, 2, stateFD: uintptr(statePipe[0]), readyFD: uintptr(readyPipe[1])}
+	for _, fd := range fds {
+		files = append(files, uintptr(fd))
+	}
+	feedFD := -1
+	if feed != nil { // after the sockets, so their numbering is what older builds expect
+		feedFD = len(files)
+		files = append(files, uintptr(feedR))
+	}
+	env := successorEnv(len(fds), feedFD)
+	pid, err := syscall.ForkExec(u.exe, append([]string{u.exe}, u.args...), &syscall.ProcAttr{Env: env, Files: files})
+	// The new process has its copies (or none): drop this one's.
+	unix.Close(statePipe[0])
+	unix.Close(readyPipe[1])
+	if err != nil {
+		unix.Close(statePipe[1])
+		unix.Close(readyPipe[0])
+		feed.stop(0)
+		return nil, err
+	}
+	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{}), feed: feed}
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil { // before anything can reap it
+		c.pidfd = fd
+	}
+	go func() {
+		for {
+			_, err := syscall.Wait4(pid, &c.status, 0, nil)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		close(c.exited)
+	}()
+	go func() {
+		// A blocking write: the new process reads the whole document
+		// before it builds anything; a new process that dies unblocks it.
+		w := os.NewFile(uintptr(statePipe[1]), "upgrade-state")
+		if err := state.Encode(w); err != nil {
+			u.log.Debug("upgrade: state not delivered", "error", err)
+		}
+		w.Close()
+	}()
+	go func() {
+		r := os.NewFile(uintptr(readyPipe[0]), "upgrade-ready")
+		defer r.Close()
+		line, err := bufio.NewReader(r).ReadString('\n')
+		if err == nil && line != fmt.Sprintf("READY %d\n", pid) {
+			err = fmt.Errorf("unexpected readiness message %q", line)
+		}
+		c.ready <- readyMsg{err: err}
+	}()
+	return c, nil
+}
+
+// exitStatus says how a process ended.
+func exitStatus(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + ws.Signal().String()
+	}
+	return "exit " + strconv.Itoa(ws.ExitStatus())
+}
