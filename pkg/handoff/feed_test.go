@@ -32,9 +32,9 @@ func TestBreakerFeedFollowsTheOldProcess(t *testing.T) {
 	for _, s := range []*breaker.MemoryStore{oldStore, newStore} {
 		s.Restore(breaker.MemorySnapshot{Entries: []breaker.SnapshotEntry{{Key: "p/mine", Generation: 2}}})
 	}
-	doc := &handoffState{Breaker: []handoffBreaker{{Key: "p/mine", Generation: 2}}}
+	doc := &State{Breaker: []BreakerEntry{{Key: "p/mine", Generation: 2}}}
 	follower := followBreakerFeed(r, newStore, doc, log)
-	defer follower.stop()
+	defer follower.Stop()
 
 	read := func(s *breaker.MemoryStore, key string) breaker.State {
 		st, _ := s.Read(ctx, key)
@@ -132,7 +132,7 @@ func TestBreakerFeedOfAnotherVersionIsNotFollowed(t *testing.T) {
 	w.Write([]byte(`{"key":"p/a","generation":1,"open":true,"cooldown":"1m0s","cooldown_left":"1m0s"}` + "\n"))
 	w.Close()
 	<-follower.done
-	follower.stop()
+	follower.Stop()
 	if st, _ := store.Read(ctx, "p/a"); st.Open {
 		t.Fatal("a change from a feed of another version was followed")
 	}

@@ -3,22 +3,16 @@ package handoff
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 
-	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -42,6 +36,20 @@ addr = "127.0.0.1:9053"
 	return cfg
 }
 
+// newPools builds cfg's pools, as the process that serves them does.
+func newPools(t *testing.T, cfg *config.Config, deps pool.Deps) []*pool.Pool {
+	t.Helper()
+	var pools []*pool.Pool
+	for _, name := range cfg.PoolNames {
+		p, err := pool.New(cfg.Pools[name], deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools = append(pools, p)
+	}
+	return pools
+}
+
 // The state document carries breaker state and health from the running
 // pools to a fresh store and pool set: written, read back, restored, it
 // gives the same state, with cooldowns counted from the restore.
@@ -54,10 +62,7 @@ id = "one"
 addr = "127.0.0.1:9002"
 `)
 	store := breaker.NewMemoryStore(nil)
-	pools, err := buildPools(cfg, pool.Deps{Store: store}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pools := newPools(t, cfg, pool.Deps{Store: store})
 	store.Trip(ctx, "web/one", 0, 30*time.Second, 30*time.Second)
 	store.Disable(ctx, "web/127.0.0.1:9002")
 	// An operator drained one backend and weighted the other.
@@ -70,7 +75,7 @@ addr = "127.0.0.1:9002"
 	}
 
 	var buf bytes.Buffer
-	if err := captureHandoff(store, pools).encode(&buf); err != nil {
+	if err := Capture(store, pools, "test").Encode(&buf); err != nil {
 		t.Fatal(err)
 	}
 	doc := buf.String()
@@ -79,15 +84,15 @@ addr = "127.0.0.1:9002"
 			t.Errorf("document lacks %s:\n%s", want, doc)
 		}
 	}
-	st, err := decodeHandoff(&buf)
+	st, err := Decode(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.FromPID != os.Getpid() || st.FromVersion != versionString() {
+	if st.FromPID != os.Getpid() || st.FromVersion != "test" {
 		t.Fatalf("from %d %q", st.FromPID, st.FromVersion)
 	}
 	fresh := breaker.NewMemoryStore(nil)
-	if err := st.restore(fresh); err != nil {
+	if err := st.Restore(fresh); err != nil {
 		t.Fatal(err)
 	}
 	one, _ := fresh.Read(ctx, "web/one")
@@ -103,18 +108,15 @@ addr = "127.0.0.1:9002"
 		"web": {"one": true, "127.0.0.1:9002": true},
 		"dns": {"127.0.0.1:9053": true},
 	}
-	if got := st.initialHealth(cfg); !reflect.DeepEqual(got, want) {
+	if got := st.InitialHealth(cfg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("initial health %v, want %v", got, want)
 	}
 	// The drain and the weight go on in pools built from it.
-	rt := st.runtime()
+	rt := st.RuntimeByKey()
 	if w := rt["web/127.0.0.1:9002"].Weight; len(rt) != 2 || !rt["web/one"].Drained || w == nil || *w != 7 {
 		t.Fatalf("runtime %+v, want web/one drained and web/127.0.0.1:9002 at weight 7", rt)
 	}
-	next, err := buildPools(cfg, pool.Deps{Store: fresh, Runtime: rt}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := newPools(t, cfg, pool.Deps{Store: fresh, Runtime: rt})
 	nweb := next[slices.IndexFunc(next, func(p *pool.Pool) bool { return p.Name == "web" })]
 	if !nweb.Backends()[0].Draining() {
 		t.Error("a drained backend came back in rotation after the upgrade")
@@ -127,11 +129,11 @@ addr = "127.0.0.1:9002"
 // A version 1 document (an older build's: no drains or weights) is still
 // read; its runtime is nil, so the state file's apply.
 func TestHandoffReadsVersion1(t *testing.T) {
-	st, err := decodeHandoff(strings.NewReader(`{"format":"l4lb-upgrade-state","version":1,"from_pid":7,"from_version":"v0","breaker":[{"key":"web/a","generation":3}],"health":[]}`))
+	st, err := Decode(strings.NewReader(`{"format":"l4lb-upgrade-state","version":1,"from_pid":7,"from_version":"v0","breaker":[{"key":"web/a","generation":3}],"health":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.runtime() != nil || len(st.Breaker) != 1 || st.Breaker[0].Generation != 3 {
+	if st.RuntimeByKey() != nil || len(st.Breaker) != 1 || st.Breaker[0].Generation != 3 {
 		t.Fatalf("version 1 read as %+v", st)
 	}
 }
@@ -141,7 +143,7 @@ func TestHandoffReadsVersion1(t *testing.T) {
 // old process did not have is absent (up, as at any start), and the same
 // identity in another pool is that pool's own.
 func TestHandoffInitialHealth(t *testing.T) {
-	st := &handoffState{Health: []handoffHealth{
+	st := &State{Health: []HealthEntry{
 		{Pool: "web", Backend: "one", Addr: "127.0.0.1:9001", Up: false},
 		{Pool: "web", Backend: "two", Addr: "127.0.0.1:9002", Up: true},
 		{Pool: "web", Backend: "moved", Addr: "127.0.0.1:9003", Up: true},
@@ -165,11 +167,11 @@ id = "new"
 		"web": {"one": false, "two": true, "moved": false},
 		"dns": {"127.0.0.1:9053": false},
 	}
-	if got := st.initialHealth(cfg); !reflect.DeepEqual(got, want) {
+	if got := st.InitialHealth(cfg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("initial health %v, want %v", got, want)
 	}
-	var none *handoffState
-	if none.initialHealth(cfg) != nil {
+	var none *State
+	if none.InitialHealth(cfg) != nil {
 		t.Fatal("no state, yet health")
 	}
 }
@@ -198,7 +200,7 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeHandoff(strings.NewReader(tc.doc))
+			_, err := Decode(strings.NewReader(tc.doc))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "upgrade state: ") {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
@@ -206,77 +208,3 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 	}
 }
 
-// A new process given a state document it cannot read still serves: its
-// sockets are taken over, breaker state and health start fresh, and the
-// log says so.
-func TestUpgradeInheritanceFallsBackToAFreshStart(t *testing.T) {
-	testnet.CheckLeaks(t)
-	socks, err := listener.Bind("l", "127.0.0.1:0", 0, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer socks.Close()
-	// The sockets on two consecutive fds, as an upgrade passes them.
-	first := -1
-	for base := 100; first < 0; base += 10 {
-		a, err := unix.FcntlInt(uintptr(socks.FDs[0]), unix.F_DUPFD_CLOEXEC, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := unix.FcntlInt(uintptr(socks.FDs[1]), unix.F_DUPFD_CLOEXEC, a+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b == a+1 {
-			first = a
-			continue
-		}
-		unix.Close(a)
-		unix.Close(b)
-	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	unix.Write(pipe[1], []byte(`{"format":"l4lb-upgrade-state","version":7}`))
-	unix.Close(pipe[1])
-	t.Setenv(envUpgradeParent, strconv.Itoa(os.Getppid()))
-	t.Setenv(envUpgradeState, strconv.Itoa(pipe[0]))
-	t.Setenv(envUpgradeSockets, fmt.Sprintf("%d:2", first))
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	inh := takeInheritance(log)
-	if inh.from != "upgrade" || inh.state != nil {
-		t.Fatalf("from %q, state %v; want an upgrade with no state", inh.from, inh.state)
-	}
-	for _, want := range []string{"start fresh", "version 7, and this l4lb reads versions 1 to 2"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("log lacks %q:\n%s", want, logs.String())
-		}
-	}
-	if _, err := unix.FcntlInt(uintptr(pipe[0]), unix.F_GETFD, 0); err != unix.EBADF {
-		t.Errorf("the state pipe is still open (%v)", err)
-	}
-	got := inh.sockets.Take("tcp", socks.Addr.String())
-	for _, fd := range got {
-		unix.Close(fd)
-	}
-	if len(got) != 2 || got[0] != first || got[1] != first+1 {
-		t.Fatalf("sockets taken: %v, want fds %d and %d", got, first, first+1)
-	}
-	for _, k := range []string{envUpgradeParent, envUpgradeState, envUpgradeSockets} {
-		if v, ok := os.LookupEnv(k); ok {
-			t.Errorf("%s=%s left for processes this one starts", k, v)
-		}
-	}
-	// Not this process's parent: nothing is taken.
-	t.Setenv(envUpgradeParent, "1")
-	t.Setenv(envUpgradeSockets, fmt.Sprintf("%d:2", socks.FDs[0])) // never touched
-	logs.Reset()
-	if inh := takeInheritance(log); inh.from != "" || inh.sockets != nil {
-		t.Fatalf("took %+v from variables meant for another process", inh)
-	}
-	if !strings.Contains(logs.String(), "meant for another process") {
-		t.Errorf("log: %s", logs.String())
-	}
-}

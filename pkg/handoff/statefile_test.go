@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/pool"
 )
 
 // The state file's replacement is durable: the directory holding it is
@@ -61,13 +64,23 @@ func TestStateFileKeepsEveryConcurrentChange(t *testing.T) {
 	const n = 24
 	state := filepath.Join(t.TempDir(), "state.json")
 	var b strings.Builder
-	fmt.Fprintf(&b, "[global]\nstate_file = %q\n[admin]\nlisten = \"\"\n", state)
-	fmt.Fprintf(&b, "[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n[pool.p]\n[pool.p.health]\nenabled = false\n", testnet.FreeAddr(t))
+	fmt.Fprintf(&b, "[admin]\nlisten = \"\"\n[[listener]]\nname = \"front\"\nbind = \"127.0.0.1:8080\"\npool = \"p\"\n")
+	fmt.Fprintf(&b, "[pool.p]\n[pool.p.health]\nenabled = false\n")
 	for i := range n {
 		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = \"192.0.2.%d:80\"\n", i+1)
 	}
-	in, _ := startFile(t, b.String())
-	p := in.livePools()[0]
+	cfg, err := config.Parse("t.toml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pools save to the file at every change, as a serving process's
+	// do (its pool.Deps.OnRuntimeChange).
+	sf := NewStateFile(state, slog.New(slog.DiscardHandler))
+	store := breaker.NewMemoryStore(nil)
+	var pools []*pool.Pool
+	live := func() []*pool.Pool { return pools }
+	pools = newPools(t, cfg, pool.Deps{Store: store, OnRuntimeChange: func() { sf.Save(store, live) }})
+	p := pools[0]
 
 	for round := range 5 {
 		var wg sync.WaitGroup
