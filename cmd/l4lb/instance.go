@@ -40,7 +40,7 @@ type instance struct {
 	// start's, and each TCP listener's backlog as its sockets were bound.
 	running *config.Config
 	pools   []*pool.Pool
-	budget  fdBudget
+	budget  proxy.FDBudget
 	// policies are the listeners' policies by name (a reload keeps a
 	// listener's per-source Limiter when its limits are unchanged).
 	policies map[string]*loop.Policy
@@ -86,10 +86,10 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	for _, p := range cfg.Pools {
 		backends += len(p.Backends)
 	}
-	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, adminConns(cfg.Admin), udpSessions(cfg))
-	if msg := in.budget.overLimit(); msg != "" {
+	in.budget = proxy.DeriveBudget(proxy.NofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, proxy.AdminConns(cfg.Admin), proxy.UDPSessions(cfg))
+	if msg := in.budget.OverLimit(); msg != "" {
 		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,
-			"fds_needed", in.budget.needed(), "fd_limit", in.budget.Limit)
+			"fds_needed", in.budget.Needed(), "fd_limit", in.budget.Limit)
 	}
 	in.pipes = splice.NewPipePool(splice.PipePoolConfig{
 		Size:    cfg.Global.PipeSize,
@@ -125,7 +125,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	// The same build step as check, so check accepts nothing run refuses.
 	deps := in.poolDeps()
 	deps.Runtime = runtime
-	in.pools, err = buildPools(cfg, deps, nil, inh.InitialHealth(cfg))
+	in.pools, err = proxy.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
@@ -134,12 +134,12 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		byName[p.Name] = p
 	}
 
-	in.policies = policies(cfg, nil)
-	fronts := frontends(cfg, byName, in.policies)
+	in.policies = proxy.Policies(cfg, nil)
+	fronts := proxy.Frontends(cfg, byName, in.policies)
 	inheritedFrontends(inh, fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
-		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
+		IsLocal: proxy.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 		// The inherited sockets no listener took close once this process
 		// serves (CloseRest; the old process's copies at its hand-over):
 		// a listener moved to an overlapping address binds beside them.

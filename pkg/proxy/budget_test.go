@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"strings"
@@ -30,11 +30,11 @@ func TestDeriveBudget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := deriveBudget(tc.limit, tc.configured, tc.sockets, tc.backend, tc.admin, tc.sessions)
+			b := DeriveBudget(tc.limit, tc.configured, tc.sockets, tc.backend, tc.admin, tc.sessions)
 			if b.MaxConnections != tc.wantMax || b.MaxPipes != tc.wantPipes {
 				t.Fatalf("budget %+v, want max_connections %d, pipes %d", b, tc.wantMax, tc.wantPipes)
 			}
-			if tc.configured == 0 && tc.limit > 1000 && b.MaxConnections > 1 && b.needed() > tc.limit {
+			if tc.configured == 0 && tc.limit > 1000 && b.MaxConnections > 1 && b.Needed() > tc.limit {
 				t.Fatalf("derived cap needs %d fds, over the limit %d", b.Reserved+2*b.MaxConnections, tc.limit)
 			}
 		})
@@ -45,14 +45,14 @@ func TestDeriveBudget(t *testing.T) {
 // alone: raising [admin] max_connections lowers the derived cap.
 func TestAdminConnectionsAreReserved(t *testing.T) {
 	def := config.DefaultAdmin()
-	if got := adminConns(def); got != def.MaxConnections+1 {
-		t.Fatalf("adminConns(default) = %d, want the cap %d plus the fd of a refusal in progress", got, def.MaxConnections)
+	if got := AdminConns(def); got != def.MaxConnections+1 {
+		t.Fatalf("AdminConns(default) = %d, want the cap %d plus the fd of a refusal in progress", got, def.MaxConnections)
 	}
-	if got := adminConns(config.Admin{Listen: "", MaxConnections: 64}); got != 0 {
+	if got := AdminConns(config.Admin{Listen: "", MaxConnections: 64}); got != 0 {
 		t.Fatalf("adminConns with the endpoint off = %d, want 0", got)
 	}
-	small := deriveBudget(4096, 0, 2, 3, adminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 10}), 0)
-	large := deriveBudget(4096, 0, 2, 3, adminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 210}), 0)
+	small := DeriveBudget(4096, 0, 2, 3, AdminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 10}), 0)
+	large := DeriveBudget(4096, 0, 2, 3, AdminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 210}), 0)
 	if small.Reserved+200 != large.Reserved || 2*(small.MaxConnections-large.MaxConnections) != 200 {
 		t.Fatalf("200 more admin connections: reserve %d -> %d, max_connections %d -> %d; want the 200 fds moved out of the data path",
 			small.Reserved, large.Reserved, small.MaxConnections, large.MaxConnections)
@@ -89,16 +89,16 @@ addr = "127.0.0.1:9053"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := udpSessions(cfg), 1000+config.DefaultMaxSessions; got != want {
+	if got, want := UDPSessions(cfg), 1000+config.DefaultMaxSessions; got != want {
 		t.Fatalf("udpSessions = %d, want %d (the TCP listener holds none)", got, want)
 	}
-	without := deriveBudget(40000, 0, 3, 2, 65, 0)
-	with := deriveBudget(40000, 0, 3, 2, 65, udpSessions(cfg))
-	if with.Reserved-without.Reserved != udpSessions(cfg) || 2*(without.MaxConnections-with.MaxConnections) != udpSessions(cfg) {
+	without := DeriveBudget(40000, 0, 3, 2, 65, 0)
+	with := DeriveBudget(40000, 0, 3, 2, 65, UDPSessions(cfg))
+	if with.Reserved-without.Reserved != UDPSessions(cfg) || 2*(without.MaxConnections-with.MaxConnections) != UDPSessions(cfg) {
 		t.Fatalf("sessions: reserve %d -> %d, max_connections %d -> %d; want the %d session fds moved out of the TCP cap",
-			without.Reserved, with.Reserved, without.MaxConnections, with.MaxConnections, udpSessions(cfg))
+			without.Reserved, with.Reserved, without.MaxConnections, with.MaxConnections, UDPSessions(cfg))
 	}
-	if msg := with.overLimit(); msg != "" {
+	if msg := with.OverLimit(); msg != "" {
 		t.Fatalf("a derived budget that fits warns: %s", msg)
 	}
 
@@ -114,10 +114,10 @@ addr = "127.0.0.1:9053"
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := deriveBudget(tc.limit, tc.configured, 3, 2, 65, tc.sessions)
-			msg := b.overLimit()
+			b := DeriveBudget(tc.limit, tc.configured, 3, 2, 65, tc.sessions)
+			msg := b.OverLimit()
 			if (msg == "") != (tc.want == "") || !strings.Contains(msg, tc.want) {
-				t.Fatalf("overLimit() = %q, want %q (budget %+v needs %d of %d fds)", msg, tc.want, b, b.needed(), b.Limit)
+				t.Fatalf("overLimit() = %q, want %q (budget %+v needs %d of %d fds)", msg, tc.want, b, b.Needed(), b.Limit)
 			}
 		})
 	}

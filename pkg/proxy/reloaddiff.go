@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"log/slog"
@@ -8,10 +8,10 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 )
 
-// configChanges is what a reload changed, by name: listeners by name,
+// ConfigChanges is what a reload changed, by name: listeners by name,
 // pools by name, backends as "pool/identity". Moving a key to another
 // line changes nothing; so does reordering backends.
-type configChanges struct {
+type ConfigChanges struct {
 	ListenersAdded   []string `json:"listeners_added,omitempty"`
 	ListenersRemoved []string `json:"listeners_removed,omitempty"`
 	ListenersChanged []string `json:"listeners_changed,omitempty"`
@@ -23,12 +23,12 @@ type configChanges struct {
 	BackendsChanged  []string `json:"backends_changed,omitempty"`
 }
 
-// none reports whether the reload changed nothing that serves.
-func (c configChanges) none() bool { return reflect.ValueOf(c).IsZero() }
+// None reports whether the reload changed nothing that serves.
+func (c ConfigChanges) None() bool { return reflect.ValueOf(c).IsZero() }
 
-// logAttr is the changes as a log group ("changes.backends_added=[...]"),
+// LogAttr is the changes as a log group ("changes.backends_added=[...]"),
 // only those that happened.
-func (c configChanges) logAttr() slog.Attr {
+func (c ConfigChanges) LogAttr() slog.Attr {
 	var args []any
 	add := func(key string, names []string) {
 		if len(names) > 0 {
@@ -47,10 +47,10 @@ func (c configChanges) logAttr() slog.Attr {
 	return slog.Group("changes", args...)
 }
 
-// diffConfigs compares the listeners, pools and backends of two
+// DiffConfigs compares the listeners, pools and backends of two
 // configurations.
-func diffConfigs(old, cfg *config.Config) configChanges {
-	var c configChanges
+func DiffConfigs(old, cfg *config.Config) ConfigChanges {
+	var c ConfigChanges
 	listener := func(l config.Listener) config.Listener { l.Line = 0; return l }
 	oldL := map[string]config.Listener{}
 	for _, l := range old.Listeners {

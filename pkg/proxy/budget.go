@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"syscall"
@@ -6,9 +6,9 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 )
 
-// fdBudget splits the process's file descriptors between client
+// FDBudget splits the process's file descriptors between client
 // connections and everything else.
-type fdBudget struct {
+type FDBudget struct {
 	Limit          int // RLIMIT_NOFILE (soft; Go raises it to the hard limit)
 	MaxPipes       int // splice pipes in existence at most (2 fds each)
 	Sessions       int // UDP sessions at most, over all UDP listeners (1 fd each); part of Reserved
@@ -26,16 +26,16 @@ const baseReserve = 64
 // relays copy instead.
 const maxPipes = 256
 
-// deriveBudget computes max_connections from the fd limit when the
+// DeriveBudget computes max_connections from the fd limit when the
 // configuration leaves it at 0. sockets is the number of listening sockets
 // (TCP and UDP), backends the number of backends (a health check and a
 // breaker probe each may hold an fd), adminConns the admin endpoint's
-// connection cap (see adminConns): scrapes and API calls then never take
+// connection cap (see AdminConns): scrapes and API calls then never take
 // fds relayed clients were promised. sessions is the sum of the UDP
-// listeners' max_sessions (see udpSessions): each session holds its
+// listeners' max_sessions (see UDPSessions): each session holds its
 // connected socket to the backend, so they are kept apart too.
-func deriveBudget(limit, configured, sockets, backends, adminConns, sessions int) fdBudget {
-	b := fdBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8)), Sessions: sessions}
+func DeriveBudget(limit, configured, sockets, backends, adminConns, sessions int) FDBudget {
+	b := FDBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8)), Sessions: sessions}
 	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes + adminConns + sessions
 	b.MaxConnections = configured
 	if configured == 0 {
@@ -44,14 +44,14 @@ func deriveBudget(limit, configured, sockets, backends, adminConns, sessions int
 	return b
 }
 
-// needed is how many fds the budget may hold at once.
-func (b fdBudget) needed() int { return b.Reserved + 2*b.MaxConnections }
+// Needed is how many fds the budget may hold at once.
+func (b FDBudget) Needed() int { return b.Reserved + 2*b.MaxConnections }
 
-// overLimit says, when the budget needs more fds than the limit allows, what
+// OverLimit says, when the budget needs more fds than the limit allows, what
 // to log at start (a warning: l4lb still runs, and what does not fit is
 // refused when it comes), else "".
-func (b fdBudget) overLimit() string {
-	if b.needed() <= b.Limit {
+func (b FDBudget) OverLimit() string {
+	if b.Needed() <= b.Limit {
 		return ""
 	}
 	if b.Sessions > 0 {
@@ -60,9 +60,9 @@ func (b fdBudget) overLimit() string {
 	return "max_connections needs more file descriptors than the limit allows; raise LimitNOFILE"
 }
 
-// udpSessions is how many UDP sessions cfg allows at once: the sum of its
+// UDPSessions is how many UDP sessions cfg allows at once: the sum of its
 // UDP listeners' max_sessions, one socket each.
-func udpSessions(cfg *config.Config) int {
+func UDPSessions(cfg *config.Config) int {
 	n := 0
 	for _, l := range cfg.Listeners {
 		if l.Protocol == config.ProtocolUDP {
@@ -72,18 +72,20 @@ func udpSessions(cfg *config.Config) int {
 	return n
 }
 
-// adminConns is how many fds the admin endpoint may hold at once: its
+// AdminConns is how many fds the admin endpoint may hold at once: its
 // connection cap, plus the one it holds for an instant to close a
 // connection past the cap (pkg/admin accepts and closes those); none when
 // the endpoint is off.
-func adminConns(a config.Admin) int {
+func AdminConns(a config.Admin) int {
 	if a.Listen == "" {
 		return 0
 	}
 	return a.MaxConnections + 1
 }
 
-func nofileLimit() int {
+// NofileLimit is the process's RLIMIT_NOFILE (soft), 1024 when it cannot
+// be read.
+func NofileLimit() int {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 1024

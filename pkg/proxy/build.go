@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
-// buildPools is everything run makes of a configuration before it opens a
+// BuildPools is everything run makes of a configuration before it opens a
 // socket, and everything check does: it checks cfg against this host
 // (config.CheckHost: a backend that is l4lb itself through an interface
 // address, broadcast addresses, the admin token file) and builds every
@@ -23,8 +23,8 @@ import (
 // each new pool carries its backends' state from the pool it replaces.
 // initialHealth, by pool, is an upgrade's health per backend identity
 // (pool.Deps.InitialHealth; nil otherwise).
-func buildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Pool, initialHealth map[string]map[string]bool) ([]*pool.Pool, error) {
-	host, err := thisHost()
+func BuildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Pool, initialHealth map[string]map[string]bool) ([]*pool.Pool, error) {
+	host, err := ThisHost()
 	if err != nil {
 		return nil, err
 	}
@@ -44,13 +44,13 @@ func buildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Po
 	return pools, nil
 }
 
-// frontends turns cfg's listeners into the server's frontends, in file
-// order, each with its built pool (pools by name, from buildPools): TCP ones
+// Frontends turns cfg's listeners into the server's frontends, in file
+// order, each with its built pool (pools by name, from BuildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
-func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*loop.Policy) []proxy.Frontend {
-	fronts := make([]proxy.Frontend, 0, len(cfg.Listeners))
+func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*loop.Policy) []Frontend {
+	fronts := make([]Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
-		f := proxy.Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
+		f := Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
 			Policy: pols[l.Name], Keepalive: clientKeepalive(l)}
 		switch l.Protocol {
 		case config.ProtocolUDP:
@@ -65,9 +65,9 @@ func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]
 	return fronts
 }
 
-// thisHost lists the addresses of this host's interfaces, which a wildcard
+// ThisHost lists the addresses of this host's interfaces, which a wildcard
 // bind accepts on.
-func thisHost() (config.Host, error) {
+func ThisHost() (config.Host, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return config.Host{}, fmt.Errorf("list this host's addresses: %w", err)
@@ -86,4 +86,42 @@ func thisHost() (config.Host, error) {
 		h.Addrs = append(h.Addrs, netip.PrefixFrom(ip.Unmap(), ones))
 	}
 	return h, nil
+}
+
+// Policies builds each listener's loop.Policy (loop.PolicyFor), keeping
+// the per-source Limiter of a listener whose limits a reload leaves as
+// they were (prev: the running policies by listener name).
+func Policies(cfg *config.Config, prev map[string]*loop.Policy) map[string]*loop.Policy {
+	out := make(map[string]*loop.Policy, len(cfg.Listeners))
+	for _, l := range cfg.Listeners {
+		if p := loop.PolicyFor(l, prev[l.Name]); p != nil {
+			out[l.Name] = p
+		}
+	}
+	return out
+}
+
+// clientKeepalive is a listener's client-side keepalive.
+func clientKeepalive(l config.Listener) sockopt.Keepalive {
+	return sockopt.Keepalive{Idle: l.Keepalive, Interval: l.KeepaliveInterval, Count: l.KeepaliveCount}
+}
+
+// HostAddrs returns a test for this host's own interface addresses, read
+// once at start: the data path checks connections between local addresses
+// for loops back into l4lb.
+func HostAddrs() func(netip.Addr) bool {
+	set := map[netip.Addr]struct{}{}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok {
+					set[ip.Unmap()] = struct{}{}
+				}
+			}
+		}
+	}
+	return func(a netip.Addr) bool {
+		_, ok := set[a.Unmap()]
+		return ok
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"encoding/json"
@@ -64,7 +64,7 @@ addr = "127.0.0.1:9004"
 [[pool.api.backend]]
 addr = "127.0.0.1:9101"
 `)
-	c := diffConfigs(old, cfg)
+	c := DiffConfigs(old, cfg)
 	for _, tc := range []struct {
 		what      string
 		got, want []string
@@ -83,13 +83,13 @@ addr = "127.0.0.1:9101"
 			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
-	if c := diffConfigs(old, old); !c.none() {
+	if c := DiffConfigs(old, old); !c.None() {
 		t.Fatalf("a configuration against itself: %+v, want no change", c)
 	}
 
 	// As the log line and the API's JSON say it.
 	var line strings.Builder
-	slog.New(slog.NewTextHandler(&line, nil)).Info("configuration reloaded", c.logAttr())
+	slog.New(slog.NewTextHandler(&line, nil)).Info("configuration reloaded", c.LogAttr())
 	for _, want := range []string{"changes.listeners_added=[api]", "changes.backends_changed=[web/127.0.0.1:9002]"} {
 		if !strings.Contains(line.String(), want) {
 			t.Errorf("log line %q lacks %s", line.String(), want)
@@ -98,7 +98,7 @@ addr = "127.0.0.1:9101"
 	if strings.Contains(line.String(), "pools_removed") {
 		t.Errorf("log line names a change that did not happen: %q", line.String())
 	}
-	doc, _ := json.Marshal(reloadResult{Changes: c})
+	doc, _ := json.Marshal(ReloadResult{Changes: c})
 	if !strings.Contains(string(doc), `"backends_removed":["web/127.0.0.1:9001"]`) {
 		t.Errorf("the API's JSON: %s", doc)
 	}
