@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
