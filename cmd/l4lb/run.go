@@ -79,8 +79,8 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		log.Warn("cannot notify systemd", "error", err)
 	}
 	// STATUS= and the watchdog, until the loops are gone (after the drain).
-	notifier := startSystemdNotifier(in.server, in.livePools, log)
-	defer notifier.stop()
+	notifier := sdnotify.StartNotifier(in, log)
+	defer notifier.Stop()
 	if ready != nil {
 		ready(in)
 	}
@@ -91,7 +91,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			continue
 		}
 		if sig == syscall.SIGUSR2 {
-			handed, stop := in.upgrade(up, sigs, notifier.stop)
+			handed, stop := in.upgrade(up, sigs, notifier.Stop)
 			if handed {
 				log.Info("handed over: draining open connections", "open", in.server.Active(),
 					"shutdown_timeout", in.shutdownTimeout().String())
@@ -105,7 +105,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			log.Info("shutting down: draining open connections", "signal", sig.String(),
 				"open", in.server.Active(), "shutdown_timeout", in.shutdownTimeout().String())
 			sdnotify.Stopping()
-			notifier.draining()
+			notifier.Draining()
 		}
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
