@@ -12,6 +12,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/memtrim"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/splice"
@@ -179,8 +180,8 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	}
 
 	in.runPools(in.pools)
-	trim := newMemoryTrimmer(log)
-	in.poolsDone.Go(func() { trim.run(bg) })
+	trim := memtrim.New(log)
+	in.poolsDone.Go(func() { trim.Run(bg) })
 	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
 		"max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)

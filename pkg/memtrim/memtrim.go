@@ -1,4 +1,6 @@
-package main
+// Package memtrim returns the free heap a crowd of connections left to the
+// OS sooner than the Go runtime's background scavenger does.
+package memtrim
 
 import (
 	"context"
@@ -23,21 +25,23 @@ const (
 	trimMinInterval = 30 * time.Second
 )
 
-// memoryTrimmer looks at the free heap the runtime has not returned to the
+// Trimmer looks at the free heap the runtime has not returned to the
 // OS, and when it is large (at least trimMinFree and a quarter of the heap
 // in use), returns it (debug.FreeOSMemory: a collection and a scavenge).
-type memoryTrimmer struct {
+type Trimmer struct {
 	read func() (free, inUse uint64) // injected by tests
 	free func()                      // debug.FreeOSMemory; injected by tests
 	log  *slog.Logger
 	last time.Time
 }
 
-func newMemoryTrimmer(log *slog.Logger) *memoryTrimmer {
-	return &memoryTrimmer{read: heapFreeAndInUse, free: debug.FreeOSMemory, log: log}
+// New is a trimmer that logs what it did to log (at debug level).
+func New(log *slog.Logger) *Trimmer {
+	return &Trimmer{read: heapFreeAndInUse, free: debug.FreeOSMemory, log: log}
 }
 
-func (m *memoryTrimmer) run(ctx context.Context) {
+// Run looks at the heap every trimPeriod until ctx is done.
+func (m *Trimmer) Run(ctx context.Context) {
 	t := time.NewTicker(trimPeriod)
 	defer t.Stop()
 	for {
@@ -51,7 +55,7 @@ func (m *memoryTrimmer) run(ctx context.Context) {
 }
 
 // tick is one look at the heap.
-func (m *memoryTrimmer) tick(now time.Time) {
+func (m *Trimmer) tick(now time.Time) {
 	free, inUse := m.read()
 	if free < trimMinFree || free < inUse/4 || (!m.last.IsZero() && now.Sub(m.last) < trimMinInterval) {
 		return

@@ -1,4 +1,4 @@
-package main
+package memtrim
 
 import (
 	"context"
@@ -18,13 +18,13 @@ func TestFreeHeapIsReturnedWithinAPeriod(t *testing.T) {
 		var mu sync.Mutex
 		free, inUse := uint64(512<<10), uint64(2<<20)
 		var frees atomic.Int32
-		m := newMemoryTrimmer(slog.New(slog.DiscardHandler))
+		m := New(slog.New(slog.DiscardHandler))
 		m.read = func() (uint64, uint64) { mu.Lock(); defer mu.Unlock(); return free, inUse }
 		m.free = func() { frees.Add(1); mu.Lock(); free = 0; mu.Unlock() }
 		set := func(f, u uint64) { mu.Lock(); free, inUse = f, u; mu.Unlock() }
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { m.run(ctx); close(done) }()
+		go func() { m.Run(ctx); close(done) }()
 		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
 
 		wait(2 * trimPeriod)
