@@ -83,11 +83,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		loops = defaultEventLoops()
 	}
 	reserveProcs(loops, log)
-	backends := 0
-	for _, p := range cfg.Pools {
-		backends += len(p.Backends)
-	}
-	in.budget = proxy.DeriveBudget(proxy.NofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, proxy.AdminConns(cfg.Admin), proxy.UDPSessions(cfg))
+	in.budget = proxy.BudgetFor(cfg, loops, cfg.Admin)
 	if msg := in.budget.OverLimit(); msg != "" {
 		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,
 			"fds_needed", in.budget.Needed(), "fd_limit", in.budget.Limit)
@@ -137,7 +133,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 
 	in.policies = proxy.Policies(cfg, nil)
 	fronts := proxy.Frontends(cfg, byName, in.policies)
-	inheritedFrontends(inh, fronts, log)
+	inh.Frontends(fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
 		IsLocal: proxy.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
@@ -147,7 +143,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		Own: inh.Sockets.Own(),
 	})
 	if err != nil {
-		closeUntaken(fronts)
+		handoff.CloseUntaken(fronts)
 		return in, err
 	}
 	if err = in.startAccessLog(cfg.Log, loops); err != nil {

@@ -136,11 +136,7 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	for _, p := range pools {
 		byName[p.Name] = p
 	}
-	backends := 0
-	for _, p := range cfg.Pools {
-		backends += len(p.Backends)
-	}
-	budget := proxy.DeriveBudget(proxy.NofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, proxy.AdminConns(running.Admin), proxy.UDPSessions(cfg))
+	budget := proxy.BudgetFor(cfg, in.loops, running.Admin)
 	pols := proxy.Policies(cfg, in.policies)
 	st, err := in.server.Reload(proxy.Frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {

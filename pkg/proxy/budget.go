@@ -95,3 +95,14 @@ func NofileLimit() int {
 	}
 	return int(rl.Cur)
 }
+
+// BudgetFor is the budget of cfg's listeners, pools and max_connections
+// served by loops event loops beside the admin endpoint admin (the
+// running one: a reload keeps it), at this process's fd limit.
+func BudgetFor(cfg *config.Config, loops int, admin config.Admin) FDBudget {
+	backends := 0
+	for _, p := range cfg.Pools {
+		backends += len(p.Backends)
+	}
+	return DeriveBudget(NofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, AdminConns(admin), UDPSessions(cfg))
+}

@@ -1,4 +1,4 @@
-package main
+package handoff
 
 import (
 	"log/slog"
@@ -6,15 +6,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/proxy"
 )
 
-// inheritedFrontends gives each listener the inherited sockets bound to its
+// Frontends gives each listener the inherited sockets bound to its
 // address (protocol and bind), so proxy.New serves them instead of
 // binding. The slices are the ones the frontends hold: proxy.New marks
-// the fds it took with -1, and closeUntaken closes the rest.
-func inheritedFrontends(in *handoff.Inheritance, fronts []proxy.Frontend, log *slog.Logger) {
+// the fds it took with -1, and CloseUntaken closes the rest.
+func (in *Inheritance) Frontends(fronts []proxy.Frontend, log *slog.Logger) {
 	for i := range fronts {
 		proto := fronts[i].Protocol
 		if proto == "" {
@@ -30,9 +29,9 @@ func inheritedFrontends(in *handoff.Inheritance, fronts []proxy.Frontend, log *s
 	}
 }
 
-// closeUntaken closes the inherited sockets of fronts that proxy.New did
+// CloseUntaken closes the inherited sockets of fronts that proxy.New did
 // not take over (it failed).
-func closeUntaken(fronts []proxy.Frontend) {
+func CloseUntaken(fronts []proxy.Frontend) {
 	for _, f := range fronts {
 		for i, fd := range f.FDs {
 			if fd >= 0 {
