@@ -20,6 +20,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/listener"
 )
 
@@ -160,7 +161,8 @@ func TestUpgradeMovesAListenerBetweenAnAddressAndTheWildcard(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
-			inh := &inheritance{from: "upgrade", sockets: set, ready: -1}
+			inh := handoff.None()
+			inh.From, inh.Sockets = "upgrade", set
 			cfg, err = config.Parse("l4lb.toml", []byte(moveConfig(wildcard.String(), tb.Addr, ub.Addr)))
 			if err != nil {
 				t.Fatal(err)

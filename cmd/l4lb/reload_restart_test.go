@@ -5,10 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/config"
 )
 
 // A key a reload does not apply keeps its running value until an upgrade

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -207,4 +206,3 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 		})
 	}
 }
-

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
@@ -43,24 +44,19 @@ func systemdSocket(t *testing.T, typ int) (*os.File, string) {
 	return f, netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
 }
 
-// startActivated starts the test binary as l4lb the way systemd starts a
+// startActivated starts l4lb the way systemd starts a
 // socket-activated service: the sockets from fd 3 on, LISTEN_FDS their
 // number, LISTEN_PID the service's own pid (listenPID "self"; anything else
 // is taken literally).
 func startActivated(t *testing.T, files []*os.File, listenPID string, args ...string) *proc {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	pidExpr := "$$" // the shell's pid, which exec keeps
 	if listenPID != "self" {
 		pidExpr = listenPID
 	}
 	script := fmt.Sprintf(`LISTEN_PID=%s LISTEN_FDS=%d exec "$0" "$@"`, pidExpr, len(files))
 	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command("/bin/sh", append([]string{"-c", script, self}, args...)...)
-	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	p.cmd = exec.Command("/bin/sh", append([]string{"-c", script, l4lbBin}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.ExtraFiles = files
 	if err := p.cmd.Start(); err != nil {
@@ -146,7 +142,7 @@ addr = %q
 	// The admin endpoint answers on the passed socket; the clients above
 	// closed, and l4lb ends their relays when it sees that.
 	testnet.Eventually(t, "the admin endpoint on the passed socket to count no open connection", func() bool {
-		return metric(t, adminAddr, "l4lb_client_connections_open") == 0
+		return e2eutil.Metric(t, adminAddr, "l4lb_client_connections_open") == 0
 	})
 	log := p.stderr.String()
 	for _, want := range []string{

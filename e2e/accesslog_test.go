@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
@@ -88,7 +89,7 @@ func TestAccessLogToAFile(t *testing.T) {
 			t.Errorf("access line %s = %v, want %v (%v)", k, line[k], v, line)
 		}
 	}
-	if v := metric(t, adminAddr, `l4lb_client_connections_closed_total{listener="front",reason="completed"}`); v < 1 {
+	if v := e2eutil.Metric(t, adminAddr, `l4lb_client_connections_closed_total{listener="front",reason="completed"}`); v < 1 {
 		t.Errorf("closed_total completed = %v, want at least 1", v)
 	}
 	resp, err := http.Get("http://" + adminAddr + "/metrics")
@@ -115,7 +116,7 @@ func TestAccessLogUnwritableFailsStart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "missing", "access.log")
 	path, _, _ := accessConfig(t, "127.0.0.1:9", file)
 	var out, errb bytes.Buffer
-	if code := run([]string{"-config", path}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "log.access_file") {
+	if code := runL4LB(t, []string{"-config", path}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "log.access_file") {
 		t.Fatalf("exit %d, stderr %q: want 1 and an error naming log.access_file", code, errb.String())
 	}
 }

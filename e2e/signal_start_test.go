@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/handoff"
 )
 
 // startConfigText is a one-pool configuration; with extra set, a second
@@ -68,7 +69,6 @@ func startLogged(t *testing.T, bin string, args ...string) *loggedProc {
 	}
 	defer out.Close() // the process has its own
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -116,10 +116,7 @@ func (p *loggedProc) exited() bool {
 // SIGUSR2 upgrades, SIGTERM drains and exits 0.
 func TestSignalDuringStartActsOnceServing(t *testing.T) {
 	testnet.CheckLeaks(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := l4lbBin
 	be := testnet.StartBackend(t, "b", "")
 	for _, tc := range []struct {
 		name   string
@@ -145,7 +142,7 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 			var next int
 			testnet.Eventually(t, "the pid file to name the upgrade's new process", func() bool {
 				exited := p.exited() // before the file: an old one exits once it handed over
-				if next, _ = readPIDFile(pidfile); next > 0 && next != p.cmd.Process.Pid {
+				if next, _ = handoff.ReadPIDFile(pidfile); next > 0 && next != p.cmd.Process.Pid {
 					return true
 				}
 				if exited {
@@ -200,6 +197,7 @@ func TestSignalDuringStartActsOnceServing(t *testing.T) {
 				if p.exited() {
 					t.Fatalf("l4lb exited before reading its file: %v", p.cmd.ProcessState)
 				}
+				var err error
 				w, err = unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 				return err == nil
 			})

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +26,7 @@ import (
 // where the README says, and its system call filter and address families
 // allow every call l4lb makes while serving TCP, UDP and the admin API.
 
-const unitPath = "../../dist/l4lb.service"
+const unitPath = "../dist/l4lb.service"
 
 // unitExecStart is the binary the unit runs; the tests point a copy of the
 // unit at a binary they build, since this path does not exist on a build
@@ -45,17 +44,16 @@ func needTool(t *testing.T, name, pkg string) string {
 	return testnet.NeedTool(t, name, pkg)
 }
 
-// buildL4LB builds cmd/l4lb as it ships (no race detector, no test code)
-// into a directory of the test's own.
+// buildL4LB is cmd/l4lb as it ships (no race detector, no test code):
+// the binary TestMain built, or without it when that one has the race
+// detector.
 func buildL4LB(t *testing.T) string {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = needTool(t, "go", "golang-go")
+	if !raceEnabled {
+		return l4lbBin
 	}
 	bin := filepath.Join(t.TempDir(), "l4lb")
-	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
+	if out, err := goBuild(bin); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

@@ -1,42 +1,17 @@
-package main
+package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/handoff"
 )
-
-// postReload asks l4lb's admin endpoint for a reload: the status and the
-// JSON body's error.
-func postReload(t *testing.T, adminAddr string) (int, string) {
-	t.Helper()
-	return postJSONError(t, "http://"+adminAddr+"/api/v1/reload")
-}
-
-// postJSONError POSTs to url of the admin API: the status and the JSON
-// body's error.
-func postJSONError(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Error string `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatalf("%s answer: %v", url, err)
-	}
-	return resp.StatusCode, body.Error
-}
 
 // waitPIDFile waits until pidfile names p, failing if p exits first.
 func waitPIDFile(t *testing.T, p *loggedProc, pidfile string) {
@@ -45,7 +20,7 @@ func waitPIDFile(t *testing.T, p *loggedProc, pidfile string) {
 		if p.exited() {
 			t.Fatalf("l4lb exited: %v", p.cmd.ProcessState)
 		}
-		pid, err := readPIDFile(pidfile)
+		pid, err := handoff.ReadPIDFile(pidfile)
 		return err == nil && pid == p.cmd.Process.Pid
 	})
 }
@@ -62,7 +37,7 @@ func upgradeToScript(t *testing.T, p *loggedProc, bin, dir, then string) int {
 	var next int
 	testnet.Eventually(t, "the upgrade's new process", func() bool {
 		var err error
-		next, err = readPIDFile(nextPID)
+		next, err = handoff.ReadPIDFile(nextPID)
 		return err == nil
 	})
 	t.Cleanup(func() {
@@ -81,18 +56,15 @@ func upgradeToScript(t *testing.T, p *loggedProc, bin, dir, then string) int {
 func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
 	testnet.CheckLeaks(t)
 	dir := t.TempDir()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := l4lbBin
 	bin := filepath.Join(dir, "l4lb")
 	install(t, exe, bin)
 	be := testnet.StartBackend(t, "b", "")
-	path, listen, adminAddr := writeConfig(t, dir, []string{be.Addr}, "")
+	path, listen, adminAddr := e2eutil.WriteConfig(t, dir, []string{be.Addr}, "")
 	pidfile := filepath.Join(dir, "l4lb.pid")
 	p := startLogged(t, bin, "-config", path, "-pidfile", pidfile, "-upgrade-timeout", "10m")
 	waitPIDFile(t, p, pidfile)
-	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
+	if code, msg := e2eutil.PostReload(t, adminAddr); code != http.StatusOK {
 		t.Fatalf("reload before the upgrade: %d %q, want 200", code, msg)
 	}
 
@@ -100,7 +72,7 @@ func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
 	// the upgrade stays under way until the test ends it.
 	next := upgradeToScript(t, p, bin, dir, "exec sleep 600")
 
-	code, msg := postReload(t, adminAddr)
+	code, msg := e2eutil.PostReload(t, adminAddr)
 	if code != http.StatusConflict || !strings.Contains(msg, "upgrade is under way") {
 		t.Fatalf("reload during the upgrade: %d %q, want 409 saying an upgrade is under way", code, msg)
 	}
@@ -112,7 +84,7 @@ func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
 	if n := strings.Count(p.logText(), "reload refused"); n != 1 {
 		t.Fatalf("%d refused reloads logged, want 1", n)
 	}
-	if ok, failed := metric(t, adminAddr, `l4lb_config_reloads_total{result="ok"}`), metric(t, adminAddr, `l4lb_config_reloads_total{result="failed"}`); ok != 1 || failed != 0 {
+	if ok, failed := e2eutil.Metric(t, adminAddr, `l4lb_config_reloads_total{result="ok"}`), e2eutil.Metric(t, adminAddr, `l4lb_config_reloads_total{result="failed"}`); ok != 1 || failed != 0 {
 		t.Fatalf("reloads counted ok %v, failed %v; want the one before the upgrade only", ok, failed)
 	}
 
@@ -124,7 +96,7 @@ func TestAPIReloadRefusedDuringUpgrade(t *testing.T) {
 		return strings.Contains(p.logText(), "upgrade failed: the new process exited before it was ready")
 	})
 	testnet.Eventually(t, "the API to reload again", func() bool {
-		code, _ := postReload(t, adminAddr)
+		code, _ := e2eutil.PostReload(t, adminAddr)
 		return code == http.StatusOK
 	})
 	if tag, err := testnet.Hello(listen, ""); err != nil || tag != "b" {

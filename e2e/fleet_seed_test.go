@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -178,7 +178,7 @@ func TestFleetSeedChild(t *testing.T) {
 
 	// B runs as nobody: a copy of this binary any user may run, its
 	// configuration beside it.
-	bin, dir := testnet.ExecutableCopy(t)
+	bin, dir := testnet.CopyExecutable(t, l4lbBin)
 	// One backend, no retries: every dial of A's clients is one breaker
 	// dial. A minute's cooldown: no probe runs during the test (B's would
 	// hang on its SYNs and hold the fleet's probe lock); A closes by its

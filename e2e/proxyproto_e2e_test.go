@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -82,7 +82,7 @@ func TestProxyProtocolToRealBackends(t *testing.T) {
 
 	type family struct{ name, host, other string }
 	families := []family{{"ipv4", "127.0.0.1", "::1"}}
-	if hasIPv6() {
+	if testnet.HasIPv6() {
 		families = append(families, family{"ipv6", "::1", "127.0.0.1"})
 	}
 	hp := func(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -17,25 +17,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
-// nofileEnv makes an l4lb child started by a test lower its own fd limit
-// (soft and hard) before anything opens, as LimitNOFILE= does under
-// systemd. It runs in init, before TestMain turns the child into l4lb.
-const nofileEnv = "L4LB_TEST_NOFILE"
-
-func init() {
-	if v := os.Getenv(nofileEnv); v != "" && os.Getenv(asMainEnv) != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err == nil {
-			err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s=%s: %v\n", nofileEnv, v, err)
-			os.Exit(3)
-		}
+// withNofile is an executable that runs l4lb with its fd limit (soft and
+// hard) lowered to n before anything opens, as LimitNOFILE= does under
+// systemd: a shell that sets it and execs l4lb, whose pid it keeps.
+func withNofile(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l4lb-nofile")
+	script := fmt.Sprintf("#!/bin/sh\nulimit -n %d || exit 3\nexec %s \"$@\"\n", n, l4lbBin)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	return path
 }
 
 // adminConfig writes a one-listener config in front of backend with admin
@@ -94,7 +90,7 @@ func TestAdminTokenFile(t *testing.T) {
 	if code := post(t, url, "Bearer s3cret"); code != http.StatusOK {
 		t.Fatalf("POST with the token: %d, want 200", code)
 	}
-	if v := metric(t, adminAddr, `l4lb_backend_disabled{backend="`+b.Addr+`",pool="p"}`); v != 1 {
+	if v := e2eutil.Metric(t, adminAddr, `l4lb_backend_disabled{backend="`+b.Addr+`",pool="p"}`); v != 1 {
 		t.Fatalf("backend_disabled %v after the authenticated disable", v)
 	}
 }
@@ -110,7 +106,7 @@ func TestAdminBadTokenFileFailsStart(t *testing.T) {
 			}
 			path, _, _ := adminConfig(t, "127.0.0.1:9", fmt.Sprintf("token_file = %q", tokenFile))
 			var out, errb bytes.Buffer
-			if code := run([]string{"-config", path}, &out, &errb); code != 1 || !strings.Contains(errb.String(), tokenFile) {
+			if code := runL4LB(t, []string{"-config", path}, &out, &errb); code != 1 || !strings.Contains(errb.String(), tokenFile) {
 				t.Fatalf("exit %d, stderr %q: want 1 and an error naming %s", code, errb.String(), tokenFile)
 			}
 		})
@@ -125,8 +121,7 @@ func TestAdminConnectionsLeaveTheDataPathItsFds(t *testing.T) {
 	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
 	path, listen, adminAddr := adminConfig(t, b.Addr, "")
-	t.Setenv(nofileEnv, "256")
-	p := startL4LB(t, "", nil, "-config", path)
+	p := startL4LB(t, withNofile(t, 256), nil, "-config", path)
 	waitServing(t, p, listen)
 	// The data listeners listen from the moment they are bound, before
 	// the admin endpoint starts.

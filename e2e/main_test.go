@@ -1,37 +1,73 @@
-package main
+package e2e
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
-// The test binary doubles as the l4lb binary: with this variable set it
-// runs main instead of the tests, so end-to-end tests start real l4lb
-// processes without a separate build.
-const asMainEnv = "L4LB_TEST_AS_MAIN"
+// l4lbBin is the l4lb binary these tests run: built once by TestMain from
+// ../cmd/l4lb, with the race detector when the tests have it.
+var l4lbBin string
+
+const binEnv = "L4LB_E2E_BINARY"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) != "" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// A test that runs this binary again (in a network namespace, say)
+	// gives it the l4lb it built.
+	if l4lbBin = os.Getenv(binEnv); l4lbBin != "" {
+		os.Exit(m.Run())
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "l4lb-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Readable by every user: some tests run l4lb as nobody.
+	os.Chmod(dir, 0o755)
+	l4lbBin = filepath.Join(dir, "l4lb")
+	var flags []string
+	if raceEnabled {
+		flags = append(flags, "-race")
+	}
+	if out, err := goBuild(l4lbBin, flags...); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ../cmd/l4lb: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	os.Setenv(binEnv, l4lbBin)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goBuild builds ../cmd/l4lb to out, with flags.
+func goBuild(out string, flags ...string) ([]byte, error) {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			return nil, err
+		}
+	}
+	args := append(append([]string{"build", "-o", out}, flags...), "../cmd/l4lb")
+	return exec.Command(gobin, args...).CombinedOutput()
 }
 
 // proc is an l4lb process started by a test.
@@ -59,18 +95,32 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// startL4LB starts l4lb (bin; "": the binary TestMain built) with args,
+// as startProc does.
 func startL4LB(t *testing.T, bin string, attr *syscall.SysProcAttr, args ...string) *proc {
 	t.Helper()
 	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
-			t.Fatal(err)
-		}
+		bin = l4lbBin
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), asMainEnv+"=1")
 	cmd.SysProcAttr = attr
 	return startProc(t, "l4lb", cmd, nil)
+}
+
+// runL4LB runs l4lb with args to its end (a command, or a start that
+// fails) and returns its exit code.
+func runL4LB(t *testing.T, args []string, stdout, stderr io.Writer) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, l4lbBin, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("l4lb %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // startProc starts cmd (l4lb, nginx, haproxy) with its output captured,
@@ -118,27 +168,6 @@ func (p *proc) wait(t *testing.T) int {
 	}
 }
 
-// writeConfig writes a one-listener config in front of backends and
-// returns its path, the listener address and the admin address.
-func writeConfig(t *testing.T, dir string, backends []string, extra string) (path, listen, adminAddr string) {
-	t.Helper()
-	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n[admin]\nlisten = %q\n[log]\nlevel = \"debug\"\n", extra, adminAddr)
-	fmt.Fprintf(&b, "[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n[pool.p]\nalgorithm = \"round-robin\"\n", listen)
-	for _, a := range backends {
-		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = %q\n", a)
-	}
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	path = filepath.Join(dir, "l4lb.toml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path, listen, adminAddr
-}
-
 func waitServing(t *testing.T, p *proc, addr string) {
 	t.Helper()
 	waitAccepting(t, "l4lb", p, addr)
@@ -172,76 +201,12 @@ func waitAccepting(t *testing.T, name string, p *proc, addr string) {
 	})
 }
 
-func metric(t *testing.T, adminAddr, series string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + adminAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("no series %s in /metrics", series)
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
-}
-
-func TestVersionAndUsage(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "l4lb ") {
-		t.Fatalf("version: code %d, %q", code, out.String())
-	}
-	if code := run([]string{"bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "bogus"`) {
-		t.Fatalf("unknown command: code %d, %q", code, errb.String())
-	}
-	errb.Reset()
-	if code := run([]string{}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-config FILE is required") {
-		t.Fatalf("no config: code %d, %q", code, errb.String())
-	}
-}
-
-func TestCheck(t *testing.T) {
-	dir := t.TempDir()
-	good, _, _ := writeConfig(t, dir, []string{"127.0.0.1:9"}, "")
-	var out, errb bytes.Buffer
-	if code := run([]string{"check", "-config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), ": ok") {
-		t.Fatalf("check of a good file: code %d, out %q, err %q", code, out.String(), errb.String())
-	}
-	if code := run([]string{"check", "-config", "../../config.toml"}, &out, &errb); code != 0 {
-		t.Fatalf("the shipped config.toml fails check: %s", errb.String())
-	}
-
-	bad := filepath.Join(dir, "bad.toml")
-	os.WriteFile(bad, []byte(`[global]
-shutdown_timeout = "soon"
-[[listener]]
-name = "a"
-bind = "127.0.0.1:8080"
-pool = "missing"
-colour = "blue"
-`), 0o644)
-	out.Reset()
-	errb.Reset()
-	code := run([]string{"check", "-config", bad}, &out, &errb)
-	msg := errb.String()
-	if code != 1 {
-		t.Fatalf("check of a bad file: exit %d, want 1", code)
-	}
-	for _, want := range []string{"bad.toml:2: global.shutdown_timeout", "bad.toml:6:", "missing", "bad.toml:7:", "colour"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("check output lacks %q:\n%s", want, msg)
-		}
-	}
-}
-
 // servingOneClient starts l4lb (with extra config) in front of a tagged
 // echo backend and opens one relayed connection, greeting read.
 func servingOneClient(t *testing.T, extra string) (*proc, string, net.Conn, *bufio.Reader) {
 	t.Helper()
 	b := testnet.StartBackend(t, "b", "")
-	path, listen, _ := writeConfig(t, "", []string{b.Addr}, extra)
+	path, listen, _ := e2eutil.WriteConfig(t, "", []string{b.Addr}, extra)
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
 	c, err := net.Dial("tcp", listen)
@@ -300,7 +265,7 @@ func TestShutdownTimeoutClosesTheRest(t *testing.T) {
 func TestSIGHUPReloadsTheConfiguration(t *testing.T) {
 	b := testnet.StartBackend(t, "b", "")
 	c := testnet.StartBackend(t, "c", "")
-	path, listen, _ := writeConfig(t, "", []string{b.Addr}, "")
+	path, listen, _ := e2eutil.WriteConfig(t, "", []string{b.Addr}, "")
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
 	text, err := os.ReadFile(path)
@@ -352,11 +317,11 @@ func TestRunsUnprivilegedAndSplices(t *testing.T) {
 	dir := t.TempDir()
 	if os.Getuid() == 0 {
 		// Production runs l4lb as an unprivileged user: so does this test.
-		bin, dir = testnet.ExecutableCopy(t)
+		bin, dir = testnet.CopyExecutable(t, l4lbBin)
 		attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
 	b := testnet.StartBackend(t, "b", "")
-	path, listen, adminAddr := writeConfig(t, dir, []string{b.Addr}, "")
+	path, listen, adminAddr := e2eutil.WriteConfig(t, dir, []string{b.Addr}, "")
 	p := startL4LB(t, bin, attr, "-config", path)
 	waitServing(t, p, listen)
 
@@ -376,10 +341,10 @@ func TestRunsUnprivilegedAndSplices(t *testing.T) {
 		t.Fatalf("echo through l4lb: %d bytes (%v), want %d", len(got), err, size+2)
 	}
 	testnet.Eventually(t, "relay accounted", func() bool {
-		return metric(t, adminAddr, `l4lb_relay_bytes_total{path="splice"}`)+
-			metric(t, adminAddr, `l4lb_relay_bytes_total{path="copy"}`) >= 2*size+2
+		return e2eutil.Metric(t, adminAddr, `l4lb_relay_bytes_total{path="splice"}`)+
+			e2eutil.Metric(t, adminAddr, `l4lb_relay_bytes_total{path="copy"}`) >= 2*size+2
 	})
-	if sp := metric(t, adminAddr, `l4lb_relay_bytes_total{path="splice"}`); sp < 2*size*3/4 {
+	if sp := e2eutil.Metric(t, adminAddr, `l4lb_relay_bytes_total{path="splice"}`); sp < 2*size*3/4 {
 		t.Fatalf("%v of %d bytes spliced, want the stream spliced", sp, 2*size)
 	}
 	if os.Getuid() == 0 {
@@ -409,7 +374,7 @@ func TestDemoOnTheShippedConfig(t *testing.T) {
 			pc.Close()
 		}
 	}
-	p := startL4LB(t, "", nil, "demo", "-config", "../../config.toml")
+	p := startL4LB(t, "", nil, "demo", "-config", "../config.toml")
 	testnet.Eventually(t, "the demo to show its requests", func() bool {
 		return strings.Contains(p.stdout.String(), "Ctrl-C stops the demo")
 	})
@@ -449,9 +414,9 @@ func TestDemoOnTheShippedConfig(t *testing.T) {
 		t.Fatalf("datagram through 127.0.0.1:8081: %q, %v; want it echoed by a UDP backend", reply, err)
 	}
 	testnet.Eventually(t, "the UDP pool's send-expect checks to pass", func() bool {
-		return metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="success"}`) >= 1
+		return e2eutil.Metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="success"}`) >= 1
 	})
-	if f := metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="failure"}`); f != 0 {
+	if f := e2eutil.Metric(t, "127.0.0.1:9090", `l4lb_backend_dials_total{backend="127.0.0.1:9101",kind="health",pool="udp-echo",result="failure"}`); f != 0 {
 		t.Fatalf("%v failed health checks of a demo UDP backend", f)
 	}
 	p.signal(t, syscall.SIGINT)

@@ -1,16 +1,16 @@
-package main
+package e2e
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 )
 
 // The upgrade's window, with the real binary: from the moment the old
@@ -25,17 +25,14 @@ import (
 func TestUpgradeWindowRefusesActionsAndCarriesTrips(t *testing.T) {
 	testnet.CheckLeaks(t)
 	dir := t.TempDir()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := l4lbBin
 	bin, real := filepath.Join(dir, "l4lb"), filepath.Join(dir, "l4lb-real")
 	install(t, exe, bin)
 	install(t, exe, real)
 
 	a := testnet.StartBackend(t, "a", "")
 	d := testnet.StartBackend(t, "d", "")
-	path, listen, adminAddr := writeConfig(t, dir, nil, "")
+	path, listen, adminAddr := e2eutil.WriteConfig(t, dir, nil, "")
 	cfg, _ := os.ReadFile(path)
 	cfg = fmt.Appendf(cfg, `retries = 1
 [pool.p.health]
@@ -87,7 +84,7 @@ addr = %q
 		t.Fatal(err)
 	}
 	testnet.Eventually(t, "the new process to serve", func() bool {
-		pid, err := readPIDFile(pidfile)
+		pid, err := handoff.ReadPIDFile(pidfile)
 		return err == nil && pid == next
 	})
 	testnet.Eventually(t, "the old process to exit", func() bool { return p.exited() })
@@ -117,41 +114,5 @@ addr = %q
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("disable on the new process: %d, want 200", resp.StatusCode)
-	}
-}
-
-// An upgrade's new process shares the admin socket with the old one from
-// the moment it listens, before it serves: until then it refuses actions
-// and reloads (409), which the old process, still the one that serves,
-// would not see; once serving it takes them.
-func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
-	testnet.CheckLeaks(t)
-	be := testnet.StartBackend(t, "b", "")
-	path, _, adminAddr := writeConfig(t, "", []string{be.Addr}, "")
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inh := noInheritance()
-	inh.from, inh.parent = "upgrade", 4242
-	in, err := startInherited(cfg, slog.New(slog.DiscardHandler), inh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.useFile(path)
-	defer in.stop()
-	disable := "http://" + adminAddr + "/api/v1/pools/p/backends/" + be.Addr + "/disable"
-	if code, msg := postJSONError(t, disable); code != http.StatusConflict || !strings.Contains(msg, "taking over from pid 4242") {
-		t.Fatalf("disable before serving: %d %q, want 409 saying why", code, msg)
-	}
-	if code, msg := postReload(t, adminAddr); code != http.StatusConflict || !strings.Contains(msg, "taking over from pid 4242") {
-		t.Fatalf("reload before serving: %d %q, want 409 saying why", code, msg)
-	}
-	in.serving()
-	if code, msg := postJSONError(t, disable); code != http.StatusOK {
-		t.Fatalf("disable once serving: %d %q, want 200", code, msg)
-	}
-	if code, msg := postReload(t, adminAddr); code != http.StatusOK {
-		t.Fatalf("reload once serving: %d %q, want 200", code, msg)
 	}
 }
