@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -31,7 +30,7 @@ type instance struct {
 	feed   *handoff.Follower  // an upgrade's old process's breaker changes; nil: none
 	// takeOver, while an upgrade's new process is not yet the one that
 	// serves, lets operators' actions and API reloads through again
-	// (serving); nil otherwise.
+	// (serving).
 	takeOver func()
 
 	// What a reload replaces (reload.go), under mu.
@@ -150,15 +149,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		return in, err
 	}
 
-	if inh.From == "upgrade" {
-		// The admin socket is the old process's too, so requests reach
-		// this one from the moment it listens: an action or a reload
-		// taken before the old process hands over would be lost if the
-		// upgrade then fails.
-		why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", inh.Parent)
-		allowActions, allowReloads := in.config.RefuseActions(why), in.config.RefuseReloads(why)
-		in.takeOver = func() { allowActions(); allowReloads() }
-	}
+	in.takeOver = inh.RefuseUntilServing(in.config)
 	if cfg.Admin.Listen != "" {
 		src := admin.Sources{Live: in.livePools, Config: in.config, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}

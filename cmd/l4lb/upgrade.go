@@ -112,19 +112,7 @@ func (o *upgradeOptions) take(log *slog.Logger) (*handoff.Upgrader, *handoff.Inh
 // commit runs once the new process serves.
 func (in *instance) upgrade(up *handoff.Upgrader, sigs <-chan os.Signal, commit func()) (ok bool, stop os.Signal) {
 	ok, stop = up.Attempt(handoff.Window{
-		Open: func() func() {
-			// No reload while the new process starts: it reads the file
-			// itself, and a reload would change what this one hands
-			// over. SIGHUP is ignored meanwhile; the API refuses, once a
-			// reload it runs is done. A process that handed over never
-			// reloads again.
-			allowReloads := in.config.RefuseReloads("a binary upgrade is under way; the new process reads the configuration file itself (reload again if the upgrade fails)")
-			// Nor an operator's action: the new process starts from the
-			// state taken at the start, so a disable made after it would
-			// be undone there.
-			allowActions := in.config.RefuseActions("a binary upgrade is under way; the new process takes over this one's state (act on the new process once it serves, or again here if the upgrade fails)")
-			return func() { allowActions(); allowReloads() }
-		},
+		Refuse: in.config,
 		Offer:  in.offer,
 		Commit: commit,
 	}, sigs)

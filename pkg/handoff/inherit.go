@@ -188,6 +188,22 @@ func (in *Inheritance) InitialHealth(cfg *config.Config) map[string]map[string]b
 	return in.State.InitialHealth(cfg)
 }
 
+// RefuseUntilServing refuses, on an upgrade's new process, operators'
+// actions and reloads until the returned serving is called, once this
+// process serves (TellReady told the old one). The admin socket is the
+// old process's too, so requests reach this one from the moment it
+// listens: an action or a reload taken before the old process hands over
+// would be lost if the upgrade then fails. Without an upgrade it refuses
+// nothing.
+func (in *Inheritance) RefuseUntilServing(r Refuser) (serving func()) {
+	if in.From != "upgrade" {
+		return func() {}
+	}
+	why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", in.Parent)
+	allowActions, allowReloads := r.RefuseActions(why), r.RefuseReloads(why)
+	return func() { allowActions(); allowReloads() }
+}
+
 // TellReady tells the old process this one serves: it then stops
 // accepting and drains. Nothing to do without an upgrade.
 func (in *Inheritance) TellReady(log *slog.Logger) {

@@ -89,3 +89,41 @@ func TestUpgradeInheritanceFallsBackToAFreshStart(t *testing.T) {
 		t.Errorf("log: %s", logs.String())
 	}
 }
+
+// refusals records what a Refuser was asked, and what is still refused.
+type refusals struct{ refused map[string]string }
+
+func (r *refusals) RefuseReloads(why string) func() { return r.refuse("reloads", why) }
+func (r *refusals) RefuseActions(why string) func() { return r.refuse("actions", why) }
+
+func (r *refusals) refuse(what, why string) func() {
+	r.refused[what] = why
+	return func() { delete(r.refused, what) }
+}
+
+// An upgrade's new process refuses reloads and actions, naming the old
+// process, until it serves; a process that inherited nothing, or
+// systemd's sockets, refuses nothing.
+func TestNewProcessRefusesUntilItServes(t *testing.T) {
+	r := &refusals{refused: map[string]string{}}
+	inh := None()
+	inh.From, inh.Parent = "upgrade", 4242
+	serving := inh.RefuseUntilServing(r)
+	for _, what := range []string{"reloads", "actions"} {
+		if !strings.Contains(r.refused[what], "taking over from pid 4242") {
+			t.Errorf("%s refused as %q, want it to name the old process", what, r.refused[what])
+		}
+	}
+	serving()
+	if len(r.refused) != 0 {
+		t.Fatalf("still refused once serving: %v", r.refused)
+	}
+	for _, from := range []string{"", "systemd"} {
+		inh := None()
+		inh.From = from
+		inh.RefuseUntilServing(r)()
+		if len(r.refused) != 0 {
+			t.Fatalf("inherited from %q, refused %v", from, r.refused)
+		}
+	}
+}

@@ -104,13 +104,23 @@ type Offer struct {
 	Pools func() []*pool.Pool
 }
 
+// Refuser refuses reloads and operators' actions, saying why, until the
+// returned allow is called (admin.ConfigState).
+type Refuser interface {
+	RefuseReloads(why string) (allow func())
+	RefuseActions(why string) (allow func())
+}
+
 // Window is how the caller serves while an attempt is under way.
 type Window struct {
-	// Open is called first, and what it returns once the attempt failed,
-	// before the pid file says so: the caller refuses reloads and
-	// operators' actions meanwhile (the new process starts from the state
-	// taken at the start, so a change made after it would be undone).
-	Open func() (closed func())
+	// Refuse takes no reload while the new process starts: it reads the
+	// file itself, and a reload would change what this one hands over
+	// (the caller ignores SIGHUP meanwhile; a process that handed over
+	// never reloads again). Nor an operator's action: the new process
+	// starts from the state taken at the start, so a disable made after
+	// it would be undone there. Both are allowed again once the attempt
+	// failed, before the pid file says so.
+	Refuse Refuser
 	// Offer is what to hand over.
 	Offer func() (Offer, error)
 	// Commit runs once the new process serves, before systemd is told it
@@ -125,9 +135,11 @@ type Window struct {
 // Every other signal from sigs is logged and ignored until the outcome.
 func (u *Upgrader) Attempt(w Window, sigs <-chan os.Signal) (ok bool, stop os.Signal) {
 	start := time.Now()
-	closed := w.Open()
+	allowReloads := w.Refuse.RefuseReloads("a binary upgrade is under way; the new process reads the configuration file itself (reload again if the upgrade fails)")
+	allowActions := w.Refuse.RefuseActions("a binary upgrade is under way; the new process takes over this one's state (act on the new process once it serves, or again here if the upgrade fails)")
 	finished := func() {
-		closed()
+		allowActions()
+		allowReloads()
 		u.finished()
 	}
 	u.log.Info("upgrade: starting the new executable", "path", u.exe)

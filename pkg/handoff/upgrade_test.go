@@ -97,7 +97,7 @@ func successor(mode, reportPath string) int {
 }
 
 // upgradeCase is one attempt's setup: a listening socket and a store to
-// hand over, and the window's calls recorded.
+// hand over, and the refusals and commit of the window recorded.
 type upgradeCase struct {
 	t       *testing.T
 	store   *breaker.MemoryStore
@@ -107,9 +107,9 @@ type upgradeCase struct {
 	logs    *lockedBuffer
 
 	mu               sync.Mutex
-	opened, closed   int
+	opened, closed   int // refusals made, and allowed again
 	committed        int
-	closedBeforePIDs bool // the window closed before the pid file was rewritten
+	closedBeforePIDs bool // allowed again before the pid file was rewritten
 }
 
 func newUpgradeCase(t *testing.T, mode string) *upgradeCase {
@@ -138,21 +138,29 @@ func (c *upgradeCase) upgrader(timeout time.Duration) *Upgrader {
 	return NewUpgrader(c.pidfile, timeout, "v-old", slog.New(slog.NewTextHandler(c.logs, nil)))
 }
 
-func (c *upgradeCase) window() Window {
+// RefuseReloads and RefuseActions make the case the attempt's Refuser.
+func (c *upgradeCase) RefuseReloads(why string) func() { return c.refuse(why) }
+func (c *upgradeCase) RefuseActions(why string) func() { return c.refuse(why) }
+
+func (c *upgradeCase) refuse(why string) func() {
 	before, _ := os.Stat(c.pidfile)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.HasPrefix(why, "a binary upgrade is under way") {
+		c.opened++
+	}
+	return func() {
+		now, _ := os.Stat(c.pidfile)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.closed++
+		c.closedBeforePIDs = os.SameFile(before, now)
+	}
+}
+
+func (c *upgradeCase) window() Window {
 	return Window{
-		Open: func() func() {
-			c.mu.Lock()
-			c.opened++
-			c.mu.Unlock()
-			return func() {
-				now, _ := os.Stat(c.pidfile)
-				c.mu.Lock()
-				c.closed++
-				c.closedBeforePIDs = os.SameFile(before, now)
-				c.mu.Unlock()
-			}
-		},
+		Refuse: c,
 		Offer: func() (Offer, error) {
 			fd, err := unix.Dup(c.socks.FDs[0])
 			if err != nil {
@@ -180,8 +188,8 @@ func TestUpgradeHandsOverToASuccessor(t *testing.T) {
 	if !ok || stop != nil {
 		t.Fatalf("attempt: ok %v, stop %v; want handed over\n%s", ok, stop, c.logs)
 	}
-	if c.opened != 1 || c.closed != 0 || c.committed != 1 {
-		t.Fatalf("window opened %d, closed %d, committed %d; want 1, 0, 1", c.opened, c.closed, c.committed)
+	if c.opened != 2 || c.closed != 0 || c.committed != 1 {
+		t.Fatalf("refused %d, allowed again %d, committed %d; want 2 (reloads and actions), 0, 1", c.opened, c.closed, c.committed)
 	}
 	// After the hand-over the old process still serves its drain: its
 	// trips reach the successor.
@@ -206,8 +214,8 @@ func TestUpgradeHandsOverToASuccessor(t *testing.T) {
 }
 
 // A successor that fails (exits before it is ready, or is not ready in
-// time, when it is killed) leaves this process serving: the window closes
-// before the pid file is rewritten with this process's pid, which is how
+// time, when it is killed) leaves this process serving: reloads and
+// actions are allowed again before the pid file is rewritten with this process's pid, which is how
 // l4lb upgrade learns the outcome; a stop signal during the wait ends the
 // attempt and is returned.
 func TestUpgradeFailuresKeepThisProcessServing(t *testing.T) {
@@ -232,8 +240,8 @@ func TestUpgradeFailuresKeepThisProcessServing(t *testing.T) {
 			if ok || stop != tc.signal {
 				t.Fatalf("attempt: ok %v, stop %v; want failed, stop %v", ok, stop, tc.signal)
 			}
-			if c.opened != 1 || c.closed != 1 || c.committed != 0 || !c.closedBeforePIDs {
-				t.Fatalf("window opened %d, closed %d (before the pid file: %v), committed %d; want 1, 1 (true), 0",
+			if c.opened != 2 || c.closed != 2 || c.committed != 0 || !c.closedBeforePIDs {
+				t.Fatalf("refused %d, allowed again %d (before the pid file: %v), committed %d; want 2, 2 (true), 0",
 					c.opened, c.closed, c.closedBeforePIDs, c.committed)
 			}
 			if pid, err := ReadPIDFile(c.pidfile); err != nil || pid != os.Getpid() {
