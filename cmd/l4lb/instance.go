@@ -79,9 +79,9 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 
 	loops := cfg.Global.EventLoops
 	if loops == 0 {
-		loops = defaultEventLoops()
+		loops = proxy.DefaultEventLoops()
 	}
-	reserveProcs(loops, log)
+	proxy.ReserveProcs(loops, log)
 	in.budget = proxy.BudgetFor(cfg, loops, cfg.Admin)
 	if msg := in.budget.OverLimit(); msg != "" {
 		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,

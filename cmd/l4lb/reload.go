@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
@@ -24,13 +21,8 @@ import (
 func (in *instance) useFile(path string) {
 	in.path = path
 	if data, err := os.ReadFile(path); err == nil {
-		in.config.Loaded(fileHash(data), time.Now())
+		in.config.Loaded(proxy.FileHash(data), time.Now())
 	}
-}
-
-func fileHash(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 // shutdownTimeout is the running configuration's (a reload may change it).
@@ -117,7 +109,7 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	}
 	cfg, err := config.Parse(in.path, data)
 	if err != nil {
-		return res, errorLines(err)
+		return res, proxy.ErrorLines(err)
 	}
 	in.mu.Lock()
 	running, oldPools, oldCfg := in.running, in.pools, in.cfg
@@ -130,7 +122,7 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	}
 	pools, err := proxy.BuildPools(cfg, in.poolDeps(), previous, nil)
 	if err != nil {
-		return res, errorLines(err)
+		return res, proxy.ErrorLines(err)
 	}
 	byName := make(map[string]*pool.Pool, len(pools))
 	for _, p := range pools {
@@ -154,21 +146,9 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
 	in.running = proxy.StillRunning(running, cfg)
 	in.mu.Unlock()
-	hash := fileHash(data)
+	hash := proxy.FileHash(data)
 	in.config.Loaded(hash, time.Now())
 	res = proxy.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
 		Pools: len(pools), Warnings: res.Warnings, Changes: proxy.DiffConfigs(oldCfg, cfg)}
 	return res, nil
-}
-
-// errorLines splits a configuration error into its problems, one per
-// line as `l4lb check` prints them.
-func errorLines(err error) []string {
-	var out []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
 }

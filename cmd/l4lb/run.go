@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -15,17 +14,6 @@ import (
 	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
-
-// startProcs is GOMAXPROCS as the process started: the CPUs it may use,
-// which the runtime reads from its CPU affinity and a container's CPU
-// limit (runtime.NumCPU sees only the affinity, so in a container limited
-// to 2 CPUs of a 64-CPU host it says 64). Read once: reserveProcs raises
-// GOMAXPROCS later.
-var startProcs = runtime.GOMAXPROCS(0)
-
-// defaultEventLoops is event_loops = 0: one loop per CPU the process may
-// use.
-func defaultEventLoops() int { return startProcs }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "-config FILE [-pidfile FILE] [-upgrade-timeout D]", "Run the load balancer until SIGTERM or SIGINT; SIGHUP reloads FILE in place.", stderr)

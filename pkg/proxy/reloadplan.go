@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/l4lb/l4lb/pkg/config"
 )
@@ -71,4 +74,23 @@ func NeedsRestart(old, cfg *config.Config) []string {
 		}
 	}
 	return w
+}
+
+// FileHash is the configuration file's hash, as the admin endpoint shows
+// it and a reload reports it.
+func FileHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrorLines splits a configuration error into its problems, one per
+// line as `l4lb check` prints them.
+func ErrorLines(err error) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
