@@ -97,25 +97,17 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	if err != nil {
 		return in, err
 	}
+	var own *breaker.MemoryStore // nil: a fleet's, in Redis
 	if in.store.fleet != nil {
 		in.poolsDone.Go(func() { in.store.fleet.Run(bg) })
 	} else {
-		// A fleet's state is in Redis; only the process's own store is
-		// handed over by an upgrade.
-		in.feed = inh.RestoreStore(in.store.store.(*breaker.MemoryStore), log)
+		own = in.store.store.(*breaker.MemoryStore)
 	}
 	in.state = handoff.NewStateFile(cfg.Global.StateFile, log)
-	runtime, disabled, err := in.state.Load()
+	var runtime map[string]pool.Runtime
+	runtime, in.feed, err = inh.TakeUp(in.state, own, log)
 	if err != nil {
 		return in, err
-	}
-	if rt := inh.Runtime(); rt != nil {
-		// The old process's live drains and weights: fresher than any
-		// state file, and there without one.
-		runtime = rt
-	}
-	if in.store.fleet == nil {
-		handoff.RestoreDisables(in.store.store, disabled, log)
 	}
 	in.loops = loops
 	// The same build step as check, so check accepts nothing run refuses.
@@ -125,10 +117,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	if err != nil {
 		return in, err
 	}
-	byName := map[string]*pool.Pool{}
-	for _, p := range in.pools {
-		byName[p.Name] = p
-	}
+	byName := proxy.PoolsByName(in.pools)
 
 	in.policies = proxy.Policies(cfg, nil)
 	fronts := proxy.Frontends(cfg, byName, in.policies)

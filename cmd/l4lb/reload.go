@@ -124,10 +124,7 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	if err != nil {
 		return res, proxy.ErrorLines(err)
 	}
-	byName := make(map[string]*pool.Pool, len(pools))
-	for _, p := range pools {
-		byName[p.Name] = p
-	}
+	byName := proxy.PoolsByName(pools)
 	budget := proxy.BudgetFor(cfg, in.loops, running.Admin)
 	pols := proxy.Policies(cfg, in.policies)
 	st, err := in.server.Reload(proxy.Frontends(cfg, byName, pols), budget.MaxConnections)

@@ -160,10 +160,36 @@ func (in *Inheritance) CloseRest(log *slog.Logger) {
 	}
 }
 
-// RestoreStore loads the upgrade's breaker state into store, and follows
+// TakeUp restores, in a starting process, what the process before it
+// and operators left: the upgrade's breaker state into store, following
+// the old process's changes since (follower, for the caller to stop;
+// returned even when TakeUp fails), and the state file's manual disables; store is
+// nil when the breaker state is a fleet's, in Redis, and none of that
+// applies. It returns the drains and weights the pools start with: the
+// old process's live ones, fresher than any state file and there without
+// one, else the state file's. A state file that cannot be read is an
+// error.
+func (in *Inheritance) TakeUp(sf *StateFile, store *breaker.MemoryStore, log *slog.Logger) (_ map[string]pool.Runtime, follower *Follower, err error) {
+	if store != nil {
+		follower = in.restoreStore(store, log)
+	}
+	runtime, disabled, err := sf.Load()
+	if err != nil {
+		return nil, follower, err
+	}
+	if rt := in.State.RuntimeByKey(); rt != nil {
+		runtime = rt
+	}
+	if store != nil {
+		restoreDisables(store, disabled, log)
+	}
+	return runtime, follower, nil
+}
+
+// restoreStore loads the upgrade's breaker state into store, and follows
 // the old process's changes since (the returned follower, to stop; nil
 // without a feed).
-func (in *Inheritance) RestoreStore(store *breaker.MemoryStore, log *slog.Logger) *Follower {
+func (in *Inheritance) restoreStore(store *breaker.MemoryStore, log *slog.Logger) *Follower {
 	if in.State != nil {
 		if err := in.State.Restore(store); err != nil {
 			log.Warn("upgrade: breaker state not restored; breakers and disables start fresh", "error", err)
@@ -175,12 +201,6 @@ func (in *Inheritance) RestoreStore(store *breaker.MemoryStore, log *slog.Logger
 	fd := in.feed
 	in.feed = -1
 	return followBreakerFeed(fd, store, in.State, log)
-}
-
-// Runtime is the upgrade's drains and weights (see State); nil
-// without an upgrade, or from an old process that sent none.
-func (in *Inheritance) Runtime() map[string]pool.Runtime {
-	return in.State.RuntimeByKey()
 }
 
 // InitialHealth is the upgrade's health by pool (see State).

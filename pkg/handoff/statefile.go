@@ -166,8 +166,8 @@ var syncDir = func(dir string) error {
 	return nil
 }
 
-// RestoreDisables sets the kept manual disables in a fresh store.
-func RestoreDisables(store breaker.Store, keys []string, log *slog.Logger) {
+// restoreDisables sets the kept manual disables in a fresh store.
+func restoreDisables(store breaker.Store, keys []string, log *slog.Logger) {
 	for _, k := range keys {
 		if err := store.Disable(context.Background(), k); err != nil {
 			log.Warn("state_file: disable not restored", "key", k, "error", err)

@@ -118,3 +118,54 @@ func TestStateFileKeepsEveryConcurrentChange(t *testing.T) {
 		}
 	}
 }
+
+// A starting process takes up the state file's disables into its own
+// store (a fleet keeps them in Redis) and its drains and weights, unless
+// an upgrade's old process sent its live ones: those are fresher.
+func TestTakeUpPrefersTheOldProcessesDrains(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	if err := os.WriteFile(path, []byte(`{"format":"l4lb-state","version":1,"disabled":["p/a"],
+"backends":{"p":{"b":{"configured_weight":1,"drained":true}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	sf := NewStateFile(path, log)
+	upgrade := None()
+	upgrade.State = &State{Runtime: []RuntimeEntry{{Pool: "p", Backend: "c", ConfiguredWeight: 1, Drained: true}}}
+	for _, tc := range []struct {
+		name     string
+		inh      *Inheritance
+		own      bool // the process's own store, not a fleet's
+		drained  string
+		disabled bool
+	}{
+		{"a restart", None(), true, "p/b", true},
+		{"an upgrade", upgrade, true, "p/c", true},
+		{"a fleet's restart", None(), false, "p/b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := breaker.NewMemoryStore(nil)
+			var own *breaker.MemoryStore
+			if tc.own {
+				own = store
+			}
+			rt, follower, err := tc.inh.TakeUp(sf, own, log)
+			if err != nil || follower != nil {
+				t.Fatalf("TakeUp: %v, follower %v", err, follower)
+			}
+			if len(rt) != 1 || !rt[tc.drained].Drained {
+				t.Errorf("runtime %+v, want %s drained only", rt, tc.drained)
+			}
+			if st, _ := store.Read(ctx, "p/a"); st.Disabled != tc.disabled {
+				t.Errorf("p/a disabled: %v, want %v", st.Disabled, tc.disabled)
+			}
+		})
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := None().TakeUp(sf, nil, log); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("an unreadable state file: %v, want an error naming it", err)
+	}
+}

@@ -79,7 +79,7 @@ func successor(mode, reportPath string) int {
 		unix.Close(s.FD)
 	}
 	store := breaker.NewMemoryStore(nil)
-	follower := inh.RestoreStore(store, log)
+	follower := inh.restoreStore(store, log)
 	// The pid file beside the report is the old process's.
 	NewUpgrader(filepath.Join(filepath.Dir(reportPath), "pid"), 0, "successor", log).Started(inh)
 	if follower != nil {

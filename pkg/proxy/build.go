@@ -44,6 +44,15 @@ func BuildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Po
 	return pools, nil
 }
 
+// PoolsByName indexes pools by name, for Frontends.
+func PoolsByName(pools []*pool.Pool) map[string]*pool.Pool {
+	out := make(map[string]*pool.Pool, len(pools))
+	for _, p := range pools {
+		out[p.Name] = p
+	}
+	return out
+}
+
 // Frontends turns cfg's listeners into the server's frontends, in file
 // order, each with its built pool (pools by name, from BuildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
