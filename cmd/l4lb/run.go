@@ -13,6 +13,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
+	"github.com/l4lb/l4lb/pkg/siginbox"
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -97,27 +98,14 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		}
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
-		cut, cutNow := context.WithCancelCause(context.Background())
+		cut, drained := siginbox.UntilStop(context.Background(), sigs, func(s os.Signal) error {
+			return &secondSignal{sig: s, open: in.server.Active()}
+		})
 		ctx, cancel := context.WithTimeout(cut, in.shutdownTimeout())
-		drained := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case s := <-sigs:
-					if s != syscall.SIGHUP && s != syscall.SIGUSR2 {
-						cutNow(&secondSignal{sig: s, open: in.server.Active()})
-						return
-					}
-				case <-drained:
-					return
-				}
-			}
-		}()
 		start := time.Now()
 		err := in.shutdown(ctx)
-		close(drained)
+		drained()
 		cancel()
-		cutNow(nil)
 		var second *secondSignal
 		switch {
 		case errors.As(context.Cause(ctx), &second):

@@ -5,6 +5,7 @@
 package siginbox
 
 import (
+	"context"
 	"os"
 	"os/signal"
 	"syscall"
@@ -83,3 +84,32 @@ func enqueueSignal(queue []os.Signal, s os.Signal) []os.Signal {
 }
 
 func isStopSignal(s os.Signal) bool { return s == syscall.SIGTERM || s == syscall.SIGINT }
+
+// UntilStop is parent until a stop signal comes on sigs: then it is
+// cancelled, its cause what cause returns for the signal (called at that
+// moment). Other signals are taken and dropped. stop ends the watch; call
+// it when the context's work is done.
+func UntilStop(parent context.Context, sigs <-chan os.Signal, cause func(os.Signal) error) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case s := <-sigs:
+				if isStopSignal(s) {
+					cancel(cause(s))
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		<-ended
+		cancel(nil)
+	}
+}

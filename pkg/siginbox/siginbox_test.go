@@ -1,6 +1,8 @@
 package siginbox
 
 import (
+	"context"
+	"errors"
 	"os"
 	"runtime"
 	"slices"
@@ -91,5 +93,41 @@ func TestSignalInboxEndsWhenDone(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before the inbox: it did not end when done closed", runtime.NumGoroutine(), before)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// UntilStop ends its context at the first stop signal, with the cause
+// given for it; a reload or an upgrade signal meanwhile is dropped, and
+// stop ends the watch without a signal.
+func TestUntilStopEndsAtAStopSignal(t *testing.T) {
+	sigs := make(chan os.Signal)
+	var cause error = errors.New("second signal")
+	ctx, stop := UntilStop(context.Background(), sigs, func(s os.Signal) error {
+		if s != syscall.SIGINT {
+			t.Errorf("cause asked for %v, want SIGINT", s)
+		}
+		return cause
+	})
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGUSR2
+	if ctx.Err() != nil {
+		t.Fatal("ended by a reload or an upgrade signal")
+	}
+	sigs <- syscall.SIGINT
+	<-ctx.Done()
+	if context.Cause(ctx) != cause {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	stop()
+
+	ctx, stop = UntilStop(context.Background(), sigs, func(os.Signal) error { return cause })
+	stop()
+	if !errors.Is(context.Cause(ctx), context.Canceled) {
+		t.Fatalf("after stop: cause %v, want canceled", context.Cause(ctx))
+	}
+	select {
+	case sigs <- syscall.SIGTERM:
+		t.Fatal("a stopped watch still takes signals")
+	case <-time.After(50 * time.Millisecond):
 	}
 }
