@@ -1,11 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,49 +39,16 @@ process's log says why).`, stderr)
 		fmt.Fprintf(stderr, "l4lb upgrade: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	target, how := *pidFlag, "-pid"
-	var before os.FileInfo
+	err := handoff.Request{PIDFile: *pidfile, PID: *pidFlag, Wait: *wait}.Send(stdout)
+	var usage handoff.UsageError
 	switch {
-	case *pidFlag != 0 && *pidfile != "":
-		fmt.Fprintln(stderr, "l4lb upgrade: -pid and -pidfile: give one")
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "l4lb upgrade: %v\n", err)
 		return 2
-	case *pidfile != "":
-		var err error
-		if before, err = os.Stat(*pidfile); err == nil {
-			target, err = handoff.ReadPIDFile(*pidfile)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "l4lb upgrade: %v\n", err)
-			return 1
-		}
-		how = *pidfile
-	case *pidFlag == 0:
-		v := os.Getenv("MAINPID")
-		p, err := strconv.Atoi(v)
-		if v == "" || err != nil || p <= 0 {
-			fmt.Fprintln(stderr, "l4lb upgrade: which l4lb? give -pidfile FILE or -pid PID (or run it with $MAINPID set, as systemd does)")
-			return 2
-		}
-		target, how = p, "$MAINPID"
-	}
-	if target <= 1 {
-		fmt.Fprintf(stderr, "l4lb upgrade: %d is not an l4lb process\n", target)
-		return 1
-	}
-	if err := unix.Kill(target, unix.SIGUSR2); err != nil {
-		fmt.Fprintf(stderr, "l4lb upgrade: signal pid %d (from %s): %v\n", target, how, err)
-		return 1
-	}
-	if *pidfile == "" {
-		fmt.Fprintf(stdout, "sent SIGUSR2 to pid %d; its log says whether the new process took over\n", target)
-		return 0
-	}
-	next, err := handoff.Await(*pidfile, before, target, *wait)
-	if err != nil {
+	case err != nil:
 		fmt.Fprintf(stderr, "l4lb upgrade: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "upgraded: pid %d serves; pid %d drains its connections and exits\n", next, target)
 	return 0
 }
 
