@@ -30,6 +30,9 @@ var leaves = map[string][]string{
 	"pkg/proxyproto": nil,
 
 	"pkg/srclimit": nil,
+
+	"pkg/memtrim":  nil,
+	"pkg/siginbox": nil,
 }
 
 // fenced third-party modules and the directories allowed to import them.
