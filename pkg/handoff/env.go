@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -55,21 +56,12 @@ func successorEnv(sockets, feedFD int) []string {
 	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "WATCHDOG_PID" || contains(inheritedVars, k) {
+		if k == "WATCHDOG_PID" || slices.Contains(inheritedVars, k) {
 			continue
 		}
 		env = append(env, kv)
 	}
 	return env
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // envFD reads the fd in the variable key.

@@ -2,10 +2,8 @@ package handoff
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -120,8 +118,8 @@ func TestFeedFDOnlyFromTheParent(t *testing.T) {
 func TestBreakerFeedOfAnotherVersionIsNotFollowed(t *testing.T) {
 	testnet.CheckLeaks(t)
 	ctx := context.Background()
-	var logged strings.Builder
-	log := slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, nil))
+	logged := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logged, nil))
 	r, w, err := newFeedPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -139,16 +137,4 @@ func TestBreakerFeedOfAnotherVersionIsNotFollowed(t *testing.T) {
 	if !strings.Contains(logged.String(), "is not one this build reads") {
 		t.Fatalf("the log does not say the feed was not read:\n%s", logged.String())
 	}
-}
-
-// syncWriter serializes writes to w (the follower logs from its goroutine).
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

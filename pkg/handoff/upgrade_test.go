@@ -254,6 +254,8 @@ func TestUpgradeFailuresKeepThisProcessServing(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a log both the test and the code under test write,
+// from goroutines of their own.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
