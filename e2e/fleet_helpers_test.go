@@ -50,7 +50,7 @@ func fleetConfigText(redisURL, instance, listen, admin string, backends []string
 }
 
 // startFleetInstance writes name's configuration into dir and starts it
-// (bin "" is this test binary; attr may run it as another user), waiting
+// (bin "": the l4lb TestMain built; attr may run it as another user), waiting
 // until it serves and has joined Redis.
 func startFleetInstance(t *testing.T, bin string, attr *syscall.SysProcAttr, dir, redisURL, name string, backends []string, poolKeys, breakerKeys string) *fleetInstance {
 	t.Helper()

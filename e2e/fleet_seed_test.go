@@ -176,7 +176,7 @@ func TestFleetSeedChild(t *testing.T) {
 	addr := backend.Addr
 	port := addr[strings.LastIndex(addr, ":")+1:]
 
-	// B runs as nobody: a copy of this binary any user may run, its
+	// B runs as nobody: a copy of l4lb any user may run, its
 	// configuration beside it.
 	bin, dir := testnet.CopyExecutable(t, l4lbBin)
 	// One backend, no retries: every dial of A's clients is one breaker

@@ -8,9 +8,9 @@ import (
 
 // A leak check over the whole package, beside the per-test checks that
 // testnet.StartBackend and testnet.FrozenBackend begin: it also covers the
-// tests that start l4lb (in a child process or in-process) without a
-// backend of the test's own. Goroutines and fds are the test process's own:
-// a child's are its kernel's business once it has exited.
+// tests that start l4lb without a backend of the test's own. Goroutines
+// and fds are the test process's own: a child's are its kernel's business
+// once it has exited.
 //
 // The file's name makes TestZZNoLeaksAfterAllTests the last sequential
 // test: go test runs a package's tests in the order of its files, then of
