@@ -112,5 +112,8 @@
 // ([global] state_file) is {"format":"l4lb-state","version":1,
 // "disabled":[…],"backends":{pool:{identity:{…}}}}, rewritten whole after
 // every operator's change; a process refuses to start on one it cannot
-// read rather than guess.
+// read rather than guess. A starting process takes the state file's
+// disables (with its own breaker store; a fleet keeps them in Redis) and
+// its drains and weights, unless an upgrade's state document brought the
+// old process's live ones, which are fresher (Inheritance.TakeUp).
 package handoff
