@@ -108,7 +108,11 @@
 // document still applies.
 //
 // The pid file (run -pidfile) holds the serving process's pid in decimal
-// and a newline, always replaced by a rename. The state file
+// and a newline, always replaced by a rename: written once a process
+// serves, rewritten with the same pid after a failed attempt, removed at
+// exit only while it names the exiting process. l4lb upgrade -pidfile
+// (Request) waits for it to be replaced: another live pid is a hand-over,
+// the same pid a failed attempt. The state file
 // ([global] state_file) is {"format":"l4lb-state","version":1,
 // "disabled":[…],"backends":{pool:{identity:{…}}}}, rewritten whole after
 // every operator's change; a process refuses to start on one it cannot
