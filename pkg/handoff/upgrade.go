@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
