@@ -11,6 +11,10 @@ import (
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
+// What the server serves, built from a configuration: its pools, checked
+// against this host, and the frontends of its listeners with their
+// policies.
+
 // BuildPools is everything run makes of a configuration before it opens a
 // socket, and everything check does: it checks cfg against this host
 // (config.CheckHost: a backend that is l4lb itself through an interface
