@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/l4lb/l4lb/internal/e2eutil"
+	"github.com/l4lb/l4lb/pkg/proxy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +40,7 @@ func onePool(binds []string, poolKeys string, backends ...string) string {
 
 // hostAddr returns a non-loopback IPv4 address of this host, or "".
 func hostAddr(t *testing.T) string {
-	h, err := thisHost()
+	h, err := proxy.ThisHost()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +176,38 @@ func checkPath(t *testing.T, stdout string) string {
 		t.Fatalf("no ok line in %q", stdout)
 	}
 	return path
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good, _, _ := e2eutil.WriteConfig(t, dir, []string{"127.0.0.1:9"}, "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "-config", good}, &out, &errb); code != 0 || !strings.Contains(out.String(), ": ok") {
+		t.Fatalf("check of a good file: code %d, out %q, err %q", code, out.String(), errb.String())
+	}
+	if code := run([]string{"check", "-config", "../../config.toml"}, &out, &errb); code != 0 {
+		t.Fatalf("the shipped config.toml fails check: %s", errb.String())
+	}
+
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte(`[global]
+shutdown_timeout = "soon"
+[[listener]]
+name = "a"
+bind = "127.0.0.1:8080"
+pool = "missing"
+colour = "blue"
+`), 0o644)
+	out.Reset()
+	errb.Reset()
+	code := run([]string{"check", "-config", bad}, &out, &errb)
+	msg := errb.String()
+	if code != 1 {
+		t.Fatalf("check of a bad file: exit %d, want 1", code)
+	}
+	for _, want := range []string{"bad.toml:2: global.shutdown_timeout", "bad.toml:6:", "missing", "bad.toml:7:", "colour"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("check output lacks %q:\n%s", want, msg)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -10,7 +9,9 @@ import (
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/memtrim"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/splice"
@@ -24,12 +25,12 @@ type instance struct {
 	loops  int
 	server *proxy.Server
 	admin  *admin.Server
-	access *accesslog.Log // nil: access log off
-	state  *stateFile     // nil: no state_file
-	feed   *feedFollower  // an upgrade's old process's breaker changes; nil: none
+	access *accesslog.Log     // nil: access log off
+	state  *handoff.StateFile // nil: no state_file
+	feed   *handoff.Follower  // an upgrade's old process's breaker changes; nil: none
 	// takeOver, while an upgrade's new process is not yet the one that
 	// serves, lets operators' actions and API reloads through again
-	// (serving); nil otherwise.
+	// (serving).
 	takeOver func()
 
 	// What a reload replaces (reload.go), under mu.
@@ -39,7 +40,7 @@ type instance struct {
 	// start's, and each TCP listener's backlog as its sockets were bound.
 	running *config.Config
 	pools   []*pool.Pool
-	budget  fdBudget
+	budget  proxy.FDBudget
 	// policies are the listeners' policies by name (a reload keeps a
 	// listener's per-source Limiter when its limits are unchanged).
 	policies map[string]*loop.Policy
@@ -59,17 +60,17 @@ type instance struct {
 // start builds everything from cfg and starts serving. On error nothing is
 // left running.
 func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
-	return startInherited(cfg, log, noInheritance())
+	return startInherited(cfg, log, handoff.None())
 }
 
-// startInherited is start on what this process inherited (inherit.go):
+// startInherited is start on what this process inherited (pkg/handoff):
 // listening sockets served instead of bound, and an upgrade's breaker
 // state and health. Inherited sockets nothing takes are closed.
-func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in *instance, err error) {
+func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritance) (in *instance, err error) {
 	in = &instance{log: log, cfg: cfg, running: cfg, config: &admin.ConfigState{}}
 	bg, stopBG := context.WithCancel(context.Background())
 	in.stopBackground = stopBG
-	defer inh.closeRest(log)
+	defer inh.CloseRest(log)
 	defer func() {
 		if err != nil {
 			in.stop()
@@ -78,17 +79,13 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 
 	loops := cfg.Global.EventLoops
 	if loops == 0 {
-		loops = defaultEventLoops()
+		loops = proxy.DefaultEventLoops()
 	}
-	reserveProcs(loops, log)
-	backends := 0
-	for _, p := range cfg.Pools {
-		backends += len(p.Backends)
-	}
-	in.budget = deriveBudget(nofileLimit(), cfg.Global.MaxConnections, loops*len(cfg.Listeners), backends, adminConns(cfg.Admin), udpSessions(cfg))
-	if msg := in.budget.overLimit(); msg != "" {
+	proxy.ReserveProcs(loops, log)
+	in.budget = proxy.BudgetFor(cfg, loops, cfg.Admin)
+	if msg := in.budget.OverLimit(); msg != "" {
 		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,
-			"fds_needed", in.budget.needed(), "fd_limit", in.budget.Limit)
+			"fds_needed", in.budget.Needed(), "fd_limit", in.budget.Limit)
 	}
 	in.pipes = splice.NewPipePool(splice.PipePoolConfig{
 		Size:    cfg.Global.PipeSize,
@@ -100,74 +97,55 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	if err != nil {
 		return in, err
 	}
+	var own *breaker.MemoryStore // nil: a fleet's, in Redis
 	if in.store.fleet != nil {
 		in.poolsDone.Go(func() { in.store.fleet.Run(bg) })
 	} else {
-		// A fleet's state is in Redis; only the process's own store is
-		// handed over by an upgrade.
-		in.feed = inh.restoreStore(in.store.store.(*breaker.MemoryStore), log)
+		own = in.store.store.(*breaker.MemoryStore)
 	}
-	in.state = newStateFile(cfg.Global.StateFile, log)
-	runtime, disabled, err := in.state.load()
+	in.state = handoff.NewStateFile(cfg.Global.StateFile, log)
+	var runtime map[string]pool.Runtime
+	runtime, in.feed, err = inh.TakeUp(in.state, own, log)
 	if err != nil {
 		return in, err
-	}
-	if rt := inh.runtime(); rt != nil {
-		// The old process's live drains and weights: fresher than any
-		// state file, and there without one.
-		runtime = rt
-	}
-	if in.store.fleet == nil {
-		restoreDisables(in.store.store, disabled, log)
 	}
 	in.loops = loops
 	// The same build step as check, so check accepts nothing run refuses.
 	deps := in.poolDeps()
 	deps.Runtime = runtime
-	in.pools, err = buildPools(cfg, deps, nil, inh.initialHealth(cfg))
+	in.pools, err = proxy.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
-	byName := map[string]*pool.Pool{}
-	for _, p := range in.pools {
-		byName[p.Name] = p
-	}
+	byName := proxy.PoolsByName(in.pools)
 
-	in.policies = policies(cfg, nil)
-	fronts := frontends(cfg, byName, in.policies)
-	inh.frontends(fronts, log)
+	in.policies = proxy.Policies(cfg, nil)
+	fronts := proxy.Frontends(cfg, byName, in.policies)
+	inh.Frontends(fronts, log)
 	in.server, err = proxy.New(proxy.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
-		IsLocal: hostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
+		IsLocal: proxy.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 		// The inherited sockets no listener took close once this process
-		// serves (closeRest; the old process's copies at its hand-over):
+		// serves (CloseRest; the old process's copies at its hand-over):
 		// a listener moved to an overlapping address binds beside them.
-		Own: inh.sockets.Own(),
+		Own: inh.Sockets.Own(),
 	})
 	if err != nil {
-		closeUntaken(fronts)
+		handoff.CloseUntaken(fronts)
 		return in, err
 	}
 	if err = in.startAccessLog(cfg.Log, loops); err != nil {
 		return in, err
 	}
 
-	if inh.from == "upgrade" {
-		// The admin socket is the old process's too, so requests reach
-		// this one from the moment it listens: an action or a reload
-		// taken before the old process hands over would be lost if the
-		// upgrade then fails.
-		why := fmt.Sprintf("this process is taking over from pid %d and acts once it serves (act again in a moment)", inh.parent)
-		allowActions, allowReloads := in.config.RefuseActions(why), in.config.RefuseReloads(why)
-		in.takeOver = func() { allowActions(); allowReloads() }
-	}
+	in.takeOver = inh.RefuseUntilServing(in.config)
 	if cfg.Admin.Listen != "" {
 		src := admin.Sources{Live: in.livePools, Config: in.config, Server: in.server, Pipes: in.pipes,
 			MaxConnections: in.budget.MaxConnections}
 		src.Version = buildVersion()
 		src.Cluster = in.store.fleet
 		in.config.Reload = in.reloadForAPI
-		if ln := inh.adminListener(cfg.Admin.Listen, log); ln != nil {
+		if ln := inh.AdminListener(cfg.Admin.Listen, log); ln != nil {
 			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)
 		} else {
 			in.admin, err = admin.Start(cfg.Admin, src, log)
@@ -178,8 +156,8 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *inheritance) (in 
 	}
 
 	in.runPools(in.pools)
-	trim := newMemoryTrimmer(log)
-	in.poolsDone.Go(func() { trim.run(bg) })
+	trim := memtrim.New(log)
+	in.poolsDone.Go(func() { trim.Run(bg) })
 	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
 		"max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
@@ -221,7 +199,7 @@ func (in *instance) stop() {
 		in.stopBackground()
 	}
 	in.poolsDone.Wait()
-	in.feed.stop()
+	in.feed.Stop()
 	if in.admin != nil {
 		in.admin.Close()
 	}
@@ -237,7 +215,7 @@ func (in *instance) poolDeps() pool.Deps {
 			in.server.CutBackend(b)
 		}
 	}
-	d.OnRuntimeChange = func() { in.state.save(in.store.store, in.livePools) }
+	d.OnRuntimeChange = func() { in.state.Save(in.store.store, in.livePools) }
 	return d
 }
 

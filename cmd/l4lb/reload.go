@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"os"
-	"reflect"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
 
@@ -22,30 +17,12 @@ import (
 // it is. Otherwise listeners and pools are swapped while serving
 // (proxy.Server.Reload, pool.Deps.Previous).
 
-// reloadResult is what a successful reload reports (the API's JSON).
-type reloadResult struct {
-	Result   string   `json:"result"`
-	Hash     string   `json:"hash"`
-	Kept     int      `json:"listeners_kept"`
-	Added    int      `json:"listeners_added"`
-	Removed  int      `json:"listeners_removed"`
-	Pools    int      `json:"pools"`
-	Warnings []string `json:"warnings,omitempty"`
-	// Changes names what changed: the counts above say how much.
-	Changes configChanges `json:"changes"`
-}
-
 // useFile tells the instance which file it runs, for reloads.
 func (in *instance) useFile(path string) {
 	in.path = path
 	if data, err := os.ReadFile(path); err == nil {
-		in.config.Loaded(fileHash(data), time.Now())
+		in.config.Loaded(proxy.FileHash(data), time.Now())
 	}
-}
-
-func fileHash(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 // shutdownTimeout is the running configuration's (a reload may change it).
@@ -90,13 +67,13 @@ func (in *instance) reloadForAPI() (any, []string) {
 // reload applies the configuration file anew. It returns every error
 // (each with its line for file errors) when the running configuration
 // stays.
-func (in *instance) reload() (reloadResult, []string) {
+func (in *instance) reload() (proxy.ReloadResult, []string) {
 	in.reloadMu.Lock()
 	defer in.reloadMu.Unlock()
 	start := time.Now()
 	sdnotify.Reloading()
 	defer sdnotify.Ready()
-	var res reloadResult
+	var res proxy.ReloadResult
 	var errs []string
 	// Operators' actions on backends wait: made on the pools being
 	// replaced, they would be lost.
@@ -112,17 +89,17 @@ func (in *instance) reload() (reloadResult, []string) {
 		in.log.Warn("reload: "+w, "file", in.path)
 	}
 	msg := "configuration reloaded"
-	if res.Changes.none() {
+	if res.Changes.None() {
 		msg = "configuration reloaded: no listener, pool or backend changed"
 	}
 	in.log.Info(msg, "file", in.path, "hash", res.Hash[:12], "listeners_kept", res.Kept,
 		"listeners_added", res.Added, "listeners_removed", res.Removed, "pools", res.Pools,
-		res.Changes.logAttr(), "took", time.Since(start).Round(time.Microsecond).String())
+		res.Changes.LogAttr(), "took", time.Since(start).Round(time.Microsecond).String())
 	return res, nil
 }
 
-func (in *instance) apply() (reloadResult, []string) {
-	var res reloadResult
+func (in *instance) apply() (proxy.ReloadResult, []string) {
+	var res proxy.ReloadResult
 	if in.path == "" {
 		return res, []string{"no configuration file to reload (l4lb was started without one)"}
 	}
@@ -132,32 +109,25 @@ func (in *instance) apply() (reloadResult, []string) {
 	}
 	cfg, err := config.Parse(in.path, data)
 	if err != nil {
-		return res, errorLines(err)
+		return res, proxy.ErrorLines(err)
 	}
 	in.mu.Lock()
 	running, oldPools, oldCfg := in.running, in.pools, in.cfg
 	in.mu.Unlock()
-	res.Warnings = needsRestart(running, cfg)
+	res.Warnings = proxy.NeedsRestart(running, cfg)
 
 	previous := make(map[string]*pool.Pool, len(oldPools))
 	for _, p := range oldPools {
 		previous[p.Name] = p
 	}
-	pools, err := buildPools(cfg, in.poolDeps(), previous, nil)
+	pools, err := proxy.BuildPools(cfg, in.poolDeps(), previous, nil)
 	if err != nil {
-		return res, errorLines(err)
+		return res, proxy.ErrorLines(err)
 	}
-	byName := make(map[string]*pool.Pool, len(pools))
-	for _, p := range pools {
-		byName[p.Name] = p
-	}
-	backends := 0
-	for _, p := range cfg.Pools {
-		backends += len(p.Backends)
-	}
-	budget := deriveBudget(nofileLimit(), cfg.Global.MaxConnections, in.loops*len(cfg.Listeners), backends, adminConns(running.Admin), udpSessions(cfg))
-	pols := policies(cfg, in.policies)
-	st, err := in.server.Reload(frontends(cfg, byName, pols), budget.MaxConnections)
+	byName := proxy.PoolsByName(pools)
+	budget := proxy.BudgetFor(cfg, in.loops, running.Admin)
+	pols := proxy.Policies(cfg, in.policies)
+	st, err := in.server.Reload(proxy.Frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {
 		return res, []string{err.Error()}
 	}
@@ -171,72 +141,11 @@ func (in *instance) apply() (reloadResult, []string) {
 	in.runPools(pools)
 	in.mu.Lock()
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
-	in.running = stillRunning(running, cfg)
+	in.running = proxy.StillRunning(running, cfg)
 	in.mu.Unlock()
-	hash := fileHash(data)
+	hash := proxy.FileHash(data)
 	in.config.Loaded(hash, time.Now())
-	res = reloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
-		Pools: len(pools), Warnings: res.Warnings, Changes: diffConfigs(oldCfg, cfg)}
+	res = proxy.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
+		Pools: len(pools), Warnings: res.Warnings, Changes: proxy.DiffConfigs(oldCfg, cfg)}
 	return res, nil
-}
-
-// errorLines splits a configuration error into its problems, one per
-// line as `l4lb check` prints them.
-func errorLines(err error) []string {
-	var out []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// stillRunning is what runs after a reload from running to cfg: the same
-// start-time keys, and cfg's listeners, a kept TCP one with the backlog
-// its sockets were bound with.
-func stillRunning(running, cfg *config.Config) *config.Config {
-	next := *running
-	bound := map[string]int{}
-	for _, l := range running.Listeners {
-		if l.Protocol != config.ProtocolUDP {
-			bound[l.Bind] = l.Backlog
-		}
-	}
-	next.Listeners = slices.Clone(cfg.Listeners)
-	for i, l := range next.Listeners {
-		if b, ok := bound[l.Bind]; ok && l.Protocol != config.ProtocolUDP {
-			next.Listeners[i].Backlog = b
-		}
-	}
-	return &next
-}
-
-// needsRestart lists the changes a reload does not apply: they take an
-// upgrade (l4lb upgrade) or a restart.
-func needsRestart(old, cfg *config.Config) []string {
-	var w []string
-	note := func(key string, changed bool) {
-		if changed {
-			w = append(w, fmt.Sprintf("%s changed: it applies at the next upgrade or restart; the running value stays", key))
-		}
-	}
-	note("[global] event_loops", old.Global.EventLoops != cfg.Global.EventLoops)
-	note("[global] pipe_size", old.Global.PipeSize != cfg.Global.PipeSize)
-	note("[global] busy_poll", old.Global.BusyPoll != cfg.Global.BusyPoll)
-	note("[global] wake_coalesce", old.Global.WakeCoalesce != cfg.Global.WakeCoalesce)
-	note("[admin]", old.Admin != cfg.Admin)
-	note("[log]", old.Log != cfg.Log)
-	note("[cluster]", !reflect.DeepEqual(old.Cluster, cfg.Cluster))
-	note("[global] state_file", old.Global.StateFile != cfg.Global.StateFile)
-	oldBacklog := map[string]int{}
-	for _, l := range old.Listeners {
-		oldBacklog[l.Bind] = l.Backlog
-	}
-	for _, l := range cfg.Listeners {
-		if b, ok := oldBacklog[l.Bind]; ok && b != l.Backlog && l.Protocol != config.ProtocolUDP {
-			note(fmt.Sprintf("listener %q backlog", l.Name), true)
-		}
-	}
-	return w
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/listener"
 )
 
@@ -160,7 +161,8 @@ func TestUpgradeMovesAListenerBetweenAnAddressAndTheWildcard(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
-			inh := &inheritance{from: "upgrade", sockets: set, ready: -1}
+			inh := handoff.None()
+			inh.From, inh.Sockets = "upgrade", set
 			cfg, err = config.Parse("l4lb.toml", []byte(moveConfig(wildcard.String(), tb.Addr, ub.Addr)))
 			if err != nil {
 				t.Fatal(err)
@@ -246,11 +248,14 @@ func (h *heldConn) echo(t *testing.T, line string) {
 	}
 }
 
-// unconnectedSockets lists the inodes of the sockets of proto bound to
-// exactly ap and connected to nothing (listening TCP sockets, unconnected
-// UDP ones) in this network namespace, from /proc/self/net.
+// unconnectedSockets lists the inodes of this process's sockets of proto
+// bound to exactly ap and connected to nothing (listening TCP sockets,
+// unconnected UDP ones), from /proc/self/net. Only this process's: the
+// table is the network namespace's, and a test process running beside
+// this one may hold a socket on the same port (SO_REUSEPORT lets it).
 func unconnectedSockets(t *testing.T, proto string, ap netip.AddrPort) []string {
 	t.Helper()
+	mine := ownSocketInodes(t)
 	table := proto
 	if ap.Addr().Is6() {
 		table += "6"
@@ -272,8 +277,25 @@ func unconnectedSockets(t *testing.T, proto string, ap netip.AddrPort) []string 
 		if lerr != nil || rerr != nil {
 			t.Fatalf("%s: %q: %v %v", table, sc.Text(), lerr, rerr)
 		}
-		if local == ap && remote.Port() == 0 && f[9] != "0" {
+		if local == ap && remote.Port() == 0 && f[9] != "0" && mine[f[9]] {
 			out = append(out, f[9])
+		}
+	}
+	return out
+}
+
+// ownSocketInodes are the inodes of the sockets this process holds open.
+func ownSocketInodes(t *testing.T) map[string]bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			out[strings.TrimSuffix(inode, "]")] = true
 		}
 	}
 	return out

@@ -7,30 +7,20 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
+	"github.com/l4lb/l4lb/pkg/siginbox"
 )
-
-// startProcs is GOMAXPROCS as the process started: the CPUs it may use,
-// which the runtime reads from its CPU affinity and a container's CPU
-// limit (runtime.NumCPU sees only the affinity, so in a container limited
-// to 2 CPUs of a 64-CPU host it says 64). Read once: reserveProcs raises
-// GOMAXPROCS later.
-var startProcs = runtime.GOMAXPROCS(0)
-
-// defaultEventLoops is event_loops = 0: one loop per CPU the process may
-// use.
-func defaultEventLoops() int { return startProcs }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "-config FILE [-pidfile FILE] [-upgrade-timeout D]", "Run the load balancer until SIGTERM or SIGINT; SIGHUP reloads FILE in place.", stderr)
 	path := fs.String("config", "", "the configuration `FILE`")
 	fs.StringVar(&runUpgrade.pidfile, "pidfile", "", "write the pid here (l4lb upgrade -pidfile finds the process by it)")
-	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", defaultUpgradeTimeout, "how long an upgrade waits for the new process to serve")
+	fs.DurationVar(&runUpgrade.timeout, "upgrade-timeout", handoff.DefaultTimeout, "how long an upgrade waits for the new process to serve")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -45,7 +35,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := newLogger(cfg.Log, stderr)
-	runUpgrade.inherited = takeInheritance(log)
+	runUpgrade.inherited = handoff.Take(log)
 	return serveUntilSignal(cfg, *path, log, nil)
 }
 
@@ -65,21 +55,21 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	}
 
 	up, inh := runUpgrade.take(log)
-	defer up.exiting()
+	defer up.Exiting()
 	in, err := startInherited(cfg, log, inh)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
 	in.useFile(path)
-	up.started(inh)
+	up.Started(inh)
 	in.serving()
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
 	}
 	// STATUS= and the watchdog, until the loops are gone (after the drain).
-	notifier := startSystemdNotifier(in.server, in.livePools, log)
-	defer notifier.stop()
+	notifier := sdnotify.StartNotifier(in, log)
+	defer notifier.Stop()
 	if ready != nil {
 		ready(in)
 	}
@@ -90,7 +80,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			continue
 		}
 		if sig == syscall.SIGUSR2 {
-			handed, stop := up.attempt(in, sigs, notifier.stop) // upgrade.go
+			handed, stop := in.upgrade(up, sigs, notifier.Stop)
 			if handed {
 				log.Info("handed over: draining open connections", "open", in.server.Active(),
 					"shutdown_timeout", in.shutdownTimeout().String())
@@ -104,31 +94,18 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			log.Info("shutting down: draining open connections", "signal", sig.String(),
 				"open", in.server.Active(), "shutdown_timeout", in.shutdownTimeout().String())
 			sdnotify.Stopping()
-			notifier.draining()
+			notifier.Draining()
 		}
 		// The drain ends at shutdown_timeout or at a second signal; the
 		// cause tells the two apart, so the log can say which it was.
-		cut, cutNow := context.WithCancelCause(context.Background())
+		cut, drained := siginbox.UntilStop(context.Background(), sigs, func(s os.Signal) error {
+			return &secondSignal{sig: s, open: in.server.Active()}
+		})
 		ctx, cancel := context.WithTimeout(cut, in.shutdownTimeout())
-		drained := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case s := <-sigs:
-					if s != syscall.SIGHUP && s != syscall.SIGUSR2 {
-						cutNow(&secondSignal{sig: s, open: in.server.Active()})
-						return
-					}
-				case <-drained:
-					return
-				}
-			}
-		}()
 		start := time.Now()
 		err := in.shutdown(ctx)
-		close(drained)
+		drained()
 		cancel()
-		cutNow(nil)
 		var second *secondSignal
 		switch {
 		case errors.As(context.Cause(ctx), &second):

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
@@ -15,6 +14,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxy"
 )
 
 // The property these tests hold check to: every configuration check
@@ -23,16 +23,6 @@ import (
 // name their ports {P0}, {P1}, {P2}; each run of a case gets ports free
 // on both wildcard addresses, so that the binds collide with each other as
 // the file says and with nothing else.
-
-// hasIPv6 reports whether this host can bind IPv6 loopback.
-var hasIPv6 = sync.OnceValue(func() bool {
-	ln, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	return true
-})
 
 // freePorts returns n distinct ports that were free a moment ago on
 // 0.0.0.0 and, where there is IPv6, on [::].
@@ -55,7 +45,7 @@ func freePorts(t testing.TB, n int) []string {
 		}
 		held = append(held, ln4)
 		port := ln4.Addr().(*net.TCPAddr).Port
-		if hasIPv6() {
+		if testnet.HasIPv6() {
 			ln6, err := net.Listen("tcp6", fmt.Sprintf("[::]:%d", port))
 			if err != nil {
 				continue
@@ -90,7 +80,7 @@ func checkAccepts(src string) (*config.Config, error) {
 // the admin endpoint on exactly its address), failing when any of it fails.
 func mustStart(t testing.TB, cfg *config.Config, src string) {
 	t.Helper()
-	if _, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil); err != nil {
+	if _, err := proxy.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil); err != nil {
 		t.Fatalf("check accepted a file whose pools do not build: %v\n%s", err, src)
 	}
 	var open []io.Closer
@@ -168,7 +158,7 @@ func TestCheckedConfigsStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.ipv6 && !hasIPv6() {
+			if tt.ipv6 && !testnet.HasIPv6() {
 				t.Skip("no IPv6 here")
 			}
 			src := withPorts(tt.src, freePorts(t, 3))
@@ -192,7 +182,7 @@ func TestBuildPoolsReportsWhatOnlyThePoolSees(t *testing.T) {
 	p.RingVnodes = config.MaxRingVnodes
 	p.Backends = []config.Backend{{Addr: "127.0.0.1:1", Weight: 256}, {Addr: "127.0.0.1:2", Weight: 256}}
 	cfg := &config.Config{Admin: config.Admin{}, Pools: map[string]*config.Pool{"p": p}, PoolNames: []string{"p"}}
-	_, err := buildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
+	_, err := proxy.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pool.p: run cannot build this pool:") || !strings.Contains(err.Error(), "ring too large") {
 		t.Fatalf("buildPools = %v, want the ring refused at pool.p", err)
 	}
@@ -222,7 +212,7 @@ func FuzzCheckThenStart(f *testing.F) {
 		f.Add(seed)
 	}
 	host := ""
-	if h, err := thisHost(); err == nil {
+	if h, err := proxy.ThisHost(); err == nil {
 		for _, p := range h.Addrs {
 			if a := p.Addr(); a.Is4() && !a.IsLoopback() {
 				host = a.String()
@@ -231,7 +221,7 @@ func FuzzCheckThenStart(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		src := generateConfig(&choices{data: data}, freePorts(t, 3), hasIPv6(), host)
+		src := generateConfig(&choices{data: data}, freePorts(t, 3), testnet.HasIPv6(), host)
 		if cfg, err := checkAccepts(src); err == nil {
 			mustStart(t, cfg, src)
 		}

@@ -1,353 +1,55 @@
 package main
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
-	"github.com/l4lb/l4lb/pkg/sdnotify"
+	"github.com/l4lb/l4lb/pkg/handoff"
 )
 
-// Binary upgrade, the old process's side (SIGUSR2, or l4lb upgrade which
-// sends it): start the executable at the path this process was started
-// from, re-read from disk, with the same arguments, every listening socket
-// (the listeners' and the admin endpoint's) and the state document
-// (handoff.go); wait until it says it serves; then stop accepting and
-// drain. Until then this process serves as before, and if the new one
-// fails (exits, or is not ready within the timeout, when it is killed)
-// nothing changes but a log line. inherit.go is the new process's side.
+// cmdUpgrade is l4lb upgrade: send the running l4lb SIGUSR2, which makes
+// it start the executable at its path with the listening sockets and its
+// state, and, with a pid file, wait for the outcome.
+func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("upgrade", "[-pidfile FILE | -pid PID] [-wait DURATION]",
+		`Ask the running l4lb to replace itself with the executable now at the path
+it was started from (SIGUSR2). It keeps serving until the new process serves,
+hands it every listening socket, breaker state, disables and health, then
+stops accepting and drains. A new process that fails leaves it serving.
 
-// defaultUpgradeTimeout bounds the wait for the new process to be ready.
-const defaultUpgradeTimeout = time.Minute
-
-type upgrader struct {
-	exe     string   // the path to start (not resolved through symlinks)
-	args    []string // this process's arguments
-	timeout time.Duration
-	pidfile string // "" : none
-	log     *slog.Logger
-	feed    *breakerFeed // after a hand-over, to the new process; nil: none
-}
-
-func newUpgrader(pidfile string, timeout time.Duration, log *slog.Logger) *upgrader {
-	if timeout <= 0 {
-		timeout = defaultUpgradeTimeout
+The process is the one in -pidfile (the file l4lb run -pidfile writes), or
+-pid, or $MAINPID (set by systemd for ExecReload= and the like). With
+-pidfile, upgrade waits until the file names the new process (exit 0) or
+is rewritten by the old one after a failed attempt (exit 1, the old
+process's log says why).`, stderr)
+	pidfile := fs.String("pidfile", "", "the running l4lb's pid file")
+	pidFlag := fs.Int("pid", 0, "the running l4lb's pid")
+	wait := fs.Duration("wait", handoff.DefaultTimeout+30*time.Second, "with -pidfile: how long to wait for the outcome")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	return &upgrader{exe: executablePath(), args: os.Args[1:], timeout: timeout, pidfile: pidfile, log: log}
-}
-
-// executablePath is the path this process was started as, made absolute,
-// so an upgrade runs whatever is at that path now. A symlink stays a
-// symlink (os.Executable would resolve it): pointing /usr/local/bin/l4lb
-// at a new release and upgrading starts the new release.
-func executablePath() string {
-	a0 := os.Args[0]
-	if !strings.Contains(a0, "/") {
-		if p, err := exec.LookPath(a0); err == nil {
-			a0 = p
-		} else if p, err := os.Executable(); err == nil {
-			return p
-		}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "l4lb upgrade: unexpected argument %q\n", fs.Arg(0))
+		return 2
 	}
-	if abs, err := filepath.Abs(a0); err == nil {
-		return abs
+	err := handoff.Request{PIDFile: *pidfile, PID: *pidFlag, Wait: *wait}.Send(stdout)
+	var usage handoff.UsageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "l4lb upgrade: %v\n", err)
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "l4lb upgrade: %v\n", err)
+		return 1
 	}
-	return a0
-}
-
-// started is called once this process serves: it takes the pid file and,
-// when it is an upgrade's new process, tells the old one.
-func (u *upgrader) started(inh *inheritance) {
-	if u.pidfile != "" {
-		if err := writePIDFile(u.pidfile, os.Getpid()); err != nil {
-			u.log.Warn("cannot write the pid file", "pidfile", u.pidfile, "error", err)
-		}
-	}
-	inh.tellReady(u.log)
-}
-
-// exiting removes the pid file if it still names this process (after an
-// upgrade it names the new one).
-func (u *upgrader) exiting() {
-	u.feed.stop(feedFlushGrace) // the drain's last trips too
-	if u.pidfile != "" {
-		removePIDFile(u.pidfile, os.Getpid())
-	}
-}
-
-// attempt runs one upgrade. ok: the new process serves, and this one has
-// stopped watching its listeners and closed its admin endpoint; the caller
-// drains and exits. Otherwise this process goes on serving; stop is a
-// SIGTERM or SIGINT that arrived meanwhile (the attempt was abandoned for
-// it), for the caller to act on. commit runs once the new process serves,
-// before systemd is told it is the main process (the caller stops its own
-// notifications there).
-func (u *upgrader) attempt(in *instance, sigs <-chan os.Signal, commit func()) (ok bool, stop os.Signal) {
-	start := time.Now()
-	// No reload while the new process starts: it reads the file itself,
-	// and a reload would change what this one hands over. SIGHUP is
-	// ignored below; the API refuses, once a reload it runs is done. A
-	// process that handed over never reloads again.
-	allowReloads := in.config.RefuseReloads("a binary upgrade is under way; the new process reads the configuration file itself (reload again if the upgrade fails)")
-	// Nor an operator's action: the new process starts from the state
-	// taken below, so a disable made after it would be undone there.
-	allowActions := in.config.RefuseActions("a binary upgrade is under way; the new process takes over this one's state (act on the new process once it serves, or again here if the upgrade fails)")
-	finished := func() {
-		allowActions()
-		allowReloads()
-		u.finished()
-	}
-	u.log.Info("upgrade: starting the new executable", "path", u.exe)
-	child, err := u.spawn(in)
-	if err != nil {
-		u.log.Error("upgrade failed: cannot start the new process; this one goes on serving", "path", u.exe, "error", err)
-		finished()
-		return false, nil
-	}
-	defer child.release()
-	timer := time.NewTimer(u.timeout)
-	defer timer.Stop()
-	fail := func(why string, args ...any) {
-		child.kill()
-		child.feed.stop(0)
-		args = append([]any{"new_pid", child.pid, "path", u.exe}, args...)
-		u.log.Error("upgrade failed: "+why+"; this one goes on serving", args...)
-		finished()
-	}
-	for {
-		select {
-		case r := <-child.ready:
-			if r.err != nil {
-				// The pipe closed without a word: the new process is
-				// exiting (its own log says why); wait for its status.
-				select {
-				case <-child.exited:
-					fail("the new process exited before it was ready", "status", exitStatus(child.status))
-				case <-time.After(5 * time.Second):
-					fail("the new process closed its readiness pipe without being ready", "error", r.err)
-				}
-				return false, nil
-			}
-			select {
-			case <-child.exited: // said it serves, then died: keep serving
-				fail("the new process exited right after it said it was ready", "status", exitStatus(child.status))
-				return false, nil
-			default:
-			}
-			u.log.Info("upgrade: the new process serves; this one stops accepting and drains",
-				"new_pid", child.pid, "took", time.Since(start).Round(time.Millisecond).String())
-			// systemd follows the new process; this one says nothing more.
-			commit()
-			u.feed = child.feed // until this process exits
-			if err := sdnotify.Notify("MAINPID=" + strconv.Itoa(child.pid)); err != nil {
-				u.log.Warn("cannot notify systemd", "error", err)
-			}
-			in.server.Unwatch()
-			if in.admin != nil {
-				in.admin.Close()
-			}
-			return true, nil
-		case <-child.exited:
-			fail("the new process exited before it was ready", "status", exitStatus(child.status))
-			return false, nil
-		case <-timer.C:
-			fail("the new process was not ready in time (killed)", "timeout", u.timeout.String())
-			return false, nil
-		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGTERM, syscall.SIGINT:
-				fail("a stop signal came first (the new process killed)", "signal", sig.String())
-				return false, sig
-			case syscall.SIGUSR2:
-				u.log.Warn("SIGUSR2 ignored: an upgrade is already under way", "new_pid", child.pid)
-			default:
-				u.log.Warn("signal ignored while an upgrade is under way", "signal", sig.String(), "new_pid", child.pid)
-			}
-		}
-	}
-}
-
-// finished rewrites the pid file after a failed attempt (the same pid,
-// a new file), so l4lb upgrade, which waits for the file to change, learns
-// the attempt is over.
-func (u *upgrader) finished() {
-	if u.pidfile != "" {
-		if err := writePIDFile(u.pidfile, os.Getpid()); err != nil {
-			u.log.Warn("cannot write the pid file", "pidfile", u.pidfile, "error", err)
-		}
-	}
-}
-
-// newProcess is a started successor.
-type newProcess struct {
-	pid   int
-	pidfd int // signals reach this process even once its pid is reused; -1: no pidfd
-	ready chan readyMsg
-	// exited is closed once the process is reaped, status then set.
-	exited chan struct{}
-	status syscall.WaitStatus
-	feed   *breakerFeed // nil: a fleet, whose breaker state is in Redis
-}
-
-type readyMsg struct{ err error }
-
-// kill ends a successor that will not be used, and waits until it is
-// reaped.
-func (c *newProcess) kill() {
-	select {
-	case <-c.exited:
-		return
-	default:
-	}
-	if c.pidfd >= 0 {
-		unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
-	} else {
-		unix.Kill(c.pid, unix.SIGKILL) // not reaped yet: the pid is still its
-	}
-	<-c.exited
-}
-
-func (c *newProcess) release() {
-	if c.pidfd >= 0 {
-		unix.Close(c.pidfd)
-		c.pidfd = -1
-	}
-}
-
-// spawn starts the new process: fd 3 the state pipe, 4 its readiness
-// pipe, 5 on the listening sockets, then the breaker feed's pipe
-// (breakerfeed.go) unless the breaker state is a fleet's.
-func (u *upgrader) spawn(in *instance) (*newProcess, error) {
-	socks, err := in.server.HandoffSockets()
-	if err != nil {
-		return nil, err
-	}
-	fds := make([]int, 0, len(socks)+1)
-	for _, s := range socks {
-		fds = append(fds, s.FD)
-	}
-	closeAll := func(fds []int) {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}
-	defer func() { closeAll(fds) }() // the new process has its copies
-	if in.admin != nil {
-		fd, err := in.admin.DupListener()
-		if err != nil {
-			return nil, fmt.Errorf("admin endpoint: %w", err)
-		}
-		fds = append(fds, fd)
-	}
-	var store *breaker.MemoryStore
-	if ms, ok := in.store.store.(*breaker.MemoryStore); ok {
-		store = ms
-	}
-	feedR, feedW := -1, (*os.File)(nil)
-	var feed *breakerFeed
-	if store != nil {
-		if feedR, feedW, err = newFeedPipe(); err != nil {
-			return nil, err
-		}
-		defer unix.Close(feedR)                      // the new process has its copy
-		feed = startBreakerFeed(store, feedW, u.log) // before the state is taken
-	}
-	state := captureHandoff(store, in.livePools())
-
-	var statePipe, readyPipe [2]int
-	if err := unix.Pipe2(statePipe[:], unix.O_CLOEXEC); err != nil {
-		feed.stop(0)
-		return nil, fmt.Errorf("state pipe: %w", err)
-	}
-	if err := unix.Pipe2(readyPipe[:], unix.O_CLOEXEC); err != nil {
-		closeAll(statePipe[:])
-		feed.stop(0)
-		return nil, fmt.Errorf("readiness pipe: %w", err)
-	}
-	files := []uintptr{0, 1, 2, uintptr(statePipe[0]), uintptr(readyPipe[1])}
-	for _, fd := range fds {
-		files = append(files, uintptr(fd))
-	}
-	env := []string{
-		envUpgradeParent + "=" + strconv.Itoa(os.Getpid()),
-		envUpgradeState + "=3",
-		envUpgradeReady + "=4",
-		envUpgradeSockets + "=5:" + strconv.Itoa(len(fds)),
-	}
-	if feed != nil { // after the sockets, so their numbering is what older builds expect
-		env = append(env, feedEnv(len(files)))
-		files = append(files, uintptr(feedR))
-	}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case envUpgradeParent, envUpgradeState, envUpgradeReady, envUpgradeSockets, envUpgradeBreakerFeed,
-			"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
-			"WATCHDOG_PID": // names this process; the new one pings once it is the main process
-			continue
-		}
-		env = append(env, kv)
-	}
-	pid, err := syscall.ForkExec(u.exe, append([]string{u.exe}, u.args...), &syscall.ProcAttr{Env: env, Files: files})
-	// The new process has its copies (or none): drop this one's.
-	unix.Close(statePipe[0])
-	unix.Close(readyPipe[1])
-	if err != nil {
-		unix.Close(statePipe[1])
-		unix.Close(readyPipe[0])
-		feed.stop(0)
-		return nil, err
-	}
-	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{}), feed: feed}
-	if fd, err := unix.PidfdOpen(pid, 0); err == nil { // before anything can reap it
-		c.pidfd = fd
-	}
-	go func() {
-		for {
-			_, err := syscall.Wait4(pid, &c.status, 0, nil)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		close(c.exited)
-	}()
-	go func() {
-		// A blocking write: the new process reads the whole document
-		// before it builds anything; a new process that dies unblocks it.
-		w := os.NewFile(uintptr(statePipe[1]), "upgrade-state")
-		if err := state.encode(w); err != nil {
-			u.log.Debug("upgrade: state not delivered", "error", err)
-		}
-		w.Close()
-	}()
-	go func() {
-		r := os.NewFile(uintptr(readyPipe[0]), "upgrade-ready")
-		defer r.Close()
-		line, err := bufio.NewReader(r).ReadString('\n')
-		if err == nil && line != fmt.Sprintf("READY %d\n", pid) {
-			err = fmt.Errorf("unexpected readiness message %q", line)
-		}
-		c.ready <- readyMsg{err: err}
-	}()
-	return c, nil
-}
-
-// exitStatus says how a process ended.
-func exitStatus(ws syscall.WaitStatus) string {
-	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
-	}
-	return "exit " + strconv.Itoa(ws.ExitStatus())
+	return 0
 }
 
 // runUpgrade is what l4lb run's command line and environment give
@@ -357,15 +59,63 @@ var runUpgrade upgradeOptions
 type upgradeOptions struct {
 	pidfile   string
 	timeout   time.Duration
-	inherited *inheritance // taken once
+	inherited *handoff.Inheritance // taken once
 }
 
 // take returns the upgrader and the inheritance for this process's start.
-func (o *upgradeOptions) take(log *slog.Logger) (*upgrader, *inheritance) {
+func (o *upgradeOptions) take(log *slog.Logger) (*handoff.Upgrader, *handoff.Inheritance) {
 	inh := o.inherited
 	o.inherited = nil
 	if inh == nil {
-		inh = noInheritance()
+		inh = handoff.None()
 	}
-	return newUpgrader(o.pidfile, o.timeout, log), inh
+	return handoff.NewUpgrader(o.pidfile, o.timeout, versionString(), log), inh
+}
+
+// upgrade runs one binary upgrade of in (handoff.Upgrader.Attempt). ok:
+// the new process serves, and in has stopped watching its listeners and
+// closed its admin endpoint; the caller drains and exits. Otherwise in
+// goes on serving; stop is a SIGTERM or SIGINT that came meanwhile.
+// commit runs once the new process serves.
+func (in *instance) upgrade(up *handoff.Upgrader, sigs <-chan os.Signal, commit func()) (ok bool, stop os.Signal) {
+	ok, stop = up.Attempt(handoff.Window{
+		Refuse: in.config,
+		Offer:  in.offer,
+		Commit: commit,
+	}, sigs)
+	if ok {
+		in.server.Unwatch()
+		if in.admin != nil {
+			in.admin.Close()
+		}
+	}
+	return ok, stop
+}
+
+// offer is what in hands its successor: its listening sockets (the
+// listeners', then the admin endpoint's), and its breaker store unless it
+// is a fleet's.
+func (in *instance) offer() (handoff.Offer, error) {
+	socks, err := in.server.HandoffSockets()
+	if err != nil {
+		return handoff.Offer{}, err
+	}
+	of := handoff.Offer{Sockets: make([]int, 0, len(socks)+1), Pools: in.livePools}
+	for _, s := range socks {
+		of.Sockets = append(of.Sockets, s.FD)
+	}
+	if in.admin != nil {
+		fd, err := in.admin.DupListener()
+		if err != nil {
+			for _, fd := range of.Sockets {
+				unix.Close(fd)
+			}
+			return handoff.Offer{}, fmt.Errorf("admin endpoint: %w", err)
+		}
+		of.Sockets = append(of.Sockets, fd)
+	}
+	if ms, ok := in.store.store.(*breaker.MemoryStore); ok {
+		of.Store = ms
+	}
+	return of, nil
 }

@@ -83,3 +83,17 @@ func TestRunAndDemoHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionAndUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "l4lb ") {
+		t.Fatalf("version: code %d, %q", code, out.String())
+	}
+	if code := run([]string{"bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "bogus"`) {
+		t.Fatalf("unknown command: code %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-config FILE is required") {
+		t.Fatalf("no config: code %d, %q", code, errb.String())
+	}
+}

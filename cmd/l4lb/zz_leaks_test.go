@@ -1,35 +1,19 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
-// A leak check over the whole package, beside the per-test checks that
-// testnet.StartBackend and testnet.FrozenBackend begin: it also covers the
-// tests that start l4lb (in a child process or in-process) without a
-// backend of the test's own. Goroutines and fds are the test process's own:
-// a child's are its kernel's business once it has exited.
-//
-// The file's name makes TestZZNoLeaksAfterAllTests the last sequential
-// test: go test runs a package's tests in the order of its files, then of
-// their declarations. (Parallel tests run after it and are not covered;
-// this package has none.)
+// A leak check over the whole package, beside the per-test ones: it also
+// covers the tests that run an instance in this process without a backend
+// of the test's own. The file's name makes it the last sequential test
+// (go test runs a package's tests in the order of its files).
 
-// beforeTests is taken while the package initialises, before TestMain and
-// any test; not in an l4lb child started by a test (which runs main).
-var beforeTests = func() *testnet.Snapshot {
-	if os.Getenv(asMainEnv) != "" {
-		return nil
-	}
-	return testnet.TakeSnapshot()
-}()
+// beforeTests is taken while the package initialises, before any test.
+var beforeTests = testnet.TakeSnapshot()
 
 func TestZZNoLeaksAfterAllTests(t *testing.T) {
-	if beforeTests == nil {
-		t.Skip("not in an l4lb child")
-	}
 	beforeTests.Check(t)
 }

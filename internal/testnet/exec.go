@@ -21,7 +21,14 @@ func ExecutableCopy(t testing.TB) (path, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err = os.MkdirTemp("", "l4lb-test-")
+	return CopyExecutable(t, self)
+}
+
+// CopyExecutable is ExecutableCopy of the executable at self (a binary a
+// test built, say).
+func CopyExecutable(t testing.TB, self string) (path, dir string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "l4lb-test-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,123 @@
+// Package handoff is what one l4lb process passes to another: the binary
+// upgrade (the old process's side, Upgrader; the new process's side,
+// Inheritance, which also takes systemd's socket activation), the state
+// document and breaker feed of an upgrade, the pid file, and the state
+// file that keeps operators' changes across restarts. Its job is the
+// protocol between two builds of l4lb; what each process serves is the
+// caller's.
+//
+// The two processes of an upgrade are two builds, so everything below is
+// a contract: an old binary must upgrade to a new one and back. Extend it,
+// never rename or reorder.
+//
+// # Upgrade: the sequence
+//
+// On SIGUSR2 (or l4lb upgrade, which sends it) the old process:
+//
+//  1. refuses reloads and operators' actions (the new process starts from
+//     the state taken next, so a change made after it would be undone);
+//  2. with its own breaker store (not a fleet's), opens the breaker feed
+//     pipe and subscribes to the store's changes;
+//  3. takes the state document (after 2, so no change falls between the
+//     two);
+//  4. starts the executable at the path it was started from (a symlink
+//     stays one), with its own arguments and the environment and fds
+//     below;
+//  5. writes the state document to the state pipe and closes it;
+//  6. waits, for the upgrade timeout (run -upgrade-timeout, default 1m),
+//     for "READY <pid>\n" on the readiness pipe, pid being the new
+//     process's. Once it comes (and the new process has not exited), the
+//     old process tells systemd MAINPID=<new pid>, stops accepting, closes
+//     its admin endpoint, drains and exits, writing the feed until then.
+//     If the new process exits first, closes the pipe, says anything else
+//     or the time runs out, it is killed (SIGKILL) and reaped, the old
+//     process serves on, allows reloads and actions again, and rewrites
+//     the pid file with its own pid (l4lb upgrade reads that as a failed
+//     attempt). A SIGTERM or SIGINT during the wait kills the new process
+//     and is then acted on; another SIGUSR2 is ignored.
+//
+// The new process reads the state document whole before it builds
+// anything, serves the inherited sockets instead of binding, refuses
+// actions and reloads on the shared admin socket until it has written
+// READY, takes the pid file, and follows the breaker feed until the old
+// process closes it (it exited).
+//
+// # Environment
+//
+// The old process sets, and the new one reads and unsets at start (so
+// nothing it starts in turn takes them):
+//
+//	L4LB_UPGRADE_PARENT        the old process's pid, decimal. The new
+//	                           process takes nothing unless it is its
+//	                           parent's pid (a grandchild never does).
+//	L4LB_UPGRADE_STATE         "3": fd of the state pipe (read end).
+//	L4LB_UPGRADE_READY         "4": fd of the readiness pipe (write end).
+//	L4LB_UPGRADE_SOCKETS       "FIRST:COUNT", "5:N": the listening sockets
+//	                           on fds FIRST to FIRST+COUNT-1, the
+//	                           listeners' then the admin endpoint's.
+//	L4LB_UPGRADE_BREAKER_FEED  "FD:PID": fd of the breaker feed's read
+//	                           end (5+N, after the sockets, so their
+//	                           numbering is what builds without the feed
+//	                           expect) and the old process's pid. Absent
+//	                           with a fleet's store (its state is in
+//	                           Redis). A build without the feed leaves the
+//	                           variable set; the pid keeps the processes it
+//	                           starts from taking the fd.
+//
+// An fd below 3 is never taken. The old process passes nothing else of
+// these names, nor LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES or WATCHDOG_PID
+// (those name it; the new process pings systemd once it is the main
+// process); the rest of its environment is passed as it is.
+//
+// With no L4LB_UPGRADE_PARENT, a process whose LISTEN_PID is its own
+// takes LISTEN_FDS sockets from fd 3 (systemd's socket activation).
+// Inherited fds are made close-on-exec; one that is not a socket l4lb can
+// serve is closed with a warning; a socket no listener of the new
+// configuration is bound to is closed once the new process serves.
+//
+// # Pipes
+//
+//	state pipe      old -> new, once: the state document (below), one
+//	                JSON object and a newline, then EOF. The new process
+//	                reads at most 64 MiB.
+//	readiness pipe  new -> old, once: "READY <pid>\n" in ASCII. EOF
+//	                without it means the new process is exiting.
+//	breaker feed    old -> new, from the upgrade's start until the old
+//	                process exits: a header line, then one line per change
+//	                of its breaker store (below). The old process's end is
+//	                non-blocking; a new process that does not read costs
+//	                it a write given up at exit (2 s grace for what is
+//	                pending).
+//
+// # Documents and their versions
+//
+// The state document is JSON: {"format":"l4lb-upgrade-state","version":2,
+// "from_pid":…,"from_version":…,"breaker":[…],"health":[…],"runtime":[…]}
+// (State). Version 1 had no "runtime" (drains and weights). A reader takes
+// its own version and the older ones; a newer version, another format or
+// an unknown key is refused with an error naming it, and the new process
+// then starts fresh (breakers, disables, health, drains and weights), with
+// a warning, rather than refusing to serve. Breaker cooldowns travel as
+// time remaining ("29.5s"), never as timestamps: no two clocks are
+// compared.
+//
+// The breaker feed's first line is {"format":"l4lb-breaker-feed",
+// "version":1}; each next line is one key's state after a change, as the
+// state document's breaker entries are written. A follower that does not
+// know the header follows nothing and logs why; the old process's
+// document still applies.
+//
+// The pid file (run -pidfile) holds the serving process's pid in decimal
+// and a newline, always replaced by a rename: written once a process
+// serves, rewritten with the same pid after a failed attempt, removed at
+// exit only while it names the exiting process. l4lb upgrade -pidfile
+// (Request) waits for it to be replaced: another live pid is a hand-over,
+// the same pid a failed attempt. The state file
+// ([global] state_file) is {"format":"l4lb-state","version":1,
+// "disabled":[…],"backends":{pool:{identity:{…}}}}, rewritten whole after
+// every operator's change; a process refuses to start on one it cannot
+// read rather than guess. A starting process takes the state file's
+// disables (with its own breaker store; a fleet keeps them in Redis) and
+// its drains and weights, unless an upgrade's state document brought the
+// old process's live ones, which are fresher (Inheritance.TakeUp).
+package handoff
