@@ -1,45 +1,66 @@
-package loop
+package reactor
 
-import "time"
-
-// timer is a slot in a loop's timer heap, embedded in what it times, so
-// arming a timer allocates nothing. at is in nanoseconds of the loop's
-// clock; index is the slot's place in the heap, -1 when not armed.
-type timer struct {
-	at    int64
-	index int32
-	fire  func(now int64)
+// Timer is a slot in a loop's timer heap, embedded in what it times, so
+// arming a timer allocates nothing. Its zero value is a timer not armed
+// that fires nothing: set what it fires with OnFire once.
+type Timer struct {
+	at  int64 // ns of the loop's clock
+	pos int32 // the slot's place in the heap, plus one; 0: not armed
+	fire func(now int64)
 }
+
+// OnFire sets what t calls when it fires (with the loop's clock then).
+func (t *Timer) OnFire(f func(now int64)) { t.fire = f }
+
+// Armed reports whether t is armed.
+func (t *Timer) Armed() bool { return t.pos > 0 }
+
+// At is when t is due, while it is armed.
+func (t *Timer) At() int64 { return t.at }
+
+// Arm sets t to fire at at (the loop's clock), moving it if it is already
+// armed.
+func (l *Loop) Arm(t *Timer, at int64) { l.timers.arm(t, at) }
+
+// Disarm stops t; disarming a timer that is not armed does nothing.
+func (l *Loop) Disarm(t *Timer) { l.timers.stop(t) }
+
+// TimersArmed is how many timers are armed.
+func (l *Loop) TimersArmed() int { return l.timers.len() }
+
+// FireDue fires every timer due at now. The running loop fires its own
+// each turn; this is for a Loop driven by hand, never started (tests).
+func (l *Loop) FireDue(now int64) { l.timers.fireDue(now) }
 
 // timerHeap is a binary min-heap on at. It is owned by one loop and not
 // safe for concurrent use.
 type timerHeap struct {
-	h []*timer
+	h []*Timer
 }
 
 func (t *timerHeap) len() int { return len(t.h) }
 
 // arm sets tm to fire at at, moving it if it is already armed.
-func (t *timerHeap) arm(tm *timer, at int64) {
-	if tm.index >= 0 && int(tm.index) < len(t.h) && t.h[tm.index] == tm {
+func (t *timerHeap) arm(tm *Timer, at int64) {
+	if i := int(tm.pos) - 1; i >= 0 && i < len(t.h) && t.h[i] == tm {
 		old := tm.at
 		tm.at = at
 		if at < old {
-			t.up(int(tm.index))
+			t.up(i)
 		} else {
-			t.down(int(tm.index))
+			t.down(i)
 		}
 		return
 	}
 	tm.at = at
-	tm.index = int32(len(t.h))
+	tm.pos = int32(len(t.h)) + 1
 	t.h = append(t.h, tm)
 	t.up(len(t.h) - 1)
 }
 
 // stop disarms tm; stopping a timer that is not armed does nothing.
-func (t *timerHeap) stop(tm *timer) {
-	i := int(tm.index)
+func (t *timerHeap) stop(tm *Timer) {
+	i := int(tm.pos) - 1
 	if i < 0 || i >= len(t.h) || t.h[i] != tm {
 		return
 	}
@@ -49,7 +70,7 @@ func (t *timerHeap) stop(tm *timer) {
 	}
 	t.h[last] = nil
 	t.h = t.h[:last]
-	tm.index = -1
+	tm.pos = 0
 	if i != last {
 		t.down(i)
 		t.up(i)
@@ -108,22 +129,6 @@ func (t *timerHeap) down(i int) {
 
 func (t *timerHeap) swap(i, j int) {
 	t.h[i], t.h[j] = t.h[j], t.h[i]
-	t.h[i].index = int32(i)
-	t.h[j].index = int32(j)
-}
-
-// maxWaitMs caps epoll_wait's timeout, as the Go runtime's netpoller
-// caps its own (1e9 ms, about 11.5 days). The kernel reads the timeout as
-// a C int: a timer more than 2^31-1 ms (24.8 days) away would otherwise
-// reach it as a negative number, "wait forever", and never fire. A loop
-// that wakes at the cap finds nothing due and waits again.
-const maxWaitMs = 1_000_000_000
-
-// waitTimeout is epoll_wait's timeout, in milliseconds rounded up, for a
-// timer due in wait nanoseconds.
-func waitTimeout(wait int64) int {
-	if wait >= maxWaitMs*int64(time.Millisecond) {
-		return maxWaitMs // and no overflow rounding up a wait near MaxInt64
-	}
-	return int(max(0, (wait+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+	t.h[i].pos = int32(i) + 1
+	t.h[j].pos = int32(j) + 1
 }

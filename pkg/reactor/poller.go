@@ -1,4 +1,4 @@
-package loop
+package reactor
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // poller is one epoll set plus an eventfd that wakes it from other
@@ -37,14 +39,15 @@ type poller struct {
 	waits uint32
 }
 
-// Event bits a socket is registered with (EPOLLPRI: TCP urgent data, which
-// splice cannot read past; see splice.Stream.Urgent).
-const socketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
+// SocketEvents are the event bits a TCP socket is registered with
+// (EPOLLPRI: TCP urgent data, which splice cannot read past; see
+// splice.Stream.Urgent).
+const SocketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
 
-// datagramEvents: a UDP socket is watched for reading only (errors are
+// DatagramEvents: a UDP socket is watched for reading only (errors are
 // always reported). Asking for EPOLLOUT too would wake the loop after
 // every datagram sent, as each one frees send-buffer space.
-const datagramEvents = unix.EPOLLIN | unix.EPOLLET
+const DatagramEvents = unix.EPOLLIN | unix.EPOLLET
 
 // maxEvents is how many events one epoll_wait returns at most: the
 // fairness budget between polling and working (HAProxy's maxpollevents).
@@ -70,16 +73,16 @@ func newPoller() (*poller, error) {
 
 func (p *poller) add(fd int, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := rawsys.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
 	}
 	return nil
 }
 
 // del removes fd. Closing an fd removes it too, unless it was duplicated;
-// del is for sockets handed to someone else (none today) and listeners.
+// del is for listening sockets another process holds too (Loop.Unwatch).
 func (p *poller) del(fd int) {
-	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	rawsys.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 }
 
 // wait blocks until events arrive or timeoutMs runs out (-1: no timeout,
@@ -90,7 +93,7 @@ func (p *poller) del(fd int) {
 func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	if timeoutMs == 0 {
 		for { // a poll never blocks, so it needs no hand-off either
-			n, err := rawEpollWait(p.epfd, p.events, 0)
+			n, err := rawsys.EpollWait(p.epfd, p.events, 0)
 			if err != unix.EINTR {
 				return p.result(n, err)
 			}
@@ -142,7 +145,7 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 			raw = min(raw, ceilMs(deadline.Sub(now)))
 		}
 		p.sleeps++
-		n, err := rawEpollWait(p.epfd, p.events, raw)
+		n, err := rawsys.EpollWait(p.epfd, p.events, raw)
 		switch {
 		case err == unix.EINTR:
 			// Most likely the runtime asking this goroutine to stop (a
@@ -195,7 +198,7 @@ func (p *poller) spin(now, deadline time.Time) int {
 		end = deadline
 	}
 	for {
-		n, err := rawEpollWait(p.epfd, p.events, 0)
+		n, err := rawsys.EpollWait(p.epfd, p.events, 0)
 		if err == nil && n > 0 {
 			return n
 		}

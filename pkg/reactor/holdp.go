@@ -1,12 +1,9 @@
-package loop
+package reactor
 
 import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // A busy loop waits for events with a raw epoll_wait that keeps its P
@@ -65,16 +62,3 @@ func releaseHold() { holders.Add(-1) }
 func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
 
 const overHeldEvery = 256
-
-// rawEpollWait is epoll_wait without the runtime's syscall hand-off: the
-// calling goroutine keeps its P while the thread sleeps in the kernel.
-//
-//go:noinline
-func rawEpollWait(epfd int, events []unix.EpollEvent, timeoutMs int) (int, error) {
-	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd),
-		uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(timeoutMs), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}

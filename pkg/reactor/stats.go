@@ -1,4 +1,4 @@
-package loop
+package reactor
 
 import (
 	"sync/atomic"
@@ -7,13 +7,10 @@ import (
 
 // Stats is what one event loop has done since it started, for metrics:
 // how much of its time went to work, and how it waited. An operator reads
-// saturation from Busy (its rate is the loop's utilisation), imbalance
-// between loops from Conns, and what wake_coalesce and busy_poll do from
-// Events per Sleep and from Coalesced.
+// saturation from Busy (its rate is the loop's utilisation), and what
+// wake_coalesce and busy_poll do from Events per Sleep and from Coalesced.
 type Stats struct {
 	ID int
-	// Conns is the number of TCP client connections the loop holds now.
-	Conns int64
 	// Busy is the time the loop spent handling events, timers and tasks;
 	// the rest it waited (a busy_poll spin or a coalescing window is
 	// waiting too).
@@ -52,7 +49,7 @@ func (l *Loop) beforeWait(block bool) {
 	var now int64
 	switch {
 	case block:
-		now = l.clock()
+		now = l.Clock()
 	case l.now-st.at >= statsEvery:
 		now = l.now
 	default:
@@ -81,7 +78,6 @@ func (l *Loop) Stats() Stats {
 	st := &l.stats
 	return Stats{
 		ID:        l.id,
-		Conns:     l.nconns.Load(),
 		Busy:      time.Duration(st.pubBusy.Load()),
 		Events:    st.pubEvents.Load(),
 		Sleeps:    st.pubSleeps.Load(),

@@ -1,11 +1,12 @@
-package loop
+package reactor
 
 import (
 	"runtime"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // Wake-up coalescing ([global] wake_coalesce). A loop that runs out of
@@ -41,7 +42,7 @@ import (
 // found, 0 when the window brought none (or the poll failed: the caller's
 // blocking wait reports that).
 func (p *poller) gather(now, deadline time.Time) int {
-	if n, err := rawEpollWait(p.epfd, p.events, 0); err == nil && n > 0 {
+	if n, err := rawsys.EpollWait(p.epfd, p.events, 0); err == nil && n > 0 {
 		return n
 	}
 	end := now.Add(p.coalesce)
@@ -55,24 +56,14 @@ func (p *poller) gather(now, deadline time.Time) int {
 	// runtime interrupts raw sleeps (sysmon's 10 ms time slices, each
 	// garbage collection's stops), and each interruption is let through.
 	for d := end.Sub(now); d > 0; d = time.Until(end) {
-		if rawNanosleep(d) != unix.EINTR {
+		if rawsys.Nanosleep(d) != unix.EINTR {
 			break
 		}
 		runtime.Gosched()
 	}
-	n, err := rawEpollWait(p.epfd, p.events, 0)
+	n, err := rawsys.EpollWait(p.epfd, p.events, 0)
 	if err != nil {
 		return 0
 	}
 	return n
-}
-
-// rawNanosleep sleeps d without the runtime's syscall bookkeeping, so
-// the loop keeps its P (holdp.go); a signal ends it early with EINTR.
-//
-//go:noinline
-func rawNanosleep(d time.Duration) unix.Errno {
-	ts := unix.NsecToTimespec(int64(d))
-	_, _, e := unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
-	return e
 }

@@ -1,4 +1,4 @@
-package loop
+package reactor
 
 import (
 	"runtime"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // withProcs runs the test with GOMAXPROCS n.
@@ -54,7 +56,7 @@ func TestPollerHoldsAPOnlyWhileBusy(t *testing.T) {
 	// Nothing more comes: past holdIdle the wait gives the P back and
 	// goes on waiting the runtime's way.
 	got := waitAsync(p)
-	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+	if !testnet.WaitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
 		t.Fatalf("an idle wait still holds a P after 10s (holders %d, base %d)", holders.Load(), base)
 	}
 	p.wake()
@@ -191,7 +193,7 @@ func TestBusyLoopLetsGoWhenGOMAXPROCSDrops(t *testing.T) {
 		t.Fatalf("the busy loop holds no P before the drop (holders %d, base %d)", holders.Load(), base)
 	}
 	runtime.GOMAXPROCS(1)
-	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+	if !testnet.WaitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
 		t.Fatalf("still %d holders (base %d) 10s after GOMAXPROCS went to 1", holders.Load(), base)
 	}
 }
@@ -248,7 +250,7 @@ func TestIdleLoopLetsGoUnderCollections(t *testing.T) {
 	base := holders.Load() - 1
 	gcStorm(t)
 	got := waitAsync(p)
-	if !waitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+	if !testnet.WaitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
 		t.Fatalf("an idle loop still holds its P after 10s of collections (holders %d, base %d)", holders.Load(), base)
 	}
 	p.wake()

@@ -1,4 +1,4 @@
-package loop
+package rawsys
 
 import (
 	"net"
@@ -28,15 +28,15 @@ func TestRawConnectReachesListenersOfBothFamilies(t *testing.T) {
 			t.Skipf("%s: %v", tc.listen, err)
 		}
 		ap := tc.dial(uint16(ln.Addr().(*net.TCPAddr).Port))
-		family, sa := socketAddress(ap)
+		family, sa := SockaddrOf(ap)
 		if family != tc.family {
 			t.Errorf("%v: family %d, want %d", ap, family, tc.family)
 		}
-		fd, err := newSocket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+		fd, err := Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := connectRaw(fd, &sa); err != nil {
+		if err := Connect(fd, &sa); err != nil {
 			t.Errorf("connect to %v: %v", ap, err)
 		} else if peer, err := unix.Getpeername(fd); err != nil {
 			t.Errorf("getpeername after connecting to %v: %v", ap, err)
@@ -52,7 +52,7 @@ func TestRawConnectReachesListenersOfBothFamilies(t *testing.T) {
 				t.Errorf("connected to port %d, want %d", port, ap.Port())
 			}
 		}
-		closeFd(fd)
+		Close(fd)
 		ln.Close()
 	}
 }

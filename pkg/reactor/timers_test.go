@@ -1,11 +1,9 @@
-package loop
+package reactor
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 )
 
 // Timers fire in deadline order, each exactly once, whatever order they
@@ -15,11 +13,10 @@ func TestTimersFireInDeadlineOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 2000
 	var fired []int64
-	timers := make([]timer, n)
+	timers := make([]Timer, n)
 	want := map[int]int64{}
 	for i := range timers {
-		timers[i] = timer{index: -1}
-		timers[i].fire = func(now int64) { fired = append(fired, timers[i].at) }
+		timers[i].OnFire(func(now int64) { fired = append(fired, timers[i].at) })
 		h.arm(&timers[i], r.Int64N(1_000_000))
 		want[i] = timers[i].at
 	}
@@ -58,13 +55,13 @@ func TestTimersFireInDeadlineOrder(t *testing.T) {
 func TestTimerRearmsItselfFromFire(t *testing.T) {
 	var h timerHeap
 	count := 0
-	tm := timer{index: -1}
-	tm.fire = func(now int64) {
+	var tm Timer
+	tm.OnFire(func(now int64) {
 		count++
 		if count < 3 {
 			h.arm(&tm, now+10)
 		}
-	}
+	})
 	h.arm(&tm, 10)
 	h.fireDue(10)
 	if count != 1 {
@@ -80,9 +77,9 @@ func TestTimerRearmsItselfFromFire(t *testing.T) {
 
 func BenchmarkTimerArmStop(b *testing.B) {
 	var h timerHeap
-	timers := make([]timer, 10000)
+	timers := make([]Timer, 10000)
 	for i := range timers {
-		timers[i] = timer{index: -1, fire: func(int64) {}}
+		timers[i].OnFire(func(int64) {})
 		h.arm(&timers[i], int64(i*7919%10000))
 	}
 	b.ReportAllocs()
@@ -92,41 +89,5 @@ func BenchmarkTimerArmStop(b *testing.B) {
 		h.stop(tm)
 		h.arm(tm, int64(i%10000))
 		i++
-	}
-}
-
-// epoll_wait takes its timeout as a C int: a timer further away than
-// 2^31-1 ms (24.8 days) must not reach it as a negative number, which
-// means "wait forever" and would never fire the timer. The timeout is
-// capped, as the Go runtime's netpoller caps its own; the loop wakes at the
-// cap, finds nothing due, and waits again.
-func TestWaitTimeoutOfAFarTimerStaysPositive(t *testing.T) {
-	const day = 24 * int64(time.Hour)
-	for _, tc := range []struct {
-		wait int64
-		want int // 0: anything in 1..maxWaitMs
-	}{
-		{wait: -5, want: 0},
-		{wait: 0, want: 0},
-		{wait: 1, want: 1},
-		{wait: int64(time.Millisecond), want: 1},
-		{wait: int64(time.Millisecond) + 1, want: 2},
-		{wait: 10 * day, want: int(10 * day / int64(time.Millisecond))},
-		{wait: 25 * day},
-		{wait: 1000 * day},
-		{wait: math.MaxInt64},
-	} {
-		got := waitTimeout(tc.wait)
-		// What the kernel reads: the low 32 bits, signed.
-		kernel := int32(uint32(got))
-		if tc.want != 0 || tc.wait <= 0 {
-			if got != tc.want {
-				t.Errorf("waitTimeout(%v) = %d, want %d", time.Duration(tc.wait), got, tc.want)
-			}
-			continue
-		}
-		if kernel <= 0 || int64(kernel) != int64(got) {
-			t.Errorf("waitTimeout(%v) = %d, which epoll_wait reads as %d (negative: forever)", time.Duration(tc.wait), got, kernel)
-		}
 	}
 }
