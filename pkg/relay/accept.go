@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"net/netip"
@@ -6,6 +6,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
@@ -24,7 +26,7 @@ type lsock struct {
 	// queue is left alone for a while instead of spinning on it.
 	backoff  time.Duration
 	failures int
-	retry    timer
+	retry    reactor.Timer
 
 	// accept is accept4; tests put errors in its way.
 	accept func(fd int) (int, netip.AddrPort, error)
@@ -42,9 +44,9 @@ const (
 // AddListener hands the loop its socket of listener f. It must be called
 // before Start.
 func (l *Loop) AddListener(fd int, f *Front) error {
-	s := &lsock{l: l, fd: fd, f: f, retry: timer{index: -1}, accept: accept4}
-	s.retry.fire = func(int64) { s.acceptAll() }
-	if err := l.register(fd, s); err != nil {
+	s := &lsock{l: l, fd: fd, f: f, accept: rawsys.Accept4}
+	s.retry.OnFire(func(int64) { s.acceptAll() })
+	if err := l.r.Register(fd, s, reactor.SocketEvents); err != nil {
 		return err
 	}
 	l.lsocks = append(l.lsocks, s)
@@ -99,17 +101,12 @@ func (l *Loop) RenameListener(old, f *Front) {
 	}
 }
 
-// CloseListeners stops accepting (a drain); connections go on. UDP
-// listeners close with their sessions: a datagram client has no
-// connection to finish, and its retries find the next l4lb.
+// CloseListeners stops accepting (a drain); connections go on.
 func (l *Loop) CloseListeners() {
-	l.Post(func() {
+	l.r.Post(func() {
 		for _, s := range l.lsocks {
 			s.acceptQueued()
 			s.close()
-		}
-		for _, u := range l.udps {
-			u.close()
 		}
 	})
 }
@@ -119,23 +116,23 @@ func (s *lsock) close() {
 		return
 	}
 	s.closed = true
-	s.l.timers.stop(&s.retry)
-	s.l.forget(s.fd)
-	unix.Close(s.fd)
+	s.l.r.Disarm(&s.retry)
+	s.l.r.Forget(s.fd)
+	rawsys.Close(s.fd)
 }
 
-func (s *lsock) event(uint32) {
-	s.l.churn = true
-	if s.retry.index < 0 { // backing off: the retry timer will accept
+func (s *lsock) Event(uint32) {
+	s.l.r.Churn()
+	if !s.retry.Armed() { // backing off: the retry timer will accept
 		s.acceptAll()
 	}
 }
 
-func (s *lsock) resume() { s.acceptAll() }
+func (s *lsock) Resume() { s.acceptAll() }
 
 func (s *lsock) acceptAll() {
 	if s.acceptSome() {
-		s.l.markReady(s) // more may be queued: go on after the other events
+		s.l.r.MarkReady(s) // more may be queued: go on after the other events
 	}
 }
 
@@ -152,7 +149,7 @@ func (s *lsock) acceptAll() {
 // are lost to the close either way), and skips a socket another process
 // also holds (an upgrade's): its queue is that process's to serve.
 func (s *lsock) acceptQueued() {
-	if s.closed || s.unwatched || s.retry.index >= 0 {
+	if s.closed || s.unwatched || s.retry.Armed() {
 		return
 	}
 	info, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
@@ -199,7 +196,7 @@ func (s *lsock) acceptSome() (more bool) {
 		} else {
 			s.backoff = min(2*s.backoff, maxAcceptBackoff)
 		}
-		s.l.timers.arm(&s.retry, s.l.clock()+int64(s.backoff))
+		s.l.r.Arm(&s.retry, s.l.r.Clock()+int64(s.backoff))
 		return false
 	}
 	return true

@@ -1,10 +1,10 @@
-package loop
+package relay
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"time"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -126,31 +126,13 @@ func (r ClientResult) String() string {
 	return "unknown"
 }
 
-// AccessRecord is one ended client connection as the access log writes it.
-// It holds no pointer of its own beyond strings that outlive it, so the
-// queue stores it by value and a record costs no allocation.
-type AccessRecord struct {
-	End      int64         // when it ended: wall clock, Unix ns
-	Duration time.Duration // from accept to end, on the loop's clock
-	Listener string
-	Pool     string
-	Client   netip.AddrPort
-	// Backend is the backend's addr as configured; "" when the client
-	// never reached one.
-	Backend string
-	// Bytes delivered to the backend and to the client.
-	ToBackend, ToClient int64
-	Reason              CloseReason
-	Result              ClientResult
-}
-
 // SetAccessLog makes the loops hand every ended client connection to q;
 // nil turns the access log off (the loops then only check the pointer).
 // Safe while the loops run.
-func (s *Shared) SetAccessLog(q *AccessQueue) { s.access.Store(q) }
+func (s *Shared) SetAccessLog(q *accesslog.Queue) { s.access.Store(q) }
 
 // AccessLog is the queue the loops hand records to; nil when off.
-func (s *Shared) AccessLog() *AccessQueue { return s.access.Load() }
+func (s *Shared) AccessLog() *accesslog.Queue { return s.access.Load() }
 
 // record counts a client connection that ended on this loop and, with the
 // access log on, queues its record.
@@ -161,21 +143,21 @@ func (c *conn) record(why CloseReason, relayed bool) {
 	if q == nil {
 		return
 	}
-	r := AccessRecord{
-		End: time.Now().UnixNano(), Duration: time.Duration(c.l.now - c.born),
-		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why, Result: ResultRejected,
+	r := accesslog.Record{
+		End: time.Now().UnixNano(), Duration: time.Duration(c.l.r.Now() - c.born),
+		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why.String(), Result: ResultRejected.String(),
 	}
 	switch {
 	case relayed && why != CloseLocalError:
 		// A connection that reached relaying and then met this host's
 		// trouble (its PROXY header not sent) was never served:
 		// rejected, as l4lb_client_connections_total counts it.
-		r.Result, r.Backend = ResultOK, c.backend.Addr
+		r.Result, r.Backend = ResultOK.String(), c.backend.Addr
 		r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
 	case why == CloseNoBackend:
-		r.Result = ResultFailed
+		r.Result = ResultFailed.String()
 	}
-	q.Push(c.l.id, &r)
+	q.Push(c.l.r.ID(), &r)
 }
 
 // refusedAtAccept counts (and logs) a client closed before it became a
@@ -186,134 +168,9 @@ func (l *Loop) refusedAtAccept(f *Front, src netip.AddrPort, why CloseReason) {
 	if q == nil {
 		return
 	}
-	r := AccessRecord{End: time.Now().UnixNano(), Listener: f.Name, Client: src, Reason: why, Result: ResultRejected}
+	r := accesslog.Record{End: time.Now().UnixNano(), Listener: f.Name, Client: src, Reason: why.String(), Result: ResultRejected.String()}
 	if p := f.Pool(); p != nil {
 		r.Pool = p.Name
 	}
-	q.Push(l.id, &r)
+	q.Push(l.r.ID(), &r)
 }
-
-// AccessQueue carries access records from the loops to one writer
-// goroutine: a ring per loop with the loop as its only producer and the
-// writer as its only consumer, so a push is two atomic loads, a copy and
-// an atomic store, never a lock, a syscall or an allocation. A full ring
-// drops the record and counts it: a loop never waits for log I/O.
-//
-// The writer is woken through a channel only when it said it is about to
-// sleep (waiting), so a busy loop does not wake it once per record: while
-// it works, records pile up in the rings and go out as one batch.
-type AccessQueue struct {
-	rings   []accessRing
-	dropped atomic.Int64
-	waiting atomic.Bool
-	wake    chan struct{}
-}
-
-// accessRing is one loop's single-producer, single-consumer ring.
-type accessRing struct {
-	head  atomic.Uint64 // next slot the writer reads
-	_     [56]byte      // head and tail on their own cache lines
-	tail  atomic.Uint64 // next slot the loop writes
-	_     [56]byte
-	mask  uint64
-	slots []AccessRecord
-}
-
-// NewAccessQueue returns a queue for loops event loops (ids 0..loops-1)
-// holding up to perLoop records per loop (rounded up to a power of two,
-// at least 16).
-func NewAccessQueue(loops, perLoop int) *AccessQueue {
-	size := 16
-	for size < perLoop {
-		size <<= 1
-	}
-	q := &AccessQueue{rings: make([]accessRing, max(loops, 1)), wake: make(chan struct{}, 1)}
-	for i := range q.rings {
-		q.rings[i].mask = uint64(size - 1)
-		q.rings[i].slots = make([]AccessRecord, size)
-	}
-	return q
-}
-
-// Push queues a copy of r from loop id, or drops and counts it when that
-// loop's ring is full. Each id has one producer: call it only from loop
-// id's goroutine (the loops do), or, in a test, from one goroutine per id.
-func (q *AccessQueue) Push(id int, r *AccessRecord) {
-	if id < 0 || id >= len(q.rings) {
-		q.dropped.Add(1) // a loop the queue was not made for: never share a ring
-		return
-	}
-	g := &q.rings[id]
-	t := g.tail.Load()
-	if t-g.head.Load() > g.mask {
-		q.dropped.Add(1)
-		return
-	}
-	g.slots[t&g.mask] = *r
-	g.tail.Store(t + 1)
-	if q.waiting.Load() && q.waiting.CompareAndSwap(true, false) {
-		select {
-		case q.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// Drain hands every queued record to f, ring by ring, and returns how many
-// it handed. f must not keep the pointer. The writer's goroutine only.
-func (q *AccessQueue) Drain(f func(*AccessRecord)) int {
-	n := 0
-	for i := range q.rings {
-		g := &q.rings[i]
-		h, t := g.head.Load(), g.tail.Load()
-		for ; h < t; h++ {
-			s := &g.slots[h&g.mask]
-			f(s)
-			*s = AccessRecord{} // let go of the strings
-			n++
-		}
-		g.head.Store(h)
-	}
-	return n
-}
-
-// pending reports whether any ring holds a record.
-func (q *AccessQueue) pending() bool {
-	for i := range q.rings {
-		if q.rings[i].tail.Load() != q.rings[i].head.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// Wait blocks the writer until a record may be queued; false once stop is
-// closed. The writer's goroutine only, after a Drain.
-func (q *AccessQueue) Wait(stop <-chan struct{}) bool {
-	q.waiting.Store(true)
-	// A push that came before the flag was set did not wake anyone: look
-	// again (the flag and the rings' tails are sequentially consistent, so
-	// a push after this check sees the flag).
-	if q.pending() {
-		q.waiting.Store(false)
-		return true
-	}
-	select {
-	case <-q.wake:
-		return true
-	case <-stop:
-		q.waiting.Store(false)
-		return false
-	}
-}
-
-// Dropped is the number of records lost: queue full, or counted by the
-// writer with AddDropped.
-func (q *AccessQueue) Dropped() int64 { return q.dropped.Load() }
-
-// AddDropped counts n records the writer could not write.
-func (q *AccessQueue) AddDropped(n int64) { q.dropped.Add(n) }
-
-// Capacity is how many records the queue holds at most, all loops
-// together.
-func (q *AccessQueue) Capacity() int { return len(q.rings) * len(q.rings[0].slots) }

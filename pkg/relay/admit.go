@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // begin runs the listener's policy on a client just accepted: a PROXY
@@ -22,7 +23,7 @@ func (c *conn) begin() {
 			return
 		}
 		c.phase = phaseProxy
-		c.l.timers.arm(&c.timer, c.l.clock()+int64(pol.ProxyTimeout))
+		c.l.r.Arm(&c.timer, c.l.r.Clock()+int64(pol.ProxyTimeout))
 		c.readProxyHeader() // it may have come with the handshake
 		return
 	}
@@ -64,10 +65,7 @@ func (c *conn) refuseBy(why CloseReason, reset bool) {
 // bring a new edge.
 func (c *conn) readProxyHeader() {
 	buf := c.l.hdr[:]
-	n, _, err := unix.Recvfrom(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	for err == unix.EINTR {
-		n, _, err = unix.Recvfrom(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	}
+	n, err := rawsys.Recv(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	switch {
 	case err == unix.EAGAIN:
 		c.cl.readable = false
@@ -96,11 +94,11 @@ func (c *conn) readProxyHeader() {
 		c.refuseBy(CloseProxyHeader, true)
 		return
 	}
-	if m, err := unix.Read(c.cl.fd, buf[:hl]); err != nil || m != hl {
+	if m, err := rawsys.Recv(c.cl.fd, buf[:hl], 0); err != nil || m != hl {
 		c.refuse(errors.Join(errors.New("taking the PROXY header off the socket"), err))
 		return
 	}
-	c.l.timers.stop(&c.timer)
+	c.l.r.Disarm(&c.timer)
 	if !h.Local {
 		// The client as the first proxy saw it: picked (ip-hash),
 		// checked, logged and told to the backend by this address.

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"context"
@@ -8,7 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -42,7 +45,7 @@ type endpoint struct {
 	urgent bool
 }
 
-func (e *endpoint) event(ev uint32) {
+func (e *endpoint) Event(ev uint32) {
 	if ev&(unix.EPOLLIN|unix.EPOLLPRI|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.readable = true
 	}
@@ -57,9 +60,9 @@ func (e *endpoint) event(ev uint32) {
 	}
 	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.peerDone = true
-		e.c.l.churn = true
+		e.c.l.r.Churn()
 	} else if e.c.phase != phaseRelaying {
-		e.c.l.churn = true // not relaying yet: dialing, queued for a slot, or reading a PROXY header
+		e.c.l.r.Churn() // not relaying yet: dialing, queued for a slot, or reading a PROXY header
 	}
 	e.c.event(e)
 }
@@ -77,13 +80,13 @@ type conn struct {
 	ended   [2]bool
 	queued  bool // on the loop's ready list
 
-	timer      timer // connect timeout while dialing, idle timeout after, then the linger
+	timer      reactor.Timer // connect timeout while dialing, idle timeout after, then the linger
 	lastActive int64
 	// lingerUntil: both directions ended, the backend's first, and the
 	// loop waits until then for the backend to take or reset the client's
 	// last bytes (latereset.go); lingerStep is the next look's delay.
 	lingerUntil, lingerStep int64
-	born                    int64  // the accepting turn's l.now: the access log's duration
+	born                    int64  // the accepting turn's l.r.Now(): the access log's duration
 	outq                    [2]int // send queues at the last idle check
 
 	pool    *pool.Pool // the listener's pool when the client was accepted
@@ -94,7 +97,7 @@ type conn struct {
 
 	// Loop detection: the backend connection's ends, recorded while it
 	// exists when the backend is a local address.
-	own   conn4
+	own   loopguard.Conn
 	owned bool
 
 	policy   *Policy        // the listener's when the client was accepted
@@ -109,7 +112,7 @@ type conn struct {
 // earlyWatch settles a count_early_reset dial as a success when the
 // backend stays silent for the pool's early_reset_window.
 type earlyWatch struct {
-	timer timer
+	timer reactor.Timer
 }
 
 // accepted takes a new client connection from a listener of this loop.
@@ -117,7 +120,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	if l.sh.Active.Add(1) > l.sh.Max.Load() {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		closeFd(fd)
+		rawsys.Close(fd)
 		l.refusedAtAccept(f, src, CloseConnectionCap)
 		if l.sh.OnCap != nil {
 			l.sh.OnCap()
@@ -125,24 +128,24 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 		return
 	}
 	// TCP_NODELAY is inherited from the listening socket (listener.Bind).
-	c := &conn{l: l, f: f, pool: f.Pool(), src: src, timer: timer{index: -1}, born: l.now}
+	c := &conn{l: l, f: f, pool: f.Pool(), src: src, born: l.r.Now()}
 	c.cl = endpoint{c: c, fd: fd, client: true}
 	c.be = endpoint{c: c, fd: -1}
-	c.timer.fire = c.onTimer
-	if err := l.register(fd, &c.cl); err != nil {
+	c.timer.OnFire(c.onTimer)
+	if err := l.r.Register(fd, &c.cl, reactor.SocketEvents); err != nil {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		closeFd(fd)
+		rawsys.Close(fd)
 		l.refusedAtAccept(f, src, CloseLocalError)
 		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
 		return
 	}
 	l.held.add(c)
 	l.nconns.Add(1)
-	if l.sh.own.n.Load() > 0 && l.sh.isLocal(src.Addr()) {
+	if g := l.sh.Guard; g.Active() && g.Local(src.Addr()) {
 		// Only a local client can be one of l4lb's own dials, and only
 		// while such dials exist.
-		if local, err := getsockname(fd); err == nil && l.sh.own.has(conn4{local: src, remote: local}) {
+		if local, err := rawsys.Getsockname(fd); err == nil && g.Has(loopguard.Conn{Local: src, Remote: local}) {
 			c.loopCut()
 			return
 		}
@@ -184,7 +187,7 @@ func (c *conn) event(e *endpoint) {
 	}
 }
 
-func (c *conn) resume() {
+func (c *conn) Resume() {
 	c.queued = false
 	c.pump()
 }
@@ -200,7 +203,7 @@ func (c *conn) checkHangUp(e *endpoint) {
 	if !c.ended[d] {
 		return // the next read reports it
 	}
-	if err := soError(e.fd); err != nil {
+	if err := rawsys.SoError(e.fd); err != nil {
 		c.broken(e, err)
 	}
 }
@@ -279,9 +282,9 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	relaying := c.phase == phaseRelaying
 	c.phase = phaseClosed
 	l := c.l
-	l.timers.stop(&c.timer)
+	l.r.Disarm(&c.timer)
 	if c.early != nil {
-		l.timers.stop(&c.early.timer)
+		l.r.Disarm(&c.early.timer)
 	}
 	midDial := c.dial != nil && c.be.fd >= 0
 	if midDial {
@@ -328,11 +331,11 @@ func closeEnd(l *Loop, e *endpoint, reset bool) {
 	if e.fd < 0 {
 		return
 	}
-	l.forget(e.fd)
+	l.r.Forget(e.fd)
 	if reset {
-		resetClose(e.fd)
+		rawsys.ResetClose(e.fd)
 	} else {
-		closeFd(e.fd)
+		rawsys.Close(e.fd)
 	}
 	e.fd = -1
 }

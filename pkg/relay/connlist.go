@@ -1,4 +1,4 @@
-package loop
+package relay
 
 // connList is a loop's connections as an intrusive doubly linked list: a
 // connection joins and leaves it in O(1) with no hashing and no memory of

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"errors"
@@ -8,7 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
 // dialState is a connection's walk through its candidates; it lives only
@@ -56,7 +59,7 @@ func (c *conn) tryNext() {
 			if !b.Usable() {
 				continue
 			}
-			if d.budgeted && c.l.clock() >= d.deadline {
+			if d.budgeted && c.l.r.Clock() >= d.deadline {
 				d.last = pool.ErrBudget
 				break
 			}
@@ -67,7 +70,7 @@ func (c *conn) tryNext() {
 			continue
 		}
 		d.cur = cur
-		d.started = c.l.clock()
+		d.started = c.l.r.Clock()
 		if !d.budgeted {
 			// From the first connect(2): that dial gets its full
 			// connect_timeout (connect_budget >= connect_timeout), so its
@@ -78,8 +81,8 @@ func (c *conn) tryNext() {
 		fd, err := connectTo(b.AddrPort, p.Keepalive(), p.SourcesFor(b.AddrPort), int(c.l.srcNext))
 		if fd >= 0 {
 			c.be = endpoint{c: c, fd: fd}
-			if rerr := c.l.register(fd, &c.be); rerr != nil {
-				closeFd(fd)
+			if rerr := c.l.r.Register(fd, &c.be, reactor.SocketEvents); rerr != nil {
+				rawsys.Close(fd)
 				c.be.fd = -1
 				p.EndDial(d.cur, dialer.Local)
 				c.refuse(rerr)
@@ -89,7 +92,7 @@ func (c *conn) tryNext() {
 			now := d.started // connect(2) took microseconds
 			timeout, left := int64(p.ConnectTimeout()), d.deadline-now
 			d.cut = left < timeout
-			c.l.timers.arm(&c.timer, now+min(timeout, max(left, 0)))
+			c.l.r.Arm(&c.timer, now+min(timeout, max(left, 0)))
 			return // writable (or an error) says how it went
 		}
 		o := dialer.Classify(err)
@@ -124,11 +127,11 @@ func (c *conn) tryNext() {
 // epoll reported an error, one syscall fewer per connection.
 func (c *conn) connectDone() {
 	if !c.be.hup {
-		c.l.timers.stop(&c.timer)
+		c.l.r.Disarm(&c.timer)
 		c.connected(true)
 		return
 	}
-	err := soError(c.be.fd)
+	err := rawsys.SoError(c.be.fd)
 	switch err {
 	case unix.ECONNRESET, unix.EPIPE, nil:
 		// The handshake completed (a reset in SYN_SENT reads as
@@ -141,7 +144,7 @@ func (c *conn) connectDone() {
 		if err == nil {
 			err = unix.ECONNRESET
 		}
-		c.l.timers.stop(&c.timer)
+		c.l.r.Disarm(&c.timer)
 		c.connected(false)
 		if c.phase == phaseRelaying {
 			c.salvage(1)
@@ -156,7 +159,7 @@ func (c *conn) connectDone() {
 // moves on to the next candidate.
 func (c *conn) dialFailed(err error) {
 	d, p := c.dial, c.pool
-	c.l.timers.stop(&c.timer)
+	c.l.r.Disarm(&c.timer)
 	c.forgetOwnDial()
 	closeEnd(c.l, &c.be, false)
 	derr := &dialer.DialError{Backend: d.cur.Backend.Addr, Err: err}
@@ -194,14 +197,14 @@ func (c *conn) connected(pump bool) {
 	c.backend = d.cur.Backend
 	c.settle = p.Pending(d.cur)
 	if c.settle != nil {
-		c.early = &earlyWatch{timer: timer{index: -1}}
-		c.early.timer.fire = func(int64) { c.settle.Settle(dialer.Success) }
-		c.l.timers.arm(&c.early.timer, c.l.clock()+int64(p.EarlyResetWindow()))
+		c.early = &earlyWatch{}
+		c.early.timer.OnFire(func(int64) { c.settle.Settle(dialer.Success) })
+		c.l.r.Arm(&c.early.timer, c.l.r.Clock()+int64(p.EarlyResetWindow()))
 	}
 	c.phase = phaseRelaying
-	c.lastActive = c.l.clock()
+	c.lastActive = c.l.r.Clock()
 	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
-	c.l.timers.arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
+	c.l.r.Arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	// A connect found reset (pump false) is the relay's to end as a
 	// backend reset: no header goes to a socket that is gone. The client
 	// counts as ok only once its header is written: sendProxyHeader
@@ -222,18 +225,18 @@ func (c *conn) connected(pump bool) {
 // so with several loops another loop may accept that connection before
 // this record exists and let one hop through; the next hop is caught.
 func (c *conn) recordOwnDial(backend netip.AddrPort) {
-	if !c.l.sh.mayLoop(backend) {
+	if !c.l.sh.Guard.MayLoop(backend) {
 		return
 	}
-	if local, err := getsockname(c.be.fd); err == nil {
-		c.own, c.owned = conn4{local: local, remote: backend}, true
-		c.l.sh.own.add(c.own)
+	if local, err := rawsys.Getsockname(c.be.fd); err == nil {
+		c.own, c.owned = loopguard.Conn{Local: local, Remote: backend}, true
+		c.l.sh.Guard.Add(c.own)
 	}
 }
 
 func (c *conn) forgetOwnDial() {
 	if c.owned {
-		c.l.sh.own.remove(c.own)
+		c.l.sh.Guard.Remove(c.own)
 		c.owned = false
 	}
 }

@@ -28,4 +28,4 @@
 // Pick, pool, breaker and health are called synchronously from the loop
 // (they are lock-free on the hot path). Other goroutines talk to a loop
 // only through its task queue and eventfd (shutdown, cutting connections).
-package loop
+package relay

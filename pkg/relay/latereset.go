@@ -1,9 +1,9 @@
-package loop
+package relay
 
 import (
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // A backend that closes at once (a FIN, nothing unread) resets whatever
@@ -38,45 +38,35 @@ func (c *conn) lingerOnBackend() bool {
 	if !c.lingerNeeded() {
 		return false
 	}
-	shutdownWrite(c.be.fd) // the FIN the close would send; its ACK ends the wait
-	c.lingerUntil = c.l.now + int64(backendLinger)
+	rawsys.ShutdownWrite(c.be.fd) // the FIN the close would send; its ACK ends the wait
+	c.lingerUntil = c.l.r.Now() + int64(backendLinger)
 	c.lingerStep = int64(lingerFirstCheck)
-	c.l.timers.arm(&c.timer, c.l.now+c.lingerStep)
+	c.l.r.Arm(&c.timer, c.l.r.Now()+c.lingerStep)
 	return true
 }
 
 // lingerNeeded reports whether the backend may still reset bytes it was
 // sent; a reset already there ends the connection as the backend's.
 func (c *conn) lingerNeeded() bool {
-	if err := soError(c.be.fd); err != nil {
+	if err := rawsys.SoError(c.be.fd); err != nil {
 		c.broken(&c.be, err)
 		return true
 	}
-	return unacked(c.be.fd) > 0
+	return rawsys.Unacked(c.be.fd) > 0
 }
 
 // checkLinger runs on the linger's timer.
 func (c *conn) checkLinger(now int64) {
-	if err := soError(c.be.fd); err != nil {
+	if err := rawsys.SoError(c.be.fd); err != nil {
 		c.broken(&c.be, err)
 		return
 	}
-	if unacked(c.be.fd) == 0 || now >= c.lingerUntil {
+	if rawsys.Unacked(c.be.fd) == 0 || now >= c.lingerUntil {
 		// Acknowledged; or no answer in time, which a client could not
 		// tell from a clean end either.
 		c.close(CloseCompleted, false, false)
 		return
 	}
 	c.lingerStep *= 2
-	c.l.timers.arm(&c.timer, min(now+c.lingerStep, c.lingerUntil))
-}
-
-// unacked is how much of what was written to fd (its FIN included) its
-// peer has not acknowledged (SIOCOUTQ); on error, 0.
-func unacked(fd int) int {
-	n, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
-	if err != nil {
-		return 0
-	}
-	return n
+	c.l.r.Arm(&c.timer, min(now+c.lingerStep, c.lingerUntil))
 }

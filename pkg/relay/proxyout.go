@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // sendProxyHeader tells the backend who the client is (the pool's
@@ -24,7 +25,7 @@ func (c *conn) sendProxyHeader(version int) bool {
 	if !dst.IsValid() {
 		// What the client connected to: the listener's address, or with
 		// a wildcard bind the one the client chose.
-		ap, err := getsockname(c.cl.fd)
+		ap, err := rawsys.Getsockname(c.cl.fd)
 		if err != nil {
 			c.headerNotSent(fmt.Errorf("no local address: %w", err))
 			return false
@@ -40,9 +41,6 @@ func (c *conn) sendProxyHeader(version int) bool {
 		hdr = proxyproto.AppendV2(c.l.hdr[:0], proxyproto.Stream, src, dst)
 	}
 	n, err := writeHeader(c.be.fd, hdr)
-	for err == unix.EINTR {
-		n, err = writeHeader(c.be.fd, hdr)
-	}
 	if err == nil && n != len(hdr) {
 		err = errors.New("short write")
 	}
@@ -74,8 +72,8 @@ func (c *conn) headerNotSent(err error) {
 	c.close(CloseLocalError, true, true)
 }
 
-// writeHeader writes a PROXY header to a backend socket: unix.Write, or,
+// writeHeader writes a PROXY header to a backend socket: rawsys.Write, or,
 // in a test, a write that fails the way this host's trouble would (a short
 // write, ENOBUFS), which a freshly connected socket never does on demand.
 // Tests set it before their loops start and restore it after they stop.
-var writeHeader = unix.Write
+var writeHeader = rawsys.Write

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 // The wait for a backend slot (queue_timeout): a client whose pool is Full
 // (every usable backend at its max_connections) waits on its loop, first
@@ -39,13 +39,13 @@ func (c *conn) queueForSlot() {
 		return
 	}
 	c.phase = phaseQueued
-	now := c.l.clock()
+	now := c.l.r.Clock()
 	if c.queuedAt == 0 {
 		c.queuedAt = now
 	}
 	c.waiting = true
 	c.l.waiting = append(c.l.waiting, c)
-	c.l.timers.arm(&c.timer, c.queuedAt+qt)
+	c.l.r.Arm(&c.timer, c.queuedAt+qt)
 	c.l.armQueueRetry(now + queueRetry)
 }
 
@@ -56,7 +56,7 @@ func (c *conn) leaveQueue(r queueResult) {
 	}
 	c.waiting = false
 	c.f.Queued[r].Add(1)
-	c.l.timers.stop(&c.timer)
+	c.l.r.Disarm(&c.timer)
 	// The slice entry goes at the next retry pass.
 }
 
@@ -64,18 +64,15 @@ func (c *conn) leaveQueue(r queueResult) {
 // they are retried once this turn's events are done.
 func (l *Loop) slotFreed() {
 	if len(l.waiting) > 0 {
-		l.armQueueRetry(l.clock())
+		l.armQueueRetry(l.r.Clock())
 	}
 }
 
 func (l *Loop) armQueueRetry(at int64) {
-	if l.queueTimer.fire == nil {
-		l.queueTimer = timer{index: -1, fire: func(int64) { l.retryQueued() }}
-	}
-	if l.queueTimer.index >= 0 && l.queueTimer.at <= at {
+	if l.queueTimer.Armed() && l.queueTimer.At() <= at {
 		return // an earlier retry is armed
 	}
-	l.timers.arm(&l.queueTimer, at)
+	l.r.Arm(&l.queueTimer, at)
 }
 
 // retryQueued dials for the waiting clients, oldest first, while their
@@ -93,7 +90,7 @@ func (l *Loop) retryQueued() {
 			continue
 		}
 		c.waiting = false
-		l.timers.stop(&c.timer)
+		l.r.Disarm(&c.timer)
 		c.phase = phaseDialing
 		c.startDial() // re-queued clients are appended past len(waiting)
 		if c.phase != phaseQueued {
@@ -104,6 +101,6 @@ func (l *Loop) retryQueued() {
 	clear(l.waiting[len(kept):])
 	l.waiting = kept
 	if len(l.waiting) > 0 {
-		l.armQueueRetry(l.clock() + queueRetry)
+		l.armQueueRetry(l.r.Clock() + queueRetry)
 	}
 }

@@ -1,7 +1,8 @@
-package loop
+package relay
 
 import (
 	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -44,7 +45,7 @@ func (c *conn) pump() {
 				// A FIN followed by a reset: every read after the FIN
 				// returns EOF, and the reset is only in the pending
 				// error. It must reach the peer as a reset.
-				if err := soError(src.fd); err != nil {
+				if err := rawsys.SoError(src.fd); err != nil {
 					c.broken(src, err)
 					return
 				}
@@ -60,7 +61,7 @@ func (c *conn) pump() {
 				}
 				return
 			}
-			shutdownWrite(dst.fd)
+			rawsys.ShutdownWrite(dst.fd)
 		case splice.ReadFailed:
 			c.broken(src, err)
 			return
@@ -73,14 +74,14 @@ func (c *conn) pump() {
 		}
 	}
 	if progress {
-		c.lastActive = c.l.now
+		c.lastActive = c.l.r.Now()
 		if c.settle != nil && firstBefore == 0 && c.streams[1].Delivered > 0 {
 			c.settle.Settle(dialer.Success) // the backend's first byte proves the dial
 		}
 	}
 	if more && !c.queued {
 		c.queued = true
-		c.l.markReady(c)
+		c.l.r.MarkReady(c)
 	}
 }
 
@@ -134,7 +135,7 @@ func (c *conn) checkIdle(now int64) {
 		c.lastActive, left = now, idle
 	}
 	if left > 0 {
-		c.l.timers.arm(&c.timer, now+left)
+		c.l.r.Arm(&c.timer, now+left)
 		return
 	}
 	// A cut stream must never look complete: reset both sides, whatever
@@ -145,7 +146,7 @@ func (c *conn) checkIdle(now int64) {
 func (c *conn) peersDraining() bool {
 	draining := false
 	for i, fd := range [2]int{c.cl.fd, c.be.fd} {
-		q := unacked(fd)
+		q := rawsys.Unacked(fd)
 		if q > 0 && q != c.outq[i] {
 			draining = true
 		}

@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 // sessionList is a UDP socket's sessions ordered by last activity, the
 // longest idle at the head: activity moves a session to the back in O(1),

@@ -1,13 +1,16 @@
-package loop
+package udpsession
 
 import (
-	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/l4lb/l4lb/pkg/pool"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/loopguard"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
 // udpSock is a loop's own socket of one UDP listener and the sessions of
@@ -17,7 +20,7 @@ import (
 type udpSock struct {
 	l        *Loop
 	fd       int
-	f        *UDPFront
+	f        *Front
 	local    netip.AddrPort // the bound address (its IP is unspecified when wildcard)
 	wildcard bool
 	closed   bool
@@ -29,7 +32,7 @@ type udpSock struct {
 	sessions map[netip.AddrPort]*session // by client; retired sessions are not here
 	peak     int                         // most entries the map has held since it was made
 	idle     sessionList                 // every session, longest idle first
-	expiry   timer                       // the longest-idle session's session_timeout, or a parked socket's TTL
+	expiry   reactor.Timer               // the longest-idle session's session_timeout, or a parked socket's TTL
 	drops    dropCount                   // the socket's drop count (SO_RXQ_OVFL) as last seen
 
 	parked  map[*pool.Backend][]*parkedSock // sockets left by sessions that ended cleanly
@@ -45,17 +48,17 @@ type udpSock struct {
 // sockets and connections.
 const udpReadBudget = 4 * udpBatch
 
-// AddUDPListener hands the loop its socket of UDP listener f (local is the
+// AddListener hands the loop its socket of UDP listener f (local is the
 // bound address; wildcard says it carries packet info). Call it before
 // Start, or on the loop (Do) for a reload; then f.Publish once every loop
 // has its socket.
-func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcard bool) error {
+func (l *Loop) AddListener(fd int, f *Front, local netip.AddrPort, wildcard bool) error {
 	if l.udpIn == nil {
 		l.udpIn, l.udpOut, l.udpRun = newMmsgBatch(), newUDPOut(), new([udpBatch]unix.Iovec)
 	}
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
-		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock), expiry: timer{index: -1}}
-	u.expiry.fire = u.expire
+		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock)}
+	u.expiry.OnFire(u.expire)
 	if err := watchDrops(fd); err != nil {
 		return err
 	}
@@ -64,7 +67,7 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 		return err
 	}
 	u.drops = dropCount(base)
-	if err := l.registerEvents(fd, u, datagramEvents); err != nil {
+	if err := l.r.Register(fd, u, reactor.DatagramEvents); err != nil {
 		return err
 	}
 	l.udps = append(l.udps, u)
@@ -74,9 +77,9 @@ func (l *Loop) AddUDPListener(fd int, f *UDPFront, local netip.AddrPort, wildcar
 	return nil
 }
 
-// DetachUDPListener closes the loop's socket of UDP listener f and ends
+// DetachListener closes the loop's socket of UDP listener f and ends
 // its sessions (a reload that removed it). Call it on the loop (Do).
-func (l *Loop) DetachUDPListener(f *UDPFront) {
+func (l *Loop) DetachListener(f *Front) {
 	kept := l.udps[:0]
 	for _, u := range l.udps {
 		if u.f == f {
@@ -89,9 +92,9 @@ func (l *Loop) DetachUDPListener(f *UDPFront) {
 	l.udps = kept
 }
 
-// EachUDPSocket calls fn with the loop's socket of UDP listener f, if it
+// EachSocket calls fn with the loop's socket of UDP listener f, if it
 // has one (a reload setting an option on it). Call it on the loop (Do).
-func (l *Loop) EachUDPSocket(f *UDPFront, fn func(fd int)) {
+func (l *Loop) EachSocket(f *Front, fn func(fd int)) {
 	for _, u := range l.udps {
 		if u.f == f && !u.closed {
 			fn(u.fd)
@@ -100,18 +103,18 @@ func (l *Loop) EachUDPSocket(f *UDPFront, fn func(fd int)) {
 }
 
 // Publish tells the listener's loops about each other's sockets, once
-// every loop has its own (AddUDPListener), so a loop at max_sessions can
+// every loop has its own (AddListener), so a loop at max_sessions can
 // ask the others for room.
-func (f *UDPFront) Publish() {
+func (f *Front) Publish() {
 	f.sockMu.Lock()
 	socks := append([]*udpSock(nil), f.added...)
 	f.sockMu.Unlock()
 	f.socks.Store(&socks)
 }
 
-func (u *udpSock) event(uint32) { u.readAll() }
+func (u *udpSock) Event(uint32) { u.readAll() }
 
-func (u *udpSock) resume() {
+func (u *udpSock) Resume() {
 	u.queued = false
 	u.readAll()
 }
@@ -138,7 +141,7 @@ func (u *udpSock) readAll() {
 	}
 	if !u.queued && !u.closed {
 		u.queued = true
-		u.l.markReady(u)
+		u.l.r.MarkReady(u)
 	}
 }
 
@@ -300,7 +303,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 	}
 	// Own sessions are recorded by getsockname's address, without a zone.
 	bare := netip.AddrPortFrom(src.Addr().WithZone(""), src.Port())
-	if u.l.sh.own.has(conn4{local: bare, remote: netip.AddrPortFrom(dst, u.local.Port())}) {
+	if u.l.guard.Has(loopguard.Conn{Local: bare, Remote: netip.AddrPortFrom(dst, u.local.Port())}) {
 		u.f.sockets.Add(-1)
 		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
 		return nil
@@ -309,7 +312,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		u.drop(dropFor(r)) // the dial gave back the reservation
 		return nil
 	}
-	s.lastActive = u.l.now
+	s.lastActive = u.l.r.Now()
 	u.sessions[src] = s
 	u.peak = max(u.peak, len(u.sessions))
 	u.track(s)
@@ -364,7 +367,7 @@ func (u *udpSock) askForRoom(parkedOnly bool) {
 		if o == u || !o.roomAsked.CompareAndSwap(false, true) {
 			continue
 		}
-		o.l.Post(func() {
+		o.l.r.Post(func() {
 			o.roomAsked.Store(false)
 			if o.closed || o.dropOldestParked() || parkedOnly {
 				return
@@ -385,14 +388,14 @@ func (u *udpSock) track(s *session) {
 
 // armExpiry makes sure the expiry timer fires by at.
 func (u *udpSock) armExpiry(at int64) {
-	if u.expiry.index < 0 || at < u.expiry.at {
-		u.l.timers.arm(&u.expiry, at)
+	if !u.expiry.Armed() || at < u.expiry.At() {
+		u.l.r.Arm(&u.expiry, at)
 	}
 }
 
 // touch records activity on s: it becomes the most recently active.
 func (u *udpSock) touch(s *session) {
-	s.lastActive = u.l.now
+	s.lastActive = u.l.r.Now()
 	u.idle.moveToBack(s)
 }
 
@@ -409,7 +412,7 @@ func (u *udpSock) expire(now int64) {
 		next = s.lastActive + timeout
 	}
 	if next != 0 {
-		u.l.timers.arm(&u.expiry, next)
+		u.l.r.Arm(&u.expiry, next)
 	}
 }
 
@@ -459,9 +462,9 @@ func (u *udpSock) close() {
 	}
 	u.closeParked()
 	u.closed = true
-	u.l.timers.stop(&u.expiry)
-	u.l.forget(u.fd)
-	unix.Close(u.fd)
+	u.l.r.Disarm(&u.expiry)
+	u.l.r.Forget(u.fd)
+	rawsys.Close(u.fd)
 	u.flushCounters()
 }
 

@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"net/netip"
@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // udpBatch is how many datagrams one recvmmsg or sendmmsg moves at most.
@@ -80,50 +82,18 @@ func (b *mmsgBatch) prepareRecv(from, n int, withName, withCtl bool) {
 
 // recvmmsg receives up to n datagrams into entries [from, from+n).
 func recvmmsg(fd int, b *mmsgBatch, from, n int) (int, error) {
-	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[from])),
-			uintptr(n), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
+	return rawsys.Recvmmsg(fd, b.hdrs[from:from+n])
 }
 
 // sendmmsg sends entries [from, from+n) on fd; it returns how many went.
 func sendmmsg(fd int, b *mmsgBatch, from, n int) (int, error) {
-	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[from])),
-			uintptr(n), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
+	return rawsys.Sendmmsg(fd, b.hdrs[from:from+n])
 }
 
 // sendDatagram sends p on a connected UDP socket.
 func sendDatagram(fd int, p []byte) error {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(ptr), uintptr(len(p)), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e
-		}
-		return nil
-	}
+	_, err := rawsys.Send(fd, p, unix.MSG_DONTWAIT)
+	return err
 }
 
 // nameAddrPort decodes a socket address the kernel wrote. A scoped
@@ -133,13 +103,13 @@ func nameAddrPort(n *sockName) netip.AddrPort {
 	switch n.Family {
 	case unix.AF_INET:
 		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(n))
-		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), rawsys.Ntohs(p.Port))
 	case unix.AF_INET6:
 		a := netip.AddrFrom16(n.Addr).Unmap()
 		if n.Scope_id != 0 && a.Is6() {
 			a = a.WithZone(strconv.FormatUint(uint64(n.Scope_id), 10))
 		}
-		return netip.AddrPortFrom(a, ntohs(n.Port))
+		return netip.AddrPortFrom(a, rawsys.Ntohs(n.Port))
 	}
 	return netip.AddrPort{}
 }
@@ -218,14 +188,5 @@ func sendDatagramAfter(fd int, hdr, p []byte) error {
 		iov[1].SetLen(len(p))
 		n = 2
 	}
-	for {
-		_, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e
-		}
-		return nil
-	}
+	return rawsys.Writev(fd, iov[:n])
 }

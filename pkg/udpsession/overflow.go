@@ -1,9 +1,11 @@
-package loop
+package udpsession
 
 import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // Datagrams the kernel drops because a socket's receive buffer is full
@@ -27,7 +29,7 @@ import (
 
 // watchDrops turns SO_RXQ_OVFL on for fd.
 func watchDrops(fd int) error {
-	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+	return rawsys.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
 }
 
 // socketDrops is fd's drop count now (SO_MEMINFO): the baseline of a
@@ -36,10 +38,8 @@ func watchDrops(fd int) error {
 func socketDrops(fd int) (uint32, error) {
 	var m [unix.SK_MEMINFO_VARS]uint32
 	l := uint32(unsafe.Sizeof(m))
-	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
-		uintptr(unsafe.Pointer(&m[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return 0, e
+	if err := rawsys.Getsockopt(fd, unix.SOL_SOCKET, unix.SO_MEMINFO, unsafe.Pointer(&m[0]), &l); err != nil {
+		return 0, err
 	}
 	return m[unix.SK_MEMINFO_DROPS], nil
 }

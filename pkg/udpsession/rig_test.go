@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ import (
 type udpRig struct {
 	t     *testing.T
 	loops []*Loop
-	front *UDPFront
+	front *Front
 	pool  *pool.Pool
 	addr  string
 }
@@ -31,7 +31,7 @@ type udpRigOpts struct {
 	bind     string // "": 127.0.0.1:0
 	loops    int    // 0: one
 	retries  int
-	settings func(*UDPSettings) // changes the listener's settings last
+	settings func(*Settings) // changes the listener's settings last
 }
 
 func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
@@ -62,11 +62,11 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := UDPSettings{Pool: p, SessionTimeout: time.Minute, MaxSessions: 1000}
+	set := Settings{Pool: p, SessionTimeout: time.Minute, MaxSessions: 1000}
 	if o.settings != nil {
 		o.settings(&set)
 	}
-	f := NewUDPFront("u", set)
+	f := NewFront("u", set)
 	if o.bind == "" {
 		o.bind = "127.0.0.1:0"
 	}

@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"net/netip"
@@ -6,7 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
 // session is one UDP client (address and port) of one listener, relayed
@@ -43,7 +46,7 @@ type session struct {
 
 	// Loop detection, as for TCP: the socket's ends while the backend is
 	// a local address on a port l4lb listens on (rare: a pointer).
-	own *conn4
+	own *loopguard.Conn
 
 	// proxyHdr is the PROXY v2 header (DGRAM) every datagram to the
 	// backend starts with, when the pool's proxy_protocol asks for it;
@@ -73,7 +76,7 @@ type udpDial struct {
 	// first is a copy of the first datagram, to send it to the next
 	// candidate when this one refuses; nil when larger than keepFirst.
 	first []byte
-	timer timer
+	timer reactor.Timer
 }
 
 // keepFirst bounds the first datagram a session keeps for a retry: a
@@ -101,8 +104,8 @@ func dropFor(r dialResult) DropReason {
 // socket to the first that takes it. first is the datagram about to be
 // sent.
 func (s *session) startDial(first []byte) dialResult {
-	d := &udpDial{timer: timer{index: -1}}
-	d.timer.fire = s.replyTimedOut
+	d := &udpDial{}
+	d.timer.OnFire(s.replyTimedOut)
 	cands, force := s.pool.Plan(s.client, d.cands[:0])
 	d.n, d.force = len(cands), force
 	if len(first) <= keepFirst {
@@ -147,7 +150,7 @@ func (s *session) dialNext() dialResult {
 		}
 		s.fd, s.backend, s.forced = fd, b, d.force
 		d.settle = p.Await(d.cur)
-		u.l.timers.arm(&d.timer, u.l.now+int64(p.ReplyTimeout()))
+		u.l.r.Arm(&d.timer, u.l.r.Now()+int64(p.ReplyTimeout()))
 		s.recordOwnDial(b.AddrPort)
 		return dialStarted
 	}
@@ -167,8 +170,8 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 		p.EndDial(d.cur, o)
 		return -1, o == dialer.Local
 	}
-	if err := s.u.l.registerEvents(fd, s, datagramEvents); err != nil {
-		unix.Close(fd)
+	if err := s.u.l.r.Register(fd, s, reactor.DatagramEvents); err != nil {
+		rawsys.Close(fd)
 		p.EndDial(d.cur, dialer.Local)
 		return -1, true
 	}
@@ -179,17 +182,17 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 // picks the source port, filters what comes back to ap's datagrams, and
 // reports ICMP errors about ap on this socket.
 func connectUDP(ap netip.AddrPort) (int, error) {
-	family, sa := socketAddress(ap)
-	fd, err := newSocket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	family, sa := rawsys.SockaddrOf(ap)
+	fd, err := rawsys.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, err
 	}
-	if err = setZone(fd, ap, &sa); err != nil {
-		closeFd(fd)
+	if err = rawsys.SetZone(fd, ap, &sa); err != nil {
+		rawsys.Close(fd)
 		return -1, err
 	}
-	if err = connectRaw(fd, &sa); err != nil {
-		closeFd(fd)
+	if err = rawsys.Connect(fd, &sa); err != nil {
+		rawsys.Close(fd)
 		return -1, err
 	}
 	return fd, nil
@@ -255,7 +258,7 @@ func (s *session) failed(err error) bool {
 		// The first datagram is refused: a failed dial. Its copy goes to
 		// the next candidate, as a TCP connect would be retried.
 		d.settle.Settle(dialer.Failure)
-		s.u.l.timers.stop(&d.timer)
+		s.u.l.r.Disarm(&d.timer)
 		s.closeBackend()
 		if d.first != nil {
 			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
@@ -286,14 +289,14 @@ func isRefusal(err error) bool {
 	return err == unix.ECONNREFUSED || err == unix.EHOSTUNREACH || err == unix.ENETUNREACH || err == unix.EHOSTDOWN
 }
 
-func (s *session) event(ev uint32) {
+func (s *session) Event(ev uint32) {
 	if s.ended {
 		return
 	}
 	s.readReplies()
 }
 
-func (s *session) resume() {
+func (s *session) Resume() {
 	s.queued = false
 	if !s.ended {
 		s.readReplies()
@@ -309,7 +312,7 @@ func (s *session) readReplies() {
 		if taken >= udpReadBudget {
 			if !s.queued {
 				s.queued = true
-				u.l.markReady(s) // more may wait: after the loop's other work
+				u.l.r.MarkReady(s) // more may wait: after the loop's other work
 			}
 			return
 		}
@@ -358,7 +361,7 @@ func (s *session) readReplies() {
 		u.touch(s)
 		if d := s.dial; d != nil {
 			d.settle.Settle(dialer.Success)
-			u.l.timers.stop(&d.timer)
+			u.l.r.Disarm(&d.timer)
 			s.dial = nil
 		}
 		if r := u.f.Settings().Responses; r > 0 && s.responses >= r {
@@ -400,8 +403,8 @@ func (s *session) closeBackend() {
 		return
 	}
 	s.forgetOwnDial()
-	s.u.l.forget(s.fd)
-	closeFd(s.fd)
+	s.u.l.r.Forget(s.fd)
+	rawsys.Close(s.fd)
 	s.fd = -1
 	// A refusal still pending was read on this socket: it is this
 	// backend's, acted on already by whatever closed the socket, never
@@ -421,7 +424,7 @@ func (s *session) end(why SessionEnd) {
 	u := s.u
 	park := s.parkable(why)
 	if d := s.dial; d != nil {
-		u.l.timers.stop(&d.timer)
+		u.l.r.Disarm(&d.timer)
 		d.settle.Settle(dialer.Local)
 		s.dial = nil
 	}
@@ -440,18 +443,18 @@ func (s *session) end(why SessionEnd) {
 
 // recordOwnDial and forgetOwnDial: see conn.recordOwnDial.
 func (s *session) recordOwnDial(backend netip.AddrPort) {
-	if !s.u.l.sh.mayLoop(backend) {
+	if !s.u.l.guard.MayLoop(backend) {
 		return
 	}
-	if local, err := getsockname(s.fd); err == nil {
-		s.own = &conn4{local: local, remote: backend}
-		s.u.l.sh.own.add(*s.own)
+	if local, err := rawsys.Getsockname(s.fd); err == nil {
+		s.own = &loopguard.Conn{Local: local, Remote: backend}
+		s.u.l.guard.Add(*s.own)
 	}
 }
 
 func (s *session) forgetOwnDial() {
 	if s.own != nil {
-		s.u.l.sh.own.remove(*s.own)
+		s.u.l.guard.Remove(*s.own)
 		s.own = nil
 	}
 }

@@ -1,11 +1,10 @@
-package loop
+package udpsession
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // Parking (reuse_sockets = true): a session that ended cleanly leaves its
@@ -43,19 +42,17 @@ type parkedSock struct {
 
 // event: something arrived on a parked socket that nothing asked for. It
 // closes the socket: churn, not traffic (coalesce.go).
-func (p *parkedSock) event(uint32) {
-	p.u.l.churn = true
+func (p *parkedSock) Event(uint32) {
+	p.u.l.r.Churn()
 	p.close()
 }
-
-func (p *parkedSock) resume() {}
 
 func (p *parkedSock) close() {
 	if p.fd < 0 {
 		return
 	}
-	p.u.l.forget(p.fd)
-	unix.Close(p.fd)
+	p.u.l.r.Forget(p.fd)
+	rawsys.Close(p.fd)
 	p.fd = -1
 	p.u.f.sockets.Add(-1)
 	p.u.f.Parked.Add(-1)
@@ -72,8 +69,8 @@ func (s *session) parkable(why SessionEnd) bool {
 // park keeps s's socket for the next session to its backend.
 func (s *session) park() {
 	u := s.u
-	p := &parkedSock{u: u, fd: s.fd, at: u.l.now, drops: s.drops, watched: s.watched}
-	u.l.reown(s.fd, p)
+	p := &parkedSock{u: u, fd: s.fd, at: u.l.r.Now(), drops: s.drops, watched: s.watched}
+	u.l.r.Reown(s.fd, p)
 	u.parked[s.backend] = append(u.parked[s.backend], p)
 	u.nparked++
 	u.f.Parked.Add(1)
@@ -106,7 +103,7 @@ func (u *udpSock) unpark(b *pool.Backend, s *session) int {
 		u.nparked--
 		u.f.Parked.Add(-1)
 		u.f.sockets.Add(-1) // the reservation: this socket was counted already
-		u.l.reown(fd, s)
+		u.l.r.Reown(fd, s)
 		s.drops, s.watched = p.drops, p.watched
 		return fd
 	}
@@ -117,14 +114,8 @@ func (u *udpSock) unpark(b *pool.Backend, s *session) int {
 // datagram and no error (a refusal reported since it was parked).
 func quiet(fd int) bool {
 	var b [1]byte
-	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
-			unix.MSG_DONTWAIT|unix.MSG_PEEK, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		return e == unix.EAGAIN
-	}
+	_, err := rawsys.Recv(fd, b[:], unix.MSG_DONTWAIT|unix.MSG_PEEK)
+	return err == unix.EAGAIN
 }
 
 // sweepParked closes sockets parked for longer than session_timeout and

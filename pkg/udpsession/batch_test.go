@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"net/netip"
@@ -84,14 +84,14 @@ func TestNameAddrPortAndLen(t *testing.T) {
 	sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&n4))
 	sa4.Family = unix.AF_INET
 	sa4.Addr = [4]byte{127, 0, 0, 9}
-	sa4.Port = ntohs(5353) // network order (ntohs is its own inverse)
+	sa4.Port = rawsys.Ntohs(5353) // network order (ntohs is its own inverse)
 	if got := nameAddrPort(&n4); got != netip.MustParseAddrPort("127.0.0.9:5353") || nameLen(&n4) != unix.SizeofSockaddrInet4 {
 		t.Fatalf("ipv4: %v, len %d", got, nameLen(&n4))
 	}
 	var n6 sockName
 	n6.Family = unix.AF_INET6
 	n6.Addr = netip.MustParseAddr("::ffff:10.1.2.3").As16()
-	n6.Port = ntohs(53)
+	n6.Port = rawsys.Ntohs(53)
 	if got := nameAddrPort(&n6); got != netip.MustParseAddrPort("10.1.2.3:53") || nameLen(&n6) != unix.SizeofSockaddrInet6 {
 		t.Fatalf("mapped ipv6: %v, len %d (a client is one key whichever way it is written)", got, nameLen(&n6))
 	}

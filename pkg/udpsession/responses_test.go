@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestUDPRepliesPastResponsesAreCountedAsDropped(t *testing.T) {
 	}
 	t.Cleanup(func() { be.Close() })
 	r := newUDPRig(t, []string{be.LocalAddr().String()}, udpRigOpts{
-		settings: func(s *UDPSettings) { s.Responses = 1 }})
+		settings: func(s *Settings) { s.Responses = 1 }})
 	c := r.client()
 	if _, err := c.Write([]byte("q")); err != nil {
 		t.Fatal(err)

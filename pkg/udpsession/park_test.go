@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"net"

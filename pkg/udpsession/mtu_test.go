@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"encoding/binary"
@@ -39,7 +39,7 @@ func TestUDPPathMTUReportKeepsTheSession(t *testing.T) {
 		if s == nil {
 			return
 		}
-		local, _ = getsockname(s.fd)
+		local, _ = rawsys.Getsockname(s.fd)
 		backend = s.backend.AddrPort
 	})
 	if !local.IsValid() {

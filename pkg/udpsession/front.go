@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"sync"
@@ -9,13 +9,13 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// UDPFront is one UDP listener as the loops see it: its settings, the pool
+// Front is one UDP listener as the loops see it: its settings, the pool
 // it feeds and its counters, shared by every loop.
-type UDPFront struct {
+type Front struct {
 	Name string
 	// settings are swapped whole by a reload; a session keeps the pool it
 	// was opened with.
-	settings atomic.Pointer[UDPSettings]
+	settings atomic.Pointer[Settings]
 
 	// Sessions counts the sessions open now.
 	Sessions atomic.Int64
@@ -51,8 +51,8 @@ type UDPFront struct {
 	OnNoBackend func()
 }
 
-// UDPSettings are a UDP listener's pool and session keys.
-type UDPSettings struct {
+// Settings are a UDP listener's pool and session keys.
+type Settings struct {
 	Pool *pool.Pool
 	// SessionTimeout ends a session idle this long (no datagram either way).
 	SessionTimeout time.Duration
@@ -73,19 +73,19 @@ type UDPSettings struct {
 	Allow, Deny ipset.Set
 }
 
-// NewUDPFront returns the UDP listener name with settings s.
-func NewUDPFront(name string, s UDPSettings) *UDPFront {
-	f := &UDPFront{Name: name}
+// NewFront returns the UDP listener name with settings s.
+func NewFront(name string, s Settings) *Front {
+	f := &Front{Name: name}
 	f.Set(s)
 	return f
 }
 
 // Settings are the listener's current settings (read them once per use).
-func (f *UDPFront) Settings() *UDPSettings { return f.settings.Load() }
+func (f *Front) Settings() *Settings { return f.settings.Load() }
 
 // Set replaces the settings (a reload): new sessions use the new pool;
 // limits apply from the next datagram.
-func (f *UDPFront) Set(s UDPSettings) {
+func (f *Front) Set(s Settings) {
 	old := f.settings.Swap(&s)
 	if old == nil || s.SessionTimeout >= old.SessionTimeout {
 		return
@@ -94,9 +94,9 @@ func (f *UDPFront) Set(s UDPSettings) {
 	// sweeps now and re-arms for the new one.
 	if socks := f.socks.Load(); socks != nil {
 		for _, u := range *socks {
-			u.l.Post(func() {
+			u.l.r.Post(func() {
 				if !u.closed {
-					u.l.timers.arm(&u.expiry, u.l.now)
+					u.l.r.Arm(&u.expiry, u.l.r.Now())
 				}
 			})
 		}

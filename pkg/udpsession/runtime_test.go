@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestUDPDrainDeadlineMovesSessionsOff(t *testing.T) {
 func TestUDPShorterSessionTimeoutAppliesToIdleSessions(t *testing.T) {
 	a := testnet.StartUDPBackend(t, "a", "")
 	r := newUDPRig(t, []string{a.Addr}, udpRigOpts{loops: 2,
-		settings: func(s *UDPSettings) { s.SessionTimeout = time.Hour }})
+		settings: func(s *Settings) { s.SessionTimeout = time.Hour }})
 	c := r.client()
 	if _, err := replyWithin(c, []byte("q"), 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestUDPShorterSessionTimeoutAppliesToIdleSessions(t *testing.T) {
 func TestUDPReuseTurnedOffHandsOutNoParkedSocket(t *testing.T) {
 	a := testnet.StartUDPBackend(t, "a", "")
 	r := newUDPRig(t, []string{a.Addr}, udpRigOpts{
-		settings: func(s *UDPSettings) { s.Responses, s.ReuseSockets = 1, true }})
+		settings: func(s *Settings) { s.Responses, s.ReuseSockets = 1, true }})
 	if _, err := replyWithin(r.client(), []byte("q"), 20*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package loop
+package udpsession
 
 import (
 	"errors"
@@ -40,7 +40,7 @@ func TestUDPEmptyFirstDatagramRefusedGoesToTheNextBackend(t *testing.T) {
 func TestUDPRetriedFirstDatagramCountsOnceTowardRequests(t *testing.T) {
 	live := testnet.StartUDPBackend(t, "live", "")
 	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1,
-		settings: func(s *UDPSettings) { s.Requests = 2 }})
+		settings: func(s *Settings) { s.Requests = 2 }})
 	for i := range 4 { // at least one starts on the refusing port
 		c := r.client()
 		before := r.front.Started.Load()
@@ -64,7 +64,7 @@ func nameOf(ap netip.AddrPort) sockName {
 	var n sockName
 	p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&n))
 	p.Family = unix.AF_INET
-	p.Port = ntohs(ap.Port()) // its own inverse
+	p.Port = rawsys.Ntohs(ap.Port()) // its own inverse
 	p.Addr = ap.Addr().As4()
 	return n
 }

@@ -1,9 +1,11 @@
-package loop
+package udpsession
 
 import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // A client's burst of equal-sized datagrams goes to its backend as one
@@ -33,16 +35,8 @@ func sendGSO(fd int, iovs []unix.Iovec, size int) (err error, unsupported bool) 
 	msg := unix.Msghdr{Iov: &iovs[0], Control: &ctl[0]}
 	msg.SetIovlen(len(iovs))
 	msg.SetControllen(unix.CmsgSpace(2))
-	for {
-		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_DONTWAIT)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return e, e == unix.EINVAL || e == unix.EIO || e == unix.ENOPROTOOPT || e == unix.EOPNOTSUPP
-		}
-		return nil, false
-	}
+	err = rawsys.Sendmsg(fd, &msg, unix.MSG_DONTWAIT)
+	return err, err == unix.EINVAL || err == unix.EIO || err == unix.ENOPROTOOPT || err == unix.EOPNOTSUPP
 }
 
 // gsoRun reports the segment size when datagrams [from, to) of the batch
