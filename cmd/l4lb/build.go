@@ -6,9 +6,9 @@ import (
 	"net/netip"
 
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // buildPools is everything run makes of a configuration before it opens a
@@ -47,7 +47,7 @@ func buildPools(cfg *config.Config, deps pool.Deps, previous map[string]*pool.Po
 // frontends turns cfg's listeners into the server's frontends, in file
 // order, each with its built pool (pools by name, from buildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
-func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*loop.Policy) []proxy.Frontend {
+func frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*relay.Policy) []proxy.Frontend {
 	fronts := make([]proxy.Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		f := proxy.Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],

@@ -2,17 +2,17 @@ package main
 
 import (
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
-// policies builds each listener's loop.Policy (loop.PolicyFor), keeping
+// policies builds each listener's relay.Policy (relay.PolicyFor), keeping
 // the per-source Limiter of a listener whose limits a reload leaves as
 // they were (prev: the running policies by listener name).
-func policies(cfg *config.Config, prev map[string]*loop.Policy) map[string]*loop.Policy {
-	out := make(map[string]*loop.Policy, len(cfg.Listeners))
+func policies(cfg *config.Config, prev map[string]*relay.Policy) map[string]*relay.Policy {
+	out := make(map[string]*relay.Policy, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
-		if p := loop.PolicyFor(l, prev[l.Name]); p != nil {
+		if p := relay.PolicyFor(l, prev[l.Name]); p != nil {
 			out[l.Name] = p
 		}
 	}
