@@ -26,3 +26,7 @@ func (c *Clock) Now() time.Time { return c.start.Add(time.Duration(c.off.Load())
 
 // Add moves the clock on by d. Safe from any goroutine.
 func (c *Clock) Add(d time.Duration) { c.off.Add(int64(d)) }
+
+// Elapsed is everything added so far: the time on the clock of a loop
+// made while the clock stood at its start.
+func (c *Clock) Elapsed() time.Duration { return time.Duration(c.off.Load()) }

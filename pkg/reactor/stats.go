@@ -84,3 +84,8 @@ func (l *Loop) Stats() Stats {
 		Coalesced: st.pubCoalesced.Load(),
 	}
 }
+
+// CoalescedWaits is how many waits slept out a wake_coalesce window so
+// far: on the loop's goroutine, exact (Stats is as of the last
+// publication).
+func (l *Loop) CoalescedWaits() int { return l.poll.gathers }

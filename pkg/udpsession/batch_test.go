@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // cmsg appends one control message to b.

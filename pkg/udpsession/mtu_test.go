@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // A path MTU report (ICMP fragmentation needed) about one datagram a

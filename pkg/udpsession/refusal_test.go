@@ -12,6 +12,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // An empty datagram is a datagram: when the backend a new session picked

@@ -2,7 +2,6 @@ package udpsession
 
 import (
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
@@ -15,7 +14,9 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
 // udpRig is one UDP listener on its own loops, as pkg/proxy wires it.
@@ -74,20 +75,20 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := NewShared(1000, nil, slog.New(slog.DiscardHandler))
+	guard := loopguard.New()
 	r.front, r.pool, r.addr = f, p, socks.Addr.String()
 	local := socks.Addr.AddrPort()
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
-	sh.ListenOn(local.Port())
+	guard.ListenOn(local.Port())
 	started := false
 	t.Cleanup(func() {
 		socks.Close() // what no loop took
 		for _, l := range r.loops {
 			if started {
-				l.Stop()
-				l.Wait()
+				l.r.Stop()
+				l.r.Wait()
 			} else {
-				l.Discard()
+				l.r.Discard()
 			}
 		}
 		if !started {
@@ -106,19 +107,20 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 		}
 	})
 	for i := range o.loops {
-		l, err := New(i, sh)
+		rl, err := reactor.New(reactor.Config{ID: i})
 		if err != nil {
 			t.Fatal(err)
 		}
+		l := New(rl, guard)
 		r.loops = append(r.loops, l)
-		if err := l.AddUDPListener(socks.FDs[i], f, local, socks.Wildcard); err != nil {
+		if err := l.AddListener(socks.FDs[i], f, local, socks.Wildcard); err != nil {
 			t.Fatal(err)
 		}
 		socks.FDs[i] = -1 // the loop owns it now
 	}
 	f.Publish()
 	for _, l := range r.loops {
-		l.Start()
+		l.r.Start()
 	}
 	started = true
 	return r
@@ -138,7 +140,7 @@ func (r *udpRig) client() *net.UDPConn {
 // on runs f on loop l and waits for it.
 func (r *udpRig) on(l *Loop, f func()) {
 	r.t.Helper()
-	if !l.Do(f) {
+	if !l.r.Do(f) {
 		r.t.Fatal("the loop stopped")
 	}
 }

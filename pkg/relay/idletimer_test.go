@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
 // The idle timer's logic on the loop's own clock, exact to the
@@ -22,11 +23,12 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 	p := buildPools(t, []frontSpec{{name: "p", backends: []string{"127.0.0.1:1"},
 		keys: fmt.Sprintf("idle_timeout = %q", time.Duration(idle))}})["p"]
 	sh := NewShared(100, nil, nil)
-	l, err := New(0, sh)
+	r, err := reactor.New(reactor.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Discard)
+	l := New(r, sh)
+	t.Cleanup(r.Discard)
 
 	type peers struct{ client, backend int }
 	// open makes a relaying connection whose last activity is at 0, with
@@ -41,8 +43,8 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 			*sp = fds
 			t.Cleanup(func() { unix.Close(fds[1]) })
 		}
-		c := &conn{l: l, f: NewFront("p", p), pool: p, phase: phaseRelaying, timer: timer{index: -1}}
-		c.timer.fire = c.onTimer
+		c := &conn{l: l, f: NewFront("p", p), pool: p, phase: phaseRelaying}
+		c.timer.OnFire(c.onTimer)
 		c.cl = endpoint{c: c, fd: cl[0], client: true}
 		c.be = endpoint{c: c, fd: be[0]}
 		d := p.BeginDial(p.At(0), false)
@@ -52,7 +54,7 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 		l.nconns.Add(1)
 		sh.Active.Add(1)
 		c.lastActive = 0
-		l.timers.arm(&c.timer, c.lastActive+idle)
+		l.r.Arm(&c.timer, c.lastActive+idle)
 		return c, peers{cl[1], be[1]}
 	}
 	alive := func(c *conn, at int64) {
@@ -70,9 +72,9 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 
 	t.Run("silent connection", func(t *testing.T) {
 		c, _ := open()
-		l.timers.fireDue(idle - 1)
+		l.r.FireDue(idle - 1)
 		alive(c, idle-1)
-		l.timers.fireDue(idle)
+		l.r.FireDue(idle)
 		cut(c, idle)
 	})
 
@@ -82,16 +84,16 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 		for now := int64(0); now <= 4*idle; now += idle / 3 {
 			// The loop's pump stamps activity; the timer is not touched.
 			c.lastActive, last = now, now
-			l.timers.fireDue(now)
+			l.r.FireDue(now)
 			alive(c, now)
-			if c.timer.index < 0 || c.timer.at > c.lastActive+idle {
+			if !c.timer.Armed() || c.timer.At() > c.lastActive+idle {
 				t.Fatalf("at %v: timer armed %v for %v, want at most an idle timeout after the last activity",
-					time.Duration(now), c.timer.index >= 0, time.Duration(c.timer.at))
+					time.Duration(now), c.timer.Armed(), time.Duration(c.timer.At()))
 			}
 		}
-		l.timers.fireDue(last + idle - 1)
+		l.r.FireDue(last + idle - 1)
 		alive(c, last+idle-1)
-		l.timers.fireDue(last + idle)
+		l.r.FireDue(last + idle)
 		cut(c, last+idle)
 	})
 
@@ -104,20 +106,20 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		l.timers.fireDue(idle) // the queue grew since the last look: draining
+		l.r.FireDue(idle) // the queue grew since the last look: draining
 		alive(c, idle)
 		if _, err := unix.Read(pr.client, make([]byte, 500)); err != nil {
 			t.Fatal(err)
 		}
-		l.timers.fireDue(2 * idle) // it shrank: still draining
+		l.r.FireDue(2 * idle) // it shrank: still draining
 		alive(c, 2*idle)
-		l.timers.fireDue(3*idle - 1)
+		l.r.FireDue(3*idle - 1)
 		alive(c, 3*idle-1)
-		l.timers.fireDue(3 * idle) // unchanged for an idle timeout: the reader is gone
+		l.r.FireDue(3 * idle) // unchanged for an idle timeout: the reader is gone
 		cut(c, 3*idle)
 	})
 
-	if n := l.timers.len(); n != 0 {
+	if n := l.r.TimersArmed(); n != 0 {
 		t.Fatalf("%d timers armed after every connection was cut", n)
 	}
 	if n := sh.Active.Load(); n != 0 {

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 func queuedClients(t *testing.T, h *harness, l *Loop, front string, n int, whileHeld func()) []*net.TCPConn {
 	t.Helper()
 	queued, done := make(chan struct{}), make(chan struct{})
-	l.Post(func() {
+	l.r.Post(func() {
 		<-queued
 		whileHeld()
 		close(done)

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func TestBackendResetBeforeTheConnectIsSeenIsNoFailedDial(t *testing.T) {
 	l := h.loops[0]
 	dialed, resetDone, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	proceed := make(chan struct{})
-	l.Post(func() {
+	l.r.Post(func() {
 		<-proceed // the client is in the listener's queue now
 		for _, s := range l.lsocks {
 			s.acceptAll() // accept and connect(2), in this turn

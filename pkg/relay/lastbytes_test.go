@@ -1,4 +1,4 @@
-package loop
+package relay
 
 // What a peer sent before its reset reaches the other side, then the
 // reset, however the loop finds the reset: by a write of the other
@@ -113,7 +113,7 @@ func TestBytesBeforeAResetAtConnectAreRelayed(t *testing.T) {
 	dialed, resetDone, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	proceed := make(chan struct{})
 	var beFD int
-	l.Post(func() {
+	l.r.Post(func() {
 		<-proceed
 		for _, s := range l.lsocks {
 			s.acceptAll() // accept and connect(2), in this turn
@@ -148,11 +148,11 @@ func TestBytesBeforeAResetFoundByTheProxyHeaderAreRelayed(t *testing.T) {
 	l := h.loops[0]
 	proceed, dialed, resetDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var beFD int
-	l.Post(func() {
+	l.r.Post(func() {
 		<-proceed
 		// Queued ahead of the connect's event: it runs first in the turn
 		// that takes both, and holds the loop while the backend resets.
-		l.Post(func() { <-resetDone })
+		l.r.Post(func() { <-resetDone })
 		for _, s := range l.lsocks {
 			s.acceptAll() // accept and connect(2), in this turn
 		}

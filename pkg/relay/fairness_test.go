@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/reactor"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -32,11 +33,11 @@ func BenchmarkSmallRoundTripBesideBulk(b *testing.B) {
 		{name: "small", backends: []string{echo.Addr}},
 	})
 	sh := NewShared(1000, splice.NewPipePool(splice.PipePoolConfig{Size: 1 << 20, MaxOpen: 16, MaxIdle: 4}), nil)
-	sh.WakeCoalesce = config.DefaultWakeCoalesce
-	l, err := New(0, sh)
+	rl, err := reactor.New(reactor.Config{WakeCoalesce: config.DefaultWakeCoalesce})
 	if err != nil {
 		b.Fatal(err)
 	}
+	l := New(rl, sh)
 	addrs := map[string]string{}
 	for _, name := range []string{"bulk", "small"} {
 		socks, err := listener.Bind(name, "127.0.0.1:0", 0, 1)
@@ -48,8 +49,8 @@ func BenchmarkSmallRoundTripBesideBulk(b *testing.B) {
 		}
 		addrs[name] = socks.Addr.String()
 	}
-	l.Start()
-	defer func() { l.Stop(); l.Wait() }()
+	l.r.Start()
+	defer func() { l.r.Stop(); l.r.Wait() }()
 
 	bulk, err := dialTCP(addrs["bulk"])
 	if err != nil {
@@ -166,7 +167,7 @@ func bulkYieldsWithinATurn(t *testing.T, noPipes bool) {
 
 	// Hold the loop still.
 	held, release := make(chan struct{}), make(chan struct{})
-	l.Post(func() { close(held); <-release })
+	l.r.Post(func() { close(held); <-release })
 	released := false
 	defer func() {
 		if !released {
@@ -180,7 +181,7 @@ func bulkYieldsWithinATurn(t *testing.T, noPipes bool) {
 		t.Fatalf("filling the reservoir: %v", err)
 	}
 	inq := func(fd int) int { n, _ := unix.IoctlGetInt(fd, unix.SIOCINQ); return n }
-	if !waitUntil(20*time.Second, func() bool { return inq(bulkFD) == reservoir }) {
+	if !testnet.WaitUntil(20*time.Second, func() bool { return inq(bulkFD) == reservoir }) {
 		t.Fatalf("only %d of %d bytes reached the loop's socket", inq(bulkFD), reservoir)
 	}
 	for _, p := range small {
@@ -189,14 +190,14 @@ func bulkYieldsWithinATurn(t *testing.T, noPipes bool) {
 		}
 	}
 	for _, fd := range smallFDs {
-		if !waitUntil(20*time.Second, func() bool { return inq(fd) == 4 }) {
+		if !testnet.WaitUntil(20*time.Second, func() bool { return inq(fd) == 4 }) {
 			t.Fatalf("a small request did not reach the loop's socket")
 		}
 	}
 
 	type turn struct{ bulk, smallForwarded int64 }
 	seen := make(chan turn, 1)
-	l.Post(func() {
+	l.r.Post(func() {
 		var tr turn
 		for c := range l.conns {
 			if c.f.Name == "bulk" {

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/ipset"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
@@ -79,7 +80,7 @@ func TestProxyHeaderNotWrittenIsNoOK(t *testing.T) {
 			k := testnet.StartTaker(t)
 			h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 				keys: `proxy_protocol = "v2"`}}})
-			q := NewAccessQueue(1, 16)
+			q := accesslog.NewQueue(1, 16)
 			h.sh.SetAccessLog(q)
 			// The client's connect completes while the loop is held: the
 			// loop's reset must not beat the client's own connect(2).
@@ -98,9 +99,9 @@ func TestProxyHeaderNotWrittenIsNoOK(t *testing.T) {
 				rejected = 1
 			}
 			frontCounts(t, h.front("p").Front, ok, 0, rejected, map[CloseReason]int64{tc.reason: 1})
-			var recs []AccessRecord
-			q.Drain(func(r *AccessRecord) { recs = append(recs, *r) })
-			if len(recs) != 1 || recs[0].Reason != tc.reason || recs[0].Result != tc.result {
+			var recs []accesslog.Record
+			q.Drain(func(r *accesslog.Record) { recs = append(recs, *r) })
+			if len(recs) != 1 || recs[0].Reason != tc.reason.String() || recs[0].Result != tc.result.String() {
 				t.Errorf("access records %+v, want one %s with result %s", recs, tc.reason, tc.result)
 			}
 			if s, f := h.front("p").Pool().Backends()[0].Dials(pool.DialClient); s != 1 || f != 0 {

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"net/netip"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // failFirst makes the loop's sockets of front fail their next accepts
@@ -25,7 +26,7 @@ func failFirst(l *Loop, front string, errs ...error) {
 				left = left[1:]
 				return -1, netip.AddrPort{}, err
 			}
-			return accept4(fd)
+			return rawsys.Accept4(fd)
 		}
 	}
 }
@@ -50,11 +51,11 @@ func TestAcceptRetriesAtOnceAfterAPendingNetworkError(t *testing.T) {
 			queued, done := make(chan struct{}), make(chan struct{})
 			var backingOff bool
 			var n int64
-			l.Post(func() {
+			l.r.Post(func() {
 				<-queued
 				for _, s := range l.lsocks {
 					s.acceptAll()
-					backingOff = backingOff || s.retry.index >= 0
+					backingOff = backingOff || s.retry.Armed()
 				}
 				n = l.nconns.Load()
 				close(done)
@@ -141,25 +142,25 @@ func TestAcceptBacksOffDoublingOnResourceErrors(t *testing.T) {
 	var armed, reset, idleArmed bool
 	var n int64
 	queued, done := make(chan struct{}), make(chan struct{})
-	l.Post(func() {
+	l.r.Post(func() {
 		<-queued
 		failFirst(l, "p", errs...)
 		s := l.lsocks[0]
 		inner := s.accept
 		s.accept = func(fd int) (int, netip.AddrPort, error) { calls++; return inner(fd) }
-		s.event(unix.EPOLLIN) // the listener's edge
+		s.Event(unix.EPOLLIN) // the listener's edge
 		for range want {
 			backoffs = append(backoffs, s.backoff/time.Millisecond)
 			before := calls
-			s.event(unix.EPOLLIN) // an edge while backing off: no accept
+			s.Event(unix.EPOLLIN) // an edge while backing off: no accept
 			idleArmed = idleArmed || calls != before
 			// What fireDue does when the retry is due.
-			armed = s.retry.index >= 0
-			l.timers.stop(&s.retry)
-			s.retry.fire(l.clock())
+			armed = s.retry.Armed()
+			l.r.Arm(&s.retry, 0) // due at once
+			l.r.FireDue(0)
 		}
 		n = l.nconns.Load()
-		reset = s.backoff == 0 && s.failures == 0 && s.retry.index < 0
+		reset = s.backoff == 0 && s.failures == 0 && !s.retry.Armed()
 		close(done)
 	})
 	c := h.dial("p")

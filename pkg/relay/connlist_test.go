@@ -1,6 +1,8 @@
-package loop
+package relay
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestConnListAddRemoveEach(t *testing.T) {
 	var l connList

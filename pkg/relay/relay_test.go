@@ -1,17 +1,18 @@
-package loop
+package relay
 
 import (
 	"bytes"
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/internal/stepclock"
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -174,9 +175,9 @@ func TestRelayPassesResetOn(t *testing.T) {
 // loop, which fires what is due.
 func TestIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	var now atomic.Int64
+	clk := stepclock.New()
 	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{clock: now.Load, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+	h := newHarness(t, harnessOpts{clock: clk, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
 	l := h.loops[0]
 	silent := h.open("p", k)
@@ -204,12 +205,12 @@ func TestIdleTimeout(t *testing.T) {
 			var q int
 			h.on(l, func() {
 				for c := range l.conns {
-					q += unacked(c.cl.fd) + unacked(c.be.fd)
+					q += rawsys.Unacked(c.cl.fd) + rawsys.Unacked(c.be.fd)
 				}
 			})
 			return q == 0
 		})
-		h.on(l, func() { now.Add(int64(d)) })
+		h.on(l, func() { clk.Add(d) })
 		// The turn that ran the task fires what is due after it; a task
 		// posted now runs in the next turn.
 		h.on(l, func() {})
@@ -255,9 +256,9 @@ func TestIdleTimeout(t *testing.T) {
 // load, and the cut, were it wrong, would come at a known turn.
 func TestSlowReaderIsNotIdle(t *testing.T) {
 	const idle = 250 * time.Millisecond
-	var now atomic.Int64
+	clk := stepclock.New()
 	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{clock: now.Load, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
+	h := newHarness(t, harnessOpts{clock: clk, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
 	l := h.loops[0]
 	payload := randomBytes(t, 512<<10)
@@ -306,9 +307,9 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 		}
 		testnet.Eventually(t, "the loop's side to move on the read", func() bool {
 			q, active, open := look()
-			return !open || q != q0 || active == now.Load()
+			return !open || q != q0 || active == int64(clk.Elapsed())
 		})
-		h.on(l, func() { now.Add(int64(idle / 2)) })
+		h.on(l, func() { clk.Add(idle / 2) })
 		h.on(l, func() {}) // the turn that ran the task fired what was due
 		rounds++
 	}
@@ -318,7 +319,7 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	if rounds < 8 {
 		t.Fatalf("the stream took %d half idle timeouts: the test did not outlast the idle timeout", rounds)
 	}
-	t.Logf("%d bytes read in %d rounds: %v of the loop's time", len(got), rounds, time.Duration(now.Load()))
+	t.Logf("%d bytes read in %d rounds: %v of the loop's time", len(got), rounds, clk.Elapsed())
 	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
 	if n := h.logs.count("relay reset"); n != 0 {
 		t.Fatalf("the relay ended with a reset, want completed")
@@ -452,7 +453,7 @@ func TestRelayCopiesWhenPipePoolAtCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	inq := func() int { n, _ := unix.IoctlGetInt(hogFD, unix.SIOCINQ); return n }
-	reached := waitUntil(20*time.Second, func() bool { return inq() == reservoir })
+	reached := testnet.WaitUntil(20*time.Second, func() bool { return inq() == reservoir })
 	release()
 	if !reached {
 		t.Fatalf("only %d of %d bytes reached the loop's socket", inq(), reservoir)

@@ -1,4 +1,4 @@
-package loop
+package relay
 
 import (
 	"bytes"
@@ -22,14 +22,16 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/reactor"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
-// The harness runs the data path as l4lb does, minus pkg/proxy: a Shared,
-// one or more Loops, and a Front per listener over a pool built from a
+// The harness runs the TCP relay as l4lb does, minus pkg/proxy: a Shared,
+// one or more reactors each with its relay Loop, and a Front per listener over a pool built from a
 // TOML text, with the listening sockets from listener.Bind.
 
 // frontSpec is one listener of a harness and the pool it feeds (a pool of
@@ -52,8 +54,8 @@ type harnessOpts struct {
 	// test runs the data path as shipped. noCoalesce turns it off.
 	wakeCoalesce time.Duration
 	noCoalesce   bool
-	// clock replaces the loops' clock (ns); nil: the real one.
-	clock func() int64
+	// clock replaces the loops' clock; nil: the real one.
+	clock clock.Clock
 }
 
 type harness struct {
@@ -96,21 +98,22 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		sharedPipes = nil
 	}
 	h.sh = NewShared(o.max, sharedPipes, slog.New(h.logs))
+	rc := reactor.Config{Log: h.sh.Log, Clock: o.clock}
 	switch {
 	case o.noCoalesce:
 	case o.wakeCoalesce > 0:
-		h.sh.WakeCoalesce = o.wakeCoalesce
+		rc.WakeCoalesce = o.wakeCoalesce
 	default:
-		h.sh.WakeCoalesce = config.DefaultWakeCoalesce
+		rc.WakeCoalesce = config.DefaultWakeCoalesce
 	}
 	t.Cleanup(h.finish)
 	for i := range o.loops {
-		l, err := New(i, h.sh)
+		rc.ID = i
+		r, err := reactor.New(rc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.testClock = o.clock
-		h.loops = append(h.loops, l)
+		h.loops = append(h.loops, New(r, h.sh))
 	}
 
 	pools := buildPools(t, o.fronts)
@@ -131,7 +134,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		h.fronts[fs.name] = f
 	}
 	for _, l := range h.loops {
-		l.Start()
+		l.r.Start()
 	}
 	h.started = true
 	return h
@@ -177,16 +180,16 @@ func (h *harness) finish() {
 	t := h.t
 	if !h.started {
 		for _, l := range h.loops {
-			l.Discard()
+			l.r.Discard()
 		}
 		return
 	}
-	if !waitUntil(20*time.Second, func() bool { return h.sh.Active.Load() == 0 }) {
+	if !testnet.WaitUntil(20*time.Second, func() bool { return h.sh.Active.Load() == 0 }) {
 		t.Errorf("%d connections still open on the loops after the test closed its ends:%s", h.sh.Active.Load(), h.describeConns())
 	} else {
 		for _, l := range h.loops {
 			if n := l.Conns(); n != 0 {
-				t.Errorf("loop %d still counts %d connections", l.id, n)
+				t.Errorf("loop %d still counts %d connections", l.r.ID(), n)
 			}
 		}
 		if s := h.pipes.Stats(); s.Busy() != 0 {
@@ -201,10 +204,10 @@ func (h *harness) finish() {
 		}
 	}
 	for _, l := range h.loops {
-		l.Stop()
+		l.r.Stop()
 	}
 	for _, l := range h.loops {
-		l.Wait()
+		l.r.Wait()
 	}
 	if s := h.pipes.Stats(); s.Open != 0 {
 		t.Errorf("%d pipes left open (%d idle) after the loops stopped", s.Open, s.Idle)
@@ -219,11 +222,11 @@ func (h *harness) finish() {
 func (h *harness) on(l *Loop, f func()) {
 	h.t.Helper()
 	done := make(chan struct{})
-	l.Post(func() { f(); close(done) })
+	l.r.Post(func() { f(); close(done) })
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		h.t.Fatalf("loop %d did not run a task within 20s", l.id)
+		h.t.Fatalf("loop %d did not run a task within 20s", l.r.ID())
 	}
 }
 
@@ -253,10 +256,10 @@ func (h *harness) describeConns() string {
 	for _, l := range h.loops {
 		done := make(chan struct{})
 		var lines []string
-		l.Post(func() {
+		l.r.Post(func() {
 			for c := range l.conns {
 				lines = append(lines, fmt.Sprintf("\n  loop %d: client %v phase %d ended %v pending %v/%v queued %v",
-					l.id, c.src, c.phase, c.ended, c.streams[0].Pending(), c.streams[1].Pending(), c.queued))
+					l.r.ID(), c.src, c.phase, c.ended, c.streams[0].Pending(), c.streams[1].Pending(), c.queued))
 			}
 			close(done)
 		})
@@ -264,7 +267,7 @@ func (h *harness) describeConns() string {
 		case <-done:
 			b.WriteString(strings.Join(lines, ""))
 		case <-time.After(5 * time.Second):
-			fmt.Fprintf(&b, "\n  loop %d: does not answer", l.id)
+			fmt.Fprintf(&b, "\n  loop %d: does not answer", l.r.ID())
 		}
 	}
 	return b.String()
@@ -273,7 +276,7 @@ func (h *harness) describeConns() string {
 // timersArmed is the number of timers armed on l.
 func (h *harness) timersArmed(l *Loop) int {
 	n := 0
-	h.on(l, func() { n = l.timers.len() })
+	h.on(l, func() { n = l.r.TimersArmed() })
 	return n
 }
 
@@ -328,18 +331,6 @@ func (p *proxied) close() {
 
 // front returns the named front.
 func (h *harness) front(name string) *testFront { return h.fronts[name] }
-
-// waitUntil polls cond every 5 ms until it holds or d has passed.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
 
 // countPipeFDs counts the process's open pipe fds (splice pipes).
 func countPipeFDs(t testing.TB) int {
@@ -574,11 +565,11 @@ func exchangeOpen(p *proxied, up, down []byte) error {
 func (h *harness) hold(l *Loop) (release func()) {
 	h.t.Helper()
 	held, done := make(chan struct{}), make(chan struct{})
-	l.Post(func() { close(held); <-done })
+	l.r.Post(func() { close(held); <-done })
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
-		h.t.Fatalf("loop %d did not run a task within 20s", l.id)
+		h.t.Fatalf("loop %d did not run a task within 20s", l.r.ID())
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { close(done) }) }
