@@ -6,7 +6,7 @@ import (
 )
 
 // reserveProcs makes GOMAXPROCS at least loops+1: a busy event loop keeps
-// a P while it waits for events (pkg/loop/holdp.go), and the health
+// a P while it waits for events (pkg/reactor/holdp.go), and the health
 // checks, breakers and admin API need one more to run beside the loops.
 // The loops hold Ps only while busy, so an idle process costs nothing
 // more; a larger GOMAXPROCS is kept as it is.

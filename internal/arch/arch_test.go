@@ -15,17 +15,20 @@ const module = "github.com/l4lb/l4lb/"
 // leaves are the packages that import no other package of the module
 // (beyond the ones listed).
 var leaves = map[string][]string{
-	"pkg/splice":   nil,
-	"pkg/hashring": nil,
-	"pkg/breaker":  nil,
-	"pkg/health":   nil,
-	"pkg/pick":     {"pkg/hashring"},
-	"pkg/dialer":   nil,
-	"pkg/listener": nil,
-	"pkg/config":   nil,
-	"pkg/sdnotify": nil,
-	"pkg/fleet":    {"pkg/breaker"},
-	"pkg/sockopt":  nil,
+	"pkg/splice":    {"pkg/rawsys"},
+	"pkg/rawsys":    nil,
+	"pkg/reactor":   {"pkg/clock", "pkg/rawsys"},
+	"pkg/loopguard": nil,
+	"pkg/hashring":  nil,
+	"pkg/breaker":   nil,
+	"pkg/health":    nil,
+	"pkg/pick":      {"pkg/hashring"},
+	"pkg/dialer":    nil,
+	"pkg/listener":  nil,
+	"pkg/config":    nil,
+	"pkg/sdnotify":  nil,
+	"pkg/fleet":     {"pkg/breaker"},
+	"pkg/sockopt":   nil,
 
 	"pkg/proxyproto": nil,
 

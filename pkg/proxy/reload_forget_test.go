@@ -68,7 +68,7 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 			}
 		}
 		// The latest UDP one may stay referenced from a loop's send
-		// scratch (pkg/loop's udpOut) until that loop sends again: one per
+		// scratch (pkg/udpsession's udpOut) until that loop sends again: one per
 		// loop, not one per reload.
 		for _, w := range udpGone[:len(udpGone)-1] {
 			if w.Value() != nil {

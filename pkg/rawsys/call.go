@@ -50,11 +50,11 @@ func errOf(e unix.Errno) error {
 // caller ends the stream instead of retrying forever.
 var ErrNoProgress = errors.New("write made no progress")
 
-// Progress is the zero-progress guard for a write of want bytes that
-// returned n and err: err as it is, or ErrNoProgress when nothing moved
-// for no reason.
-func Progress(n, want int, err error) (int, error) {
-	if n == 0 && err == nil && want > 0 {
+// Progress is the zero-progress guard, around a write asked to move at
+// least one byte that returned n and err: err as it is, or ErrNoProgress
+// when nothing moved for no reason.
+func Progress(n int, err error) (int, error) {
+	if n == 0 && err == nil {
 		return 0, ErrNoProgress
 	}
 	return n, err

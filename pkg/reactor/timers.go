@@ -4,8 +4,8 @@ package reactor
 // arming a timer allocates nothing. Its zero value is a timer not armed
 // that fires nothing: set what it fires with OnFire once.
 type Timer struct {
-	at  int64 // ns of the loop's clock
-	pos int32 // the slot's place in the heap, plus one; 0: not armed
+	at   int64 // ns of the loop's clock
+	pos  int32 // the slot's place in the heap, plus one; 0: not armed
 	fire func(now int64)
 }
 

@@ -51,13 +51,6 @@ func (c *conn) admitted() {
 	c.startDial()
 }
 
-// refuseBy ends a client the policy refused: counted as rejected, by
-// reason; reset where the peer must not think it was heard.
-func (c *conn) refuseBy(why CloseReason, reset bool) {
-	c.f.Rejected.Add(1)
-	c.close(why, reset, false)
-}
-
 // readProxyHeader looks at what the client sent so far without taking it
 // (MSG_PEEK), and once a whole header is there takes exactly its bytes:
 // whatever followed it stays in the socket for the backend. Edge-triggered

@@ -233,10 +233,3 @@ func (c *conn) recordOwnDial(backend netip.AddrPort) {
 		c.l.sh.Guard.Add(c.own)
 	}
 }
-
-func (c *conn) forgetOwnDial() {
-	if c.owned {
-		c.l.sh.Guard.Remove(c.own)
-		c.owned = false
-	}
-}

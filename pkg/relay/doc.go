@@ -1,31 +1,45 @@
-// Package loop is l4lb's data path: one event loop per CPU, each a
-// goroutine that waits in epoll_wait, keeping its thread and P while busy
-// (holdp.go), and owns everything of the connections it holds, with no
-// goroutine per connection.
+// Package relay is l4lb's TCP relay: on each event loop (pkg/reactor),
+// a Loop accepts the clients of its listening sockets, runs the
+// listener's policy on them, dials a backend and relays bytes both ways
+// until the connection ends, for exactly one reason.
 //
 // A loop owns one SO_REUSEPORT listening socket per TCP listener (the
 // kernel spreads new connections over the loops), accepts until EAGAIN,
 // dials backends with non-blocking connects (the breaker's generation
 // captured before connect(2), retries to the next candidate inside the
-// loop, all within the pool's connect budget), and relays bytes with the
+// loop, all within the pool's connect budget), and relays with the
 // per-direction mechanics of pkg/splice: small reads copied through the
 // loop's buffer, streams spliced through pipes held only while data is in
-// flight. Every fd is registered once, edge-triggered, for reading and
-// writing; the loop remembers readiness itself, so a connection costs two
-// epoll_ctl calls in its life and none per state change.
+// flight. Pick, pool and breaker are called synchronously from the loop
+// (they are lock-free on the hot path); other goroutines reach a
+// connection only through its loop's task queue (CutAll, CutBackend).
 //
-// Timers (connect timeouts, idle timeouts, the count_early_reset window)
-// live in one heap per loop whose head sets epoll_wait's timeout: no timer
-// object per read and none per connection beyond a heap slot. Idle
-// timeouts are not re-armed on traffic; a firing timer re-arms itself for
-// whatever is left since the last activity.
+// Idle timeouts are not re-armed on traffic: a firing timer re-arms itself
+// for whatever is left since the last activity. A connection moves at most
+// a budget of bytes per direction per turn, then yields to the loop's
+// other work.
 //
-// Fairness: a connection moves at most a budget of bytes per wake-up; one
-// with more to move goes on the loop's ready list and continues after the
-// other events, so one bulk transfer cannot starve thousands of small
-// connections on the same loop.
+// Reading order: the files go one way, from the loop to the end of a
+// connection, each calling into the ones after it:
 //
-// Pick, pool, breaker and health are called synchronously from the loop
-// (they are lock-free on the hot path). Other goroutines talk to a loop
-// only through its task queue and eventfd (shutdown, cutting connections).
+//	loop.go       the relay of one event loop: its parts and what it is told
+//	accept.go     listening sockets: accept, back off, hand over on a drain
+//	conn.go       a connection, its two endpoints, its events and timer
+//	admit.go      PROXY header in, access control, per-source limits
+//	dial.go       candidates, non-blocking connects, retries, the budget
+//	connect.go    opening and connecting a backend socket
+//	proxyout.go   PROXY header out to the backend
+//	queue.go      waiting for a backend slot (queue_timeout)
+//	relay.go      moving bytes, fairness, the idle timeout
+//	latereset.go  a backend's reset of the client's last bytes
+//	close.go      how a connection ends: close and its callers
+//	access.go     close reasons, results, the access-log record
+//	policy.go     a listener's policy (PolicyFor)
+//	shared.go     a listener (Front) and the server's shared state
+//	connlist.go   the loop's list of connections
+//	handoff.go    listening sockets for a binary upgrade
+//
+// The dial and the queue call each other (a queued client is dialed when
+// a slot frees; a dial that finds every backend full queues), and close
+// leaves the queue: those are the references that run back.
 package relay

@@ -55,12 +55,6 @@ func PolicyFor(l config.Listener, prev *Policy) *Policy {
 	return p
 }
 
-// SetPolicy makes p the listener's policy for clients accepted from now.
-func (f *Front) SetPolicy(p *Policy) { f.policy.Store(p) }
-
-// Policy is the listener's policy now; nil: none.
-func (f *Front) Policy() *Policy { return f.policy.Load() }
-
 // admit is the access control and per-source verdict for a client at a
 // (unmapped): CloseCompleted means admitted (and, with per-source limits,
 // counted until release).

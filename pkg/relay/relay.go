@@ -112,17 +112,6 @@ func (c *conn) salvage(d int) {
 	}
 }
 
-// broken ends the connection after a socket error on e: that end is gone,
-// and the other is reset so its peer learns the stream broke, not that it
-// ended.
-func (c *conn) broken(e *endpoint, err error) {
-	if e.client {
-		c.close(CloseClientReset, false, true)
-	} else {
-		c.close(CloseBackendReset, true, false)
-	}
-}
-
 // checkIdle runs when the idle timer fires. Traffic does not touch the
 // timer; it re-arms itself for what is left since the last activity.
 func (c *conn) checkIdle(now int64) {

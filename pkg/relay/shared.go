@@ -90,3 +90,9 @@ func NewShared(max int64, pipes *splice.PipePool, log *slog.Logger) *Shared {
 	s.Max.Store(max)
 	return s
 }
+
+// SetPolicy makes p the listener's policy for clients accepted from now.
+func (f *Front) SetPolicy(p *Policy) { f.policy.Store(p) }
+
+// Policy is the listener's policy now; nil: none.
+func (f *Front) Policy() *Policy { return f.policy.Load() }
