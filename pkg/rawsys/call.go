@@ -6,21 +6,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Call is unix.RawSyscall, repeated while a signal interrupts it (EINTR):
-// the one retry loop of the data path.
-func Call(trap, a1, a2, a3 uintptr) (uintptr, unix.Errno) {
+// Retry makes call, one raw syscall, again while a signal interrupts it
+// (EINTR): the one retry loop of the data path. The syscall is made inside
+// call, so a pointer argument is converted to uintptr in the syscall's own
+// argument list, the one place unsafe.Pointer's rules allow it (a stack
+// object would otherwise be free to move before the kernel reads it).
+func Retry(call func() (uintptr, unix.Errno)) (uintptr, unix.Errno) {
 	for {
-		r, _, e := unix.RawSyscall(trap, a1, a2, a3)
-		if e != unix.EINTR {
-			return r, e
-		}
-	}
-}
-
-// Call6 is Call for six arguments.
-func Call6(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
-	for {
-		r, _, e := unix.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
+		r, e := call()
 		if e != unix.EINTR {
 			return r, e
 		}

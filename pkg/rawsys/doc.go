@@ -11,8 +11,8 @@
 //
 // Three rules live here, once:
 //
-//   - EINTR: every call goes through Call or Call6, which repeat a call a
-//     signal interrupted. The exceptions say why where they are: connect
+//   - EINTR: every call goes through Retry, which repeats a call a signal
+//     interrupted. The exceptions say why where they are: connect
 //     (an interrupted TCP connect goes on in the background), and the
 //     reactor's waits (epoll_wait, nanosleep), which keep their limits as
 //     times and yield to the runtime between tries.

@@ -81,8 +81,11 @@ func Connect(fd int, sa *Sockaddr) error {
 func Accept4(fd int) (int, netip.AddrPort, error) {
 	var rsa unix.RawSockaddrAny
 	l := uint32(unix.SizeofSockaddrAny)
-	r, e := Call6(unix.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(&rsa)),
-		uintptr(unsafe.Pointer(&l)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	r, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(&rsa)),
+			uintptr(unsafe.Pointer(&l)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+		return r, e
+	})
 	if e != 0 {
 		return -1, netip.AddrPort{}, e
 	}
@@ -93,7 +96,11 @@ func Accept4(fd int) (int, netip.AddrPort, error) {
 func Getsockname(fd int) (netip.AddrPort, error) {
 	var rsa unix.RawSockaddrAny
 	l := uint32(unix.SizeofSockaddrAny)
-	if _, e := Call(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l))); e != 0 {
+	_, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l)))
+		return r, e
+	})
+	if e != 0 {
 		return netip.AddrPort{}, e
 	}
 	return AddrPortOf(&rsa), nil

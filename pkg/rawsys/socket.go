@@ -14,12 +14,18 @@ func Close(fd int) {
 
 // ShutdownWrite sends fd's FIN.
 func ShutdownWrite(fd int) {
-	Call(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
+	Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
+		return r, e
+	})
 }
 
 // Socket opens a socket.
 func Socket(family, typ, proto int) (int, error) {
-	r, e := Call(unix.SYS_SOCKET, uintptr(family), uintptr(typ), uintptr(proto))
+	r, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(family), uintptr(typ), uintptr(proto))
+		return r, e
+	})
 	if e != 0 {
 		return -1, e
 	}
@@ -29,14 +35,25 @@ func Socket(family, typ, proto int) (int, error) {
 // Getsockopt reads an option of any size into p (*l bytes of room; the
 // kernel sets *l to what it wrote).
 func Getsockopt(fd, level, opt int, p unsafe.Pointer, l *uint32) error {
-	_, e := Call6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(l)), 0)
+	_, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(l)), 0)
+		return r, e
+	})
 	return errOf(e)
 }
 
 // SetsockoptInt sets an int option.
 func SetsockoptInt(fd, level, opt, v int) error {
 	v32 := int32(v)
-	_, e := Call6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(unsafe.Pointer(&v32)), 4, 0)
+	return setsockopt(fd, level, opt, unsafe.Pointer(&v32), 4)
+}
+
+// setsockopt sets an option of n bytes at p.
+func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	_, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), n, 0)
+		return r, e
+	})
 	return errOf(e)
 }
 
@@ -67,7 +84,7 @@ func SoError(fd int) error {
 // stream was cut, not that it ended.
 func ResetClose(fd int) {
 	l := unix.Linger{Onoff: 1, Linger: 0}
-	Call6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+	setsockopt(fd, unix.SOL_SOCKET, unix.SO_LINGER, unsafe.Pointer(&l), unsafe.Sizeof(l))
 	Close(fd)
 }
 
@@ -75,7 +92,11 @@ func ResetClose(fd int) {
 // peer has not acknowledged (SIOCOUTQ); on error, 0.
 func Unacked(fd int) int {
 	var n int32
-	if _, e := Call(unix.SYS_IOCTL, uintptr(fd), unix.SIOCOUTQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+	_, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCOUTQ, uintptr(unsafe.Pointer(&n)))
+		return r, e
+	})
+	if e != 0 {
 		return 0
 	}
 	return int(n)
@@ -83,6 +104,9 @@ func Unacked(fd int) int {
 
 // EpollCtl adds, changes or removes fd in the epoll set epfd.
 func EpollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
-	_, e := Call6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	_, e := Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+		return r, e
+	})
 	return errOf(e)
 }
