@@ -118,7 +118,7 @@ func (s *lsock) close() {
 	s.closed = true
 	s.l.r.Disarm(&s.retry)
 	s.l.r.Forget(s.fd)
-	rawsys.Close(s.fd)
+	unix.Close(s.fd)
 }
 
 func (s *lsock) Event(uint32) {

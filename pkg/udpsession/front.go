@@ -19,10 +19,10 @@ type Front struct {
 
 	// Sessions counts the sessions open now.
 	Sessions atomic.Int64
-	// Parked counts backend sockets parked for reuse (see udppark.go).
+	// Parked counts backend sockets parked for reuse (see park.go).
 	Parked atomic.Int64
 	// Bursts counts client bursts that went to a backend as one UDP GSO
-	// send (see udpgso.go).
+	// send (see gso.go).
 	Bursts atomic.Int64
 	// sockets counts the backend sockets held, sessions' and parked: the
 	// file descriptors max_sessions bounds.
@@ -66,7 +66,7 @@ type Settings struct {
 	// the retired one still relays replies until it ends.
 	Requests int
 	// ReuseSockets parks the backend socket of a session that ended
-	// cleanly for the next session to that backend (udppark.go).
+	// cleanly for the next session to that backend (park.go).
 	ReuseSockets bool
 	// Allow (when not empty) and Deny decide which clients may open a
 	// session; deny wins.
@@ -167,7 +167,7 @@ const (
 	// could read it, its socket's receive buffer full (a listener socket's:
 	// see receive_buffer; or a session's, a backend sending faster than its
 	// loop reads). Counted from each socket's own count (SO_RXQ_OVFL,
-	// udpoverflow.go) as the datagrams after the drops arrive.
+	// overflow.go) as the datagrams after the drops arrive.
 	DropSocketBuffer
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons

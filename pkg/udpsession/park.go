@@ -41,7 +41,7 @@ type parkedSock struct {
 }
 
 // event: something arrived on a parked socket that nothing asked for. It
-// closes the socket: churn, not traffic (coalesce.go).
+// closes the socket: churn, not traffic (pkg/reactor, coalesce.go).
 func (p *parkedSock) Event(uint32) {
 	p.u.l.r.Churn()
 	p.close()
@@ -52,7 +52,7 @@ func (p *parkedSock) close() {
 		return
 	}
 	p.u.l.r.Forget(p.fd)
-	rawsys.Close(p.fd)
+	unix.Close(p.fd)
 	p.fd = -1
 	p.u.f.sockets.Add(-1)
 	p.u.f.Parked.Add(-1)

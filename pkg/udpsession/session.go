@@ -36,7 +36,7 @@ type session struct {
 	retired             bool      // took its `requests`: no longer in the client map
 	excess              bool      // the backend sent more than `responses`
 	refused             error     // a refusal read on fd while replies ahead of it are still being relayed
-	noGSO               bool      // the socket's route cannot segment a burst (udpgso.go)
+	noGSO               bool      // the socket's route cannot segment a burst (gso.go)
 	drops               dropCount // fd's drop count (SO_RXQ_OVFL) as last seen
 	watched             bool      // SO_RXQ_OVFL is on for fd (watchReplies)
 	ended               bool
@@ -171,7 +171,7 @@ func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
 		return -1, o == dialer.Local
 	}
 	if err := s.u.l.r.Register(fd, s, reactor.DatagramEvents); err != nil {
-		rawsys.Close(fd)
+		unix.Close(fd)
 		p.EndDial(d.cur, dialer.Local)
 		return -1, true
 	}
@@ -188,11 +188,11 @@ func connectUDP(ap netip.AddrPort) (int, error) {
 		return -1, err
 	}
 	if err = rawsys.SetZone(fd, ap, &sa); err != nil {
-		rawsys.Close(fd)
+		unix.Close(fd)
 		return -1, err
 	}
 	if err = rawsys.Connect(fd, &sa); err != nil {
-		rawsys.Close(fd)
+		unix.Close(fd)
 		return -1, err
 	}
 	return fd, nil

@@ -9,7 +9,6 @@ import (
 	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
-	"github.com/l4lb/l4lb/pkg/rawsys"
 	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
@@ -464,7 +463,7 @@ func (u *udpSock) close() {
 	u.closed = true
 	u.l.r.Disarm(&u.expiry)
 	u.l.r.Forget(u.fd)
-	rawsys.Close(u.fd)
+	unix.Close(u.fd)
 	u.flushCounters()
 }
 
