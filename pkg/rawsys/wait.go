@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The reactor's waits. They are not repeated on EINTR here: the runtime
-// interrupts raw waits (sysmon's time slices, each garbage collection's
-// stops) to have the goroutine yield, and the reactor keeps its limits as
-// times across the interruptions (pkg/reactor, poller.go).
+// The reactor's waits. The blocking ones are not repeated on EINTR: the
+// runtime interrupts raw waits (sysmon's time slices, each garbage
+// collection's stops) to have the goroutine yield, and the reactor keeps
+// its limits as times across the interruptions (pkg/reactor, poller.go).
 
 // EpollWait is epoll_wait without the runtime's syscall hand-off: the
 // calling goroutine keeps its P while the thread sleeps in the kernel.
@@ -23,6 +23,16 @@ func EpollWait(epfd int, events []unix.EpollEvent, timeoutMs int) (int, error) {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+// EpollPoll is a non-blocking epoll_wait (timeout 0), made again when a
+// signal interrupts it: a poll has no limit to keep.
+func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+	return result(Retry(func() (uintptr, unix.Errno) {
+		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd),
+			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+		return r, e
+	}))
 }
 
 // Nanosleep sleeps d without the runtime's syscall bookkeeping, keeping

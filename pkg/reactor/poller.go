@@ -91,13 +91,8 @@ func (p *poller) del(fd int) {
 // through the runtime's syscall hand-off, which lets the P serve other
 // goroutines meanwhile.
 func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
-	if timeoutMs == 0 {
-		for { // a poll never blocks, so it needs no hand-off either
-			n, err := rawsys.EpollWait(p.epfd, p.events, 0)
-			if err != unix.EINTR {
-				return p.result(n, err)
-			}
-		}
+	if timeoutMs == 0 { // a poll never blocks, so it needs no hand-off either
+		return p.result(rawsys.EpollPoll(p.epfd, p.events))
 	}
 	if !p.holding {
 		return p.runtimeWait(timeoutMs)
@@ -164,7 +159,9 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 
 // runtimeWait is a blocking wait made the runtime's way (the P is handed
 // on while the thread sleeps); its first event makes the loop busy again
-// and take a P token if one is spare.
+// and take a P token if one is spare. It is not a raw call, so not
+// rawsys's: an interrupted wait is made again, and each try counts as a
+// sleep.
 func (p *poller) runtimeWait(timeoutMs int) ([]unix.EpollEvent, error) {
 	for {
 		p.sleeps++
