@@ -28,8 +28,9 @@ func (l *Loop) Disarm(t *Timer) { l.timers.stop(t) }
 // TimersArmed is how many timers are armed.
 func (l *Loop) TimersArmed() int { return l.timers.len() }
 
-// FireDue fires every timer due at now. The running loop fires its own
-// each turn; this is for a Loop driven by hand, never started (tests).
+// FireDue fires every timer due at now, on the loop's goroutine. A
+// running loop does so each turn; tests call it to fire timers at an
+// instant of their choosing.
 func (l *Loop) FireDue(now int64) { l.timers.fireDue(now) }
 
 // timerHeap is a binary min-heap on at. It is owned by one loop and not
