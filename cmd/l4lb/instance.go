@@ -10,10 +10,10 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/handoff"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/memtrim"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -43,7 +43,7 @@ type instance struct {
 	budget  proxy.FDBudget
 	// policies are the listeners' policies by name (a reload keeps a
 	// listener's per-source Limiter when its limits are unchanged).
-	policies map[string]*loop.Policy
+	policies map[string]*relay.Policy
 	// config is the running file as the admin endpoint shows it, and the
 	// way to reload it (path set: the file reload re-reads).
 	config   *admin.ConfigState

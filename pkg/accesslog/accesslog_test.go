@@ -12,26 +12,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/l4lb/l4lb/pkg/loop"
 )
 
-var sample = loop.AccessRecord{
+var sample = Record{
 	End:      time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC).UnixNano(),
 	Duration: 3512345 * time.Nanosecond,
 	Listener: "web", Pool: "web-pool",
 	Client:  netip.MustParseAddrPort("192.0.2.7:51234"),
 	Backend: "10.0.0.1:8080", ToBackend: 64, ToClient: 1024,
-	Reason: loop.CloseCompleted, Result: loop.ResultOK,
+	Reason: "completed", Result: "ok",
 }
 
 func TestFormats(t *testing.T) {
 	refused := sample
 	refused.Client = netip.MustParseAddrPort("[2001:db8::1]:443")
 	refused.Backend, refused.ToBackend, refused.ToClient, refused.Duration = "", 0, 0, 0
-	refused.Reason, refused.Result = loop.CloseConnectionCap, loop.ResultRejected
+	refused.Reason, refused.Result = "connection_cap", "rejected"
 	for _, tc := range []struct {
-		r          loop.AccessRecord
+		r          Record
 		json, text string
 	}{
 		{sample,

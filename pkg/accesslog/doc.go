@@ -4,8 +4,9 @@
 // reopened when rotation moves it.
 //
 // The event loops never format or write: each hands fixed-size records
-// to a lock-free ring of its own (pkg/loop), and one writer goroutine here
-// drains the rings, formats the lines and writes them whole. A ring that
-// is full drops the record and counts it, so a slow disk never holds up
-// the data path.
+// (Record) to a lock-free ring of its own in the Queue (queue.go), and
+// one writer goroutine here drains the rings, formats the lines and
+// writes them whole. A ring that is full drops the record and counts it,
+// so a slow disk never holds up the data path. The TCP relay
+// (pkg/relay) imports this package, never the reverse.
 package accesslog

@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/l4lb/l4lb/pkg/loop"
 )
 
 // Formats accepted in [log] access (besides "off").
@@ -30,7 +28,7 @@ const maxLine = 512
 //
 // backend is "" for a client that never reached one; duration is in
 // seconds.
-func AppendJSON(b []byte, r *loop.AccessRecord) []byte {
+func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, `{"time":"`...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
 	b = append(b, `","listener":`...)
@@ -48,9 +46,9 @@ func AppendJSON(b []byte, r *loop.AccessRecord) []byte {
 	b = append(b, `,"duration":`...)
 	b = appendSeconds(b, r.Duration)
 	b = append(b, `,"reason":"`...)
-	b = append(b, r.Reason.String()...)
+	b = append(b, r.Reason...)
 	b = append(b, `","result":"`...)
-	b = append(b, r.Result.String()...)
+	b = append(b, r.Result...)
 	return append(b, "\"}\n"...)
 }
 
@@ -63,7 +61,7 @@ func AppendJSON(b []byte, r *loop.AccessRecord) []byte {
 //
 // An empty value (backend, for a client that never reached one) is
 // written "".
-func AppendText(b []byte, r *loop.AccessRecord) []byte {
+func AppendText(b []byte, r *Record) []byte {
 	b = append(b, "time="...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
 	b = append(b, " listener="...)
@@ -81,9 +79,9 @@ func AppendText(b []byte, r *loop.AccessRecord) []byte {
 	b = append(b, " duration="...)
 	b = appendSeconds(b, r.Duration)
 	b = append(b, " reason="...)
-	b = append(b, r.Reason.String()...)
+	b = append(b, r.Reason...)
 	b = append(b, " result="...)
-	b = append(b, r.Result.String()...)
+	b = append(b, r.Result...)
 	return append(b, '\n')
 }
 

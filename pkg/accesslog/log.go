@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"time"
-
-	"github.com/l4lb/l4lb/pkg/loop"
 )
 
 // DefaultQueueSize is how many records the queue holds, all loops
@@ -47,8 +45,8 @@ type Config struct {
 // Log is a running access log: the queue the loops push records to and the
 // goroutine that formats and writes them. The loops never wait for it.
 type Log struct {
-	q      *loop.AccessQueue
-	format func([]byte, *loop.AccessRecord) []byte
+	q      *Queue
+	format func([]byte, *Record) []byte
 	out    io.Writer
 	file   *file // nil unless opened by path
 	chunk  int   // most bytes per write(2): whole lines only
@@ -98,13 +96,13 @@ func Open(c Config) (*Log, error) {
 		size = DefaultQueueSize
 	}
 	loops := max(c.Loops, 1)
-	l.q = loop.NewAccessQueue(loops, max(size/loops, 1))
+	l.q = NewQueue(loops, max(size/loops, 1))
 	go l.run()
 	return l, nil
 }
 
-// Queue is what the loops push to (loop.Shared.SetAccessLog).
-func (l *Log) Queue() *loop.AccessQueue { return l.q }
+// Queue is what the loops push to (relay.Shared.SetAccessLog).
+func (l *Log) Queue() *Queue { return l.q }
 
 // Dropped is the number of records lost: the queue was full (the writer
 // fell behind) or writing them failed.
@@ -129,7 +127,7 @@ func (l *Log) Close() error {
 func (l *Log) run() {
 	defer close(l.done)
 	buf := make([]byte, 0, l.chunk)
-	add := func(r *loop.AccessRecord) {
+	add := func(r *Record) {
 		buf = l.format(buf, r)
 		if len(buf) > l.chunk-maxLine {
 			l.write(buf)

@@ -8,10 +8,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/l4lb/l4lb/pkg/fleet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/splice"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // Sources are what the metrics are read from.
@@ -303,16 +303,16 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 }
 
 // collectUDP exports one UDP listener's counters.
-func collectUDP(f *loop.UDPFront, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, int64, ...string)) {
+func collectUDP(f *udpsession.Front, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, int64, ...string)) {
 	gauge(descUDPActive, float64(f.Sessions.Load()), f.Name)
-	for e := range loop.NumSessionEnds {
+	for e := range udpsession.NumSessionEnds {
 		counter(descUDPSessions, f.Ended[e].Load(), f.Name, e.String())
 	}
 	counter(descUDPDatagrams, f.DatagramsToBackend.Load(), f.Name, "to_backend")
 	counter(descUDPDatagrams, f.DatagramsToClient.Load(), f.Name, "to_client")
 	counter(descUDPBytes, f.BytesToBackend.Load(), f.Name, "to_backend")
 	counter(descUDPBytes, f.BytesToClient.Load(), f.Name, "to_client")
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		counter(descUDPDrops, f.Drops[r].Load(), f.Name, r.String())
 	}
 	counter(descUDPUnanswered, f.Unanswered.Load(), f.Name)

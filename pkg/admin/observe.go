@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // Metrics of issue 12's observability: how clients ended, how long
@@ -56,10 +56,10 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, lc := range s.Closes() {
-		for r := range loop.NumCloseReasons {
+		for r := range relay.NumCloseReasons {
 			ch <- prometheus.MustNewConstMetric(descClientCloses, prometheus.CounterValue, float64(lc.Closed[r]), lc.Name, r.String())
 		}
-		for i, r := range loop.QueueResults {
+		for i, r := range relay.QueueResults {
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.CounterValue, float64(lc.Queued[i]), lc.Name, r)
 		}
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(lc.Sources), lc.Name)

@@ -15,9 +15,9 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // /metrics carries build info, closes by reason (every reason, 0 or not),
@@ -60,7 +60,7 @@ func TestObservabilityMetrics(t *testing.T) {
 	c.SetLinger(0)
 	c.Close()
 	testnet.Eventually(t, "every client to end", func() bool {
-		return s.Active() == 0 && s.Closes()[0].Closed[loop.CloseClientReset] == 1
+		return s.Active() == 0 && s.Closes()[0].Closed[relay.CloseClientReset] == 1
 	})
 
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Server: s, MaxConnections: 10, Version: "v1.2.3+abc"}, "", nil))
@@ -81,8 +81,8 @@ func TestObservabilityMetrics(t *testing.T) {
 		`l4lb_backend_connect_seconds_bucket{backend="` + be.Addr + `",pool="web",le="+Inf"} 4`,
 		`l4lb_backend_connect_seconds_count{backend="` + be.Addr + `",pool="web"} 4`,
 	}
-	for r := range loop.NumCloseReasons {
-		if r != loop.CloseCompleted && r != loop.CloseClientReset {
+	for r := range relay.NumCloseReasons {
+		if r != relay.CloseCompleted && r != relay.CloseClientReset {
 			series = append(series, `l4lb_client_connections_closed_total{listener="front",reason="`+r.String()+`"} 0`)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // The sockets of Bind as the event loops serve them: accepting is the
-// loop's (pkg/loop), and so is backing off when it fails. This test was
+// loop's (pkg/relay), and so is backing off when it fails. This test was
 // the goroutine accept loop's; it runs on proxy.Server now.
 
 // An accept error such as running out of file descriptors does not stop
@@ -90,7 +90,7 @@ func TestAcceptBacksOffOnEMFILEAndRecovers(t *testing.T) {
 	stats := func() proxy.ListenerStats { return s.Stats()[0] }
 	// Two failures: the first, then the retry after the back-off. How the
 	// back-off grows, and that it does not spin, is counted in loop turns
-	// by pkg/loop's TestAcceptBacksOffDoublingOnResourceErrors.
+	// by pkg/relay's TestAcceptBacksOffDoublingOnResourceErrors.
 	testnet.Eventually(t, "accept to fail, back off and fail again", func() bool { return stats().AcceptErrors >= 2 })
 	st := stats()
 	restore()

@@ -3,7 +3,7 @@
 // Bind turns one configured address into several sockets bound with
 // SO_REUSEPORT, one per event loop, so the kernel spreads new connections
 // over them and no single accept queue is a bottleneck. They are raw
-// non-blocking fds: each loop (pkg/loop) registers its own in its epoll set
+// non-blocking fds: each loop (pkg/relay) registers its own in its epoll set
 // and accepts on it, with the back-off after accept failures (out of file
 // descriptors or kernel memory) and the connection cap; Go's netpoller
 // never sees them.

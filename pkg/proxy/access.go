@@ -1,12 +1,15 @@
 package proxy
 
-import "github.com/l4lb/l4lb/pkg/loop"
+import (
+	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/relay"
+)
 
 // SetAccessLog makes the loops hand every ended TCP client (relayed or
 // refused) to q; nil turns the access log off. Safe while serving: a
 // reload may turn it on, off or to another queue. A queue must have been
 // made for at least Loops() loops.
-func (s *Server) SetAccessLog(q *loop.AccessQueue) { s.sh.SetAccessLog(q) }
+func (s *Server) SetAccessLog(q *accesslog.Queue) { s.sh.SetAccessLog(q) }
 
 // AccessLogDropped is the number of access records the current queue lost
 // (0 with the access log off).
@@ -18,14 +21,14 @@ func (s *Server) AccessLogDropped() int64 {
 }
 
 // ListenerCloses counts one TCP listener's ended clients by how they
-// ended (loop.CloseReason), refused ones included.
+// ended (relay.CloseReason), refused ones included.
 type ListenerCloses struct {
 	Name   string
-	Closed [loop.NumCloseReasons]int64
+	Closed [relay.NumCloseReasons]int64
 	// Queued counts waits for a backend slot by how they ended, in the
-	// order of loop.QueueResults; Sources the client addresses the
+	// order of relay.QueueResults; Sources the client addresses the
 	// per-source limits track now.
-	Queued  [len(loop.QueueResults)]int64
+	Queued  [len(relay.QueueResults)]int64
 	Sources int64
 }
 
@@ -36,7 +39,7 @@ func (s *Server) Closes() []ListenerCloses {
 	out := make([]ListenerCloses, len(s.fronts))
 	for i, f := range s.fronts {
 		out[i].Name = f.Name
-		for r := range loop.NumCloseReasons {
+		for r := range relay.NumCloseReasons {
 			out[i].Closed[r] = f.Closed[r].Load()
 		}
 		for r := range out[i].Queued {

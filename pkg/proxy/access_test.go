@@ -17,8 +17,8 @@ import (
 	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // lineBuffer is an access log's destination in a test.
@@ -227,8 +227,8 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 		"backend", echo.Addr, "to_backend", 5, "to_client", 7, "reason", "completed", "result", "ok"), before, 100*time.Millisecond)
 
 	// A client reset, after 4 bytes reached the backend.
-	relay := l.bind(t, "relay")
-	cr := dial(t, relay)
+	relayed := l.bind(t, "relay")
+	cr := dial(t, relayed)
 	be := k.Next(t)
 	cr.Write([]byte("ping"))
 	be.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -242,7 +242,7 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 	be.Close()
 
 	// A backend reset, after 3 bytes each way.
-	br := dial(t, relay)
+	br := dial(t, relayed)
 	be = k.Next(t)
 	br.Write([]byte("abc"))
 	be.Write([]byte("xyz"))
@@ -306,19 +306,19 @@ func TestAccessLogLineForEveryEnd(t *testing.T) {
 	if lines := jsonLines(t, buf); len(lines) != 7 {
 		t.Errorf("%d access lines, want 7 (one per client): %v", len(lines), lines)
 	}
-	want := map[string]map[loop.CloseReason]int64{
-		"front":  {loop.CloseCompleted: 1, loop.CloseShutdown: 1},
-		"relay":  {loop.CloseClientReset: 1, loop.CloseBackendReset: 1},
-		"idle":   {loop.CloseIdleTimeout: 1},
-		"dead":   {loop.CloseNoBackend: 1},
-		"frozen": {loop.CloseClientLeft: 1},
+	want := map[string]map[relay.CloseReason]int64{
+		"front":  {relay.CloseCompleted: 1, relay.CloseShutdown: 1},
+		"relay":  {relay.CloseClientReset: 1, relay.CloseBackendReset: 1},
+		"idle":   {relay.CloseIdleTimeout: 1},
+		"dead":   {relay.CloseNoBackend: 1},
+		"frozen": {relay.CloseClientLeft: 1},
 	}
 	checkCloses(t, l.server, want)
 }
 
 // checkCloses checks every listener's close counters against want (absent
 // reasons: 0) and against the listener's results: every client ended once.
-func checkCloses(t *testing.T, s *Server, want map[string]map[loop.CloseReason]int64) {
+func checkCloses(t *testing.T, s *Server, want map[string]map[relay.CloseReason]int64) {
 	t.Helper()
 	stats := map[string]ListenerStats{}
 	for _, st := range s.Stats() {
@@ -326,7 +326,7 @@ func checkCloses(t *testing.T, s *Server, want map[string]map[loop.CloseReason]i
 	}
 	for _, lc := range s.Closes() {
 		var sum int64
-		for r := range loop.NumCloseReasons {
+		for r := range relay.NumCloseReasons {
 			sum += lc.Closed[r]
 			if lc.Closed[r] != want[lc.Name][r] {
 				t.Errorf("listener %s: %d closed as %s, want %d", lc.Name, lc.Closed[r], r, want[lc.Name][r])
@@ -365,7 +365,7 @@ func TestAccessLogRefusalAtTheCap(t *testing.T) {
 	held.Close()
 	testnet.Eventually(t, "the held connection to end", func() bool { return l.server.Active() == 0 })
 	lineFor(t, buf, held.LocalAddr().String())
-	checkCloses(t, l.server, map[string]map[loop.CloseReason]int64{"front": {loop.CloseConnectionCap: 1, loop.CloseCompleted: 1}})
+	checkCloses(t, l.server, map[string]map[relay.CloseReason]int64{"front": {relay.CloseConnectionCap: 1, relay.CloseCompleted: 1}})
 }
 
 // A backend that leads back to l4lb itself: the connection l4lb made to
@@ -416,7 +416,7 @@ func TestAccessLogLoop(t *testing.T) {
 	if loops == 0 || int64(loops) != st.Loops {
 		t.Fatalf("%d loop lines, %d loops counted (%+v); want them equal and above 0", loops, st.Loops, st)
 	}
-	if n := s.Closes()[0].Closed[loop.CloseLoop]; n != st.Loops {
+	if n := s.Closes()[0].Closed[relay.CloseLoop]; n != st.Loops {
 		t.Fatalf("%d closes counted as loop, %d loops", n, st.Loops)
 	}
 }
@@ -562,9 +562,9 @@ func TestClosesCountedWithTheAccessLogOff(t *testing.T) {
 	c.SetLinger(0)
 	c.Close()
 	testnet.Eventually(t, "every client to end", func() bool {
-		return l.server.Active() == 0 && l.server.Closes()[0].Closed[loop.CloseClientReset] == 1
+		return l.server.Active() == 0 && l.server.Closes()[0].Closed[relay.CloseClientReset] == 1
 	})
-	checkCloses(t, l.server, map[string]map[loop.CloseReason]int64{"front": {loop.CloseCompleted: 3, loop.CloseClientReset: 1}})
+	checkCloses(t, l.server, map[string]map[relay.CloseReason]int64{"front": {relay.CloseCompleted: 3, relay.CloseClientReset: 1}})
 	if n := l.server.AccessLogDropped(); n != 0 {
 		t.Fatalf("dropped = %d with the access log off", n)
 	}

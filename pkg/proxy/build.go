@@ -6,8 +6,8 @@ import (
 	"net/netip"
 
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
@@ -60,7 +60,7 @@ func PoolsByName(pools []*pool.Pool) map[string]*pool.Pool {
 // Frontends turns cfg's listeners into the server's frontends, in file
 // order, each with its built pool (pools by name, from BuildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
-func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*loop.Policy) []Frontend {
+func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*relay.Policy) []Frontend {
 	fronts := make([]Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		f := Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
@@ -101,13 +101,13 @@ func ThisHost() (config.Host, error) {
 	return h, nil
 }
 
-// Policies builds each listener's loop.Policy (loop.PolicyFor), keeping
+// Policies builds each listener's relay.Policy (relay.PolicyFor), keeping
 // the per-source Limiter of a listener whose limits a reload leaves as
 // they were (prev: the running policies by listener name).
-func Policies(cfg *config.Config, prev map[string]*loop.Policy) map[string]*loop.Policy {
-	out := make(map[string]*loop.Policy, len(cfg.Listeners))
+func Policies(cfg *config.Config, prev map[string]*relay.Policy) map[string]*relay.Policy {
+	out := make(map[string]*relay.Policy, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
-		if p := loop.PolicyFor(l, prev[l.Name]); p != nil {
+		if p := relay.PolicyFor(l, prev[l.Name]); p != nil {
 			out[l.Name] = p
 		}
 	}

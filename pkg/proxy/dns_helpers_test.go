@@ -8,7 +8,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // The DNS tests: dnsmasq servers on 127.0.53.N answering every name under
@@ -199,16 +199,16 @@ func (d *digLoad) check(t *testing.T) {
 }
 
 // logFront logs the listener's session and drop counters.
-func logFront(t *testing.T, f *loop.UDPFront) {
+func logFront(t *testing.T, f *udpsession.Front) {
 	t.Helper()
 	ends := map[string]int64{}
-	for e := range loop.NumSessionEnds {
+	for e := range udpsession.NumSessionEnds {
 		if n := f.Ended[e].Load(); n != 0 {
 			ends[e.String()] = n
 		}
 	}
 	drops := map[string]int64{}
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if n := f.Drops[r].Load(); n != 0 {
 			drops[r.String()] = n
 		}

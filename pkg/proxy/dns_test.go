@@ -11,8 +11,8 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // UDP through l4lb with real DNS servers (dnsmasq) and a real client
@@ -61,12 +61,12 @@ func TestDNSEveryQueryAnswered(t *testing.T) {
 	}
 	f := lb.front
 	testnet.Eventually(t, "every session ended at its answer (responses = 1)", func() bool {
-		return f.Sessions.Load() == 0 && f.Ended[loop.EndResponses].Load() >= queries
+		return f.Sessions.Load() == 0 && f.Ended[udpsession.EndResponses].Load() >= queries
 	})
 	if got := f.Started.Load(); got < queries {
 		t.Errorf("%d sessions for %d digs, each from a new source port", got, queries)
 	}
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if n := f.Drops[r].Load(); n != 0 && !kernelDrop(r) {
 			t.Errorf("%d datagrams dropped for %s", n, r)
 		}
@@ -168,10 +168,10 @@ func TestDNSBackendKilledBreakerTripsNoQueryLost(t *testing.T) {
 	// The refused first datagrams went to the next candidate: no session
 	// ran out of candidates and nothing was dropped.
 	f := lb.front
-	if n := f.Ended[loop.EndRefused].Load(); n != 0 {
+	if n := f.Ended[udpsession.EndRefused].Load(); n != 0 {
 		t.Errorf("%d sessions ended refused: their query was not retried on another server", n)
 	}
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if n := f.Drops[r].Load(); n != 0 && !kernelDrop(r) {
 			t.Errorf("%d datagrams dropped for %s", n, r)
 		}
@@ -273,8 +273,8 @@ func TestDNSBackendRestartedReadmittedByProbe(t *testing.T) {
 	hOK, hFail := db.Dials(pool.DialHealth)
 	t.Logf("restarted server: client dials %d ok/%d failed, probes %d/%d, checks %d/%d, trips %d, probe failures %d",
 		ok, fail, pOK, pFail, hOK, hFail, db.Trips(), db.ProbeFailures())
-	if f := lb.front; f.Ended[loop.EndRefused].Load() != 0 || f.Drops[loop.DropNoBackend].Load() != 0 {
+	if f := lb.front; f.Ended[udpsession.EndRefused].Load() != 0 || f.Drops[udpsession.DropNoBackend].Load() != 0 {
 		t.Errorf("queries lost: %d sessions ended refused, %d datagrams had no backend",
-			f.Ended[loop.EndRefused].Load(), f.Drops[loop.DropNoBackend].Load())
+			f.Ended[udpsession.EndRefused].Load(), f.Drops[udpsession.DropNoBackend].Load())
 	}
 }

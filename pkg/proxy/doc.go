@@ -1,6 +1,8 @@
-// Package proxy is l4lb's TCP data path: it accepts clients on the
-// listeners, enforces the global connection cap, connects each client to a
-// backend of its pool and relays until both sides are done. It also drains
-// on shutdown: stop accepting, give open relays a deadline, then close what
-// is left.
+// Package proxy is l4lb's server: it wires the data path together. It
+// makes one event loop per CPU (pkg/reactor), each with its TCP relay
+// (pkg/relay) and its UDP sessions (pkg/udpsession), binds the listeners
+// and hands each loop its socket of every one, applies reloads, enforces
+// the global connection cap, hands the listening sockets over on an
+// upgrade, and drains on shutdown: stop accepting, give open relays a
+// deadline, then close what is left.
 package proxy

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // An operator's drain: new clients go elsewhere at once, a stream that
@@ -85,7 +85,7 @@ func TestDrainBackend(t *testing.T) {
 	// and A still counts it.
 	echoed(t, staying, []byte("still open before the deadline"))
 	testnet.Eventually(t, "backend A to hold only the open stream", func() bool { return ba.Active() == 1 })
-	if n, cut := l.closesOf("front").Closed[loop.CloseDrained], l.cuts.Load(); n != 0 || cut != 0 {
+	if n, cut := l.closesOf("front").Closed[relay.CloseDrained], l.cuts.Load(); n != 0 || cut != 0 {
 		t.Fatalf("before the deadline: %d streams closed as drained, %d cuts", n, cut)
 	}
 
@@ -104,8 +104,8 @@ func TestDrainBackend(t *testing.T) {
 	if n := l.cuts.Load(); n != 1 {
 		t.Fatalf("open stream reset with %d deadline cuts made, want 1: the reset did not come from the deadline", n)
 	}
-	waitCloses(t, l, loop.CloseDrained, 1)
-	waitCloses(t, l, loop.CloseCompleted, 7)
+	waitCloses(t, l, relay.CloseDrained, 1)
+	waitCloses(t, l, relay.CloseCompleted, 7)
 	testnet.Eventually(t, "backend A to hold nothing", func() bool { return ba.Active() == 0 })
 	for i := range 4 {
 		tag, err := testnet.Hello(l.addr, "")
@@ -135,8 +135,8 @@ func TestDrainBackend(t *testing.T) {
 	if seen["A"] != 2 || seen["B"] != 2 {
 		t.Fatalf("after Enable, round robin over both: %v, want 2 each", seen)
 	}
-	waitCloses(t, l, loop.CloseCompleted, 15)
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseDrained: 1, loop.CloseCompleted: 15})
+	waitCloses(t, l, relay.CloseCompleted, 15)
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseDrained: 1, relay.CloseCompleted: 15})
 }
 
 // The deadline cuts only for the drain it was set for: an Enable before
@@ -194,7 +194,7 @@ func TestDrainDeadlineReplaced(t *testing.T) {
 				if _, err := io.ReadAll(c); !errors.Is(err, syscall.ECONNRESET) {
 					t.Fatalf("stream at the deadline: %v, want a reset", err)
 				}
-				waitCloses(t, l, loop.CloseDrained, 1)
+				waitCloses(t, l, relay.CloseDrained, 1)
 				echoed(t, cw, []byte("the other backend's stream goes on"))
 				return
 			}
@@ -208,9 +208,9 @@ func TestDrainDeadlineReplaced(t *testing.T) {
 			if _, err := io.ReadAll(cw); !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("witness stream at its deadline: %v, want a reset", err)
 			}
-			waitCloses(t, l, loop.CloseDrained, 1)
+			waitCloses(t, l, relay.CloseDrained, 1)
 			echoed(t, c, []byte("still here"))
-			if n := l.closesOf("front").Closed[loop.CloseDrained]; n != 1 {
+			if n := l.closesOf("front").Closed[relay.CloseDrained]; n != 1 {
 				t.Fatalf("%d streams cut, want only the witness's", n)
 			}
 		})
@@ -238,7 +238,7 @@ func TestDrainWhileQueued(t *testing.T) {
 	// from the test's clock (and refused's 20s read deadline is shorter
 	// than the 30s queue_timeout: a client left waiting fails there).
 	refused(t, c2, false)
-	waitCloses(t, l, loop.CloseNoBackend, 1)
+	waitCloses(t, l, relay.CloseNoBackend, 1)
 	q := l.closesOf("front").Queued
 	if q[0]+q[1]+q[2] != 1 || q[1] != 0 || q[2] != 0 {
 		t.Fatalf("queued (served, timeout, left) = %v: want the one wait ended by the drain, not by timeout or leaving", q)

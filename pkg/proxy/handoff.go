@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/listener"
-	"github.com/l4lb/l4lb/pkg/loop"
 )
 
 // Inherited sockets (Frontend.FDs) and the hand-over of a serving
@@ -44,7 +44,7 @@ func udpSockets(fc Frontend, loops int, own listener.Own) (*listener.UDPSockets,
 // spread hands fds to the loops with add, as described above (share: a
 // TCP listener's, whose loops past len(fds) get duplicates). Each fd
 // taken is set to -1 in fds; on an error the ones left are the caller's.
-func (s *Server) spread(fds []int, share bool, add func(l *loop.Loop, fd int) error) error {
+func (s *Server) spread(fds []int, share bool, add func(l *cpuLoop, fd int) error) error {
 	n, k := len(s.loops), len(fds)
 	var dups []int // for loops k..n-1, made before any fd is handed over
 	closeDups := func() {
@@ -79,23 +79,34 @@ func (s *Server) spread(fds []int, share bool, add func(l *loop.Loop, fd int) er
 	return nil
 }
 
+// HandoffSocket is a duplicate of one listening socket the server serves,
+// made for the process that takes the listeners over (a binary upgrade).
+type HandoffSocket struct {
+	FD   int    // close-on-exec; the caller's to close
+	Name string // the listener's
+	UDP  bool
+}
+
+// errLoopStopped: the loop ended before it ran the task.
+var errLoopStopped = errors.New("event loop stopped")
+
 // HandoffSockets duplicates every listening socket the server serves, TCP
 // and UDP, once per socket (the duplicates several loops share count
 // once), for the process that takes them over. The caller closes the
 // fds. The loops must be running.
-func (s *Server) HandoffSockets() ([]loop.HandoffSocket, error) {
+func (s *Server) HandoffSockets() ([]HandoffSocket, error) {
 	s.reloadMu.Lock() // the listener set stays as it is meanwhile
 	defer s.reloadMu.Unlock()
-	var out []loop.HandoffSocket
+	var out []HandoffSocket
 	seen := map[uint64]bool{}
-	fail := func(err error) ([]loop.HandoffSocket, error) {
+	fail := func(err error) ([]HandoffSocket, error) {
 		for _, h := range out {
 			unix.Close(h.FD)
 		}
 		return nil, err
 	}
 	for _, l := range s.loops {
-		socks, err := l.DupListeners()
+		socks, err := l.dupListeners()
 		if err != nil {
 			return fail(err)
 		}
@@ -118,11 +129,46 @@ func (s *Server) HandoffSockets() ([]loop.HandoffSocket, error) {
 	return out, nil
 }
 
+// dupListeners duplicates every listening socket, TCP and UDP, the loop
+// still serves. It runs on the loop, which alone closes them, so no
+// descriptor is read after being closed (or reused). A running loop only.
+func (l *cpuLoop) dupListeners() ([]HandoffSocket, error) {
+	var out []HandoffSocket
+	var err error
+	dup := func(udp bool) func(fd int, name string) {
+		return func(fd int, name string) {
+			if err != nil {
+				return
+			}
+			var nfd int
+			if nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+				err = fmt.Errorf("loop %d: dup listener %s: %w", l.ID(), name, err)
+				return
+			}
+			out = append(out, HandoffSocket{FD: nfd, Name: name, UDP: udp})
+		}
+	}
+	if !l.Do(func() {
+		l.tcp.EachListener(dup(false))
+		l.udp.EachListener(dup(true))
+	}) {
+		err = errLoopStopped
+	}
+	if err != nil {
+		for _, h := range out {
+			unix.Close(h.FD)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
 // Unwatch takes the listening sockets out of the loops' epoll sets once
-// another process serves them (loop.UnwatchListeners); Shutdown then
+// another process serves them (relay.Loop.UnwatchListeners); Shutdown then
 // closes this process's descriptors of them and drains.
 func (s *Server) Unwatch() {
 	for _, l := range s.loops {
-		l.UnwatchListeners()
+		l.tcp.UnwatchListeners()
+		l.udp.UnwatchListeners()
 	}
 }

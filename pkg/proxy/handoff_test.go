@@ -186,7 +186,7 @@ func TestFewerInheritedUDPSocketsThanLoops(t *testing.T) {
 	s.Serve()
 	watching := 0
 	for _, l := range s.loops {
-		socks, err := l.DupListeners()
+		socks, err := l.dupListeners()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,16 +17,16 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
-// listenerPolicy is a listener's loop.Policy as cmd/l4lb builds it at
+// listenerPolicy is a listener's relay.Policy as cmd/l4lb builds it at
 // start: nil when the listener checks nothing.
-func listenerPolicy(l config.Listener) *loop.Policy { return loop.PolicyFor(l, nil) }
+func listenerPolicy(l config.Listener) *relay.Policy { return relay.PolicyFor(l, nil) }
 
 // listenerKeepalive is a listener's client-side keepalive, as cmd/l4lb's
 // clientKeepalive.
@@ -89,7 +89,7 @@ func (l *lb) closesOf(name string) ListenerCloses {
 
 // waitCloses waits until listener "front" counts exactly n closes for
 // reason why.
-func waitCloses(t *testing.T, l *lb, why loop.CloseReason, n int64) {
+func waitCloses(t *testing.T, l *lb, why relay.CloseReason, n int64) {
 	t.Helper()
 	var got int64
 	testnet.Eventually(t, fmt.Sprintf("%d closes as %s", n, why), func() bool {
@@ -103,7 +103,7 @@ func waitCloses(t *testing.T, l *lb, why loop.CloseReason, n int64) {
 // once no client is open, that every client counts once by result too
 // (OK, Failed, Rejected), as the metrics count them. (A relayed client
 // counts as OK from its connect, by reason from its end.)
-func checkFrontCloses(t *testing.T, l *lb, want map[loop.CloseReason]int64, any ...loop.CloseReason) {
+func checkFrontCloses(t *testing.T, l *lb, want map[relay.CloseReason]int64, any ...relay.CloseReason) {
 	t.Helper()
 	got := l.closesOf("front").Closed
 	var sum int64
@@ -113,11 +113,11 @@ func checkFrontCloses(t *testing.T, l *lb, want map[loop.CloseReason]int64, any 
 	if st := l.listener("front"); l.server.Active() == 0 && st.OK+st.Failed+st.Rejected != sum {
 		t.Errorf("%d clients ended by reason %v, but %d by result (%+v)", sum, fmtCloses(got), st.OK+st.Failed+st.Rejected, st)
 	}
-	skip := map[loop.CloseReason]bool{}
+	skip := map[relay.CloseReason]bool{}
 	for _, r := range any {
 		skip[r] = true
 	}
-	for r := range loop.NumCloseReasons {
+	for r := range relay.NumCloseReasons {
 		if skip[r] {
 			continue
 		}
@@ -127,9 +127,9 @@ func checkFrontCloses(t *testing.T, l *lb, want map[loop.CloseReason]int64, any 
 	}
 }
 
-func fmtCloses(c [loop.NumCloseReasons]int64) string {
+func fmtCloses(c [relay.NumCloseReasons]int64) string {
 	var parts []string
-	for r := range loop.NumCloseReasons {
+	for r := range relay.NumCloseReasons {
 		if c[r] != 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", r, c[r]))
 		}
@@ -391,7 +391,7 @@ func mustAddrPort(t *testing.T, a net.Addr) netip.AddrPort {
 
 // startLBHooked is startLB with one event loop and a chance to set hooks
 // of the server's shared state (hook) before its loop starts.
-func startLBHooked(t *testing.T, text string, maxConns int, hook func(*loop.Shared)) *lb {
+func startLBHooked(t *testing.T, text string, maxConns int, hook func(*relay.Shared)) *lb {
 	t.Helper()
 	testnet.CheckLeaks(t)
 	cfg, err := config.Parse("test.toml", []byte(text))

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // Allow and deny lists: deny wins over allow, an address outside a
@@ -37,7 +37,7 @@ deny = ["127.0.0.5", "127.0.0.6/31"]`,
 	for _, src := range deniedSrcs {
 		refused(t, dialFrom(t, src, l.addr), false)
 	}
-	waitCloses(t, l, loop.CloseDenied, int64(len(deniedSrcs)))
+	waitCloses(t, l, relay.CloseDenied, int64(len(deniedSrcs)))
 	if n := be.Accepted(); n != 0 {
 		t.Fatalf("backend accepted %d connections for denied clients", n)
 	}
@@ -47,12 +47,12 @@ deny = ["127.0.0.5", "127.0.0.6/31"]`,
 			t.Fatalf("allowed client %s: %q, %v", src, tag, err)
 		}
 	}
-	waitCloses(t, l, loop.CloseCompleted, int64(len(servedSrcs)))
+	waitCloses(t, l, relay.CloseCompleted, int64(len(servedSrcs)))
 	if n := be.Accepted(); n != int64(len(servedSrcs)) {
 		t.Fatalf("backend accepted %d connections, want %d (the allowed clients only)", n, len(servedSrcs))
 	}
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{
-		loop.CloseDenied: int64(len(deniedSrcs)), loop.CloseCompleted: int64(len(servedSrcs)),
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{
+		relay.CloseDenied: int64(len(deniedSrcs)), relay.CloseCompleted: int64(len(servedSrcs)),
 	})
 	st := l.listener("front")
 	if st.OK != int64(len(servedSrcs)) || st.Rejected != int64(len(deniedSrcs)) || st.Failed != 0 {
@@ -73,7 +73,7 @@ func TestPolicyLongDenyList(t *testing.T) {
 	deny.WriteString("]")
 	l := startLB(t, policyTOML(t, "", deny.String(), "round-robin", "", beSpec{addr: be.Addr}), 0)
 	refused(t, dialFrom(t, "127.0.0.40", l.addr), false)
-	waitCloses(t, l, loop.CloseDenied, 1)
+	waitCloses(t, l, relay.CloseDenied, 1)
 	for _, src := range []string{"127.0.0.39", "127.0.0.41"} {
 		if tag, err := testnet.Hello(l.addr, src); err != nil || tag != "A" {
 			t.Fatalf("client %s, next to a denied address: %q, %v", src, tag, err)
@@ -88,10 +88,10 @@ func TestPolicyAllowDenyIPv6(t *testing.T) {
 	be := testnet.StartBackend(t, "A", "")
 	denied := startLB(t, policyTOML(t, freeAddr6(t), `deny = ["::1"]`, "round-robin", "", beSpec{addr: be.Addr}), 0)
 	refused(t, dialFrom(t, "::1", denied.addr), false)
-	waitCloses(t, denied, loop.CloseDenied, 1)
+	waitCloses(t, denied, relay.CloseDenied, 1)
 	v4only := startLB(t, policyTOML(t, freeAddr6(t), `allow = ["127.0.0.0/8"]`, "round-robin", "", beSpec{addr: be.Addr}), 0)
 	refused(t, dialFrom(t, "::1", v4only.addr), false)
-	waitCloses(t, v4only, loop.CloseDenied, 1)
+	waitCloses(t, v4only, relay.CloseDenied, 1)
 	allowed := startLB(t, policyTOML(t, freeAddr6(t), `allow = ["::1/128"]
 deny = ["2001:db8::/32"]`, "round-robin", "", beSpec{addr: be.Addr}), 0)
 	if tag, err := testnet.Hello(allowed.addr, "::1"); err != nil || tag != "A" {
@@ -114,7 +114,7 @@ func TestPolicySourcePrefix(t *testing.T) {
 		t.Fatalf("tag %q", tag)
 	}
 	refused(t, dialFrom(t, "127.0.0.31", l.addr), false) // same /24: at its cap
-	waitCloses(t, l, loop.CloseSourceConnections, 1)
+	waitCloses(t, l, relay.CloseSourceConnections, 1)
 	other := dialFrom(t, "127.0.1.30", l.addr)
 	if tag := servedBy(t, other); tag != "A" {
 		t.Fatalf("a client of another /24: tag %q", tag)
@@ -150,7 +150,7 @@ func TestPolicyMaxConnectionsPerSource(t *testing.T) {
 		held = append(held, c)
 	}
 	refused(t, dialFrom(t, srcA, l.addr), false)
-	waitCloses(t, l, loop.CloseSourceConnections, 1)
+	waitCloses(t, l, relay.CloseSourceConnections, 1)
 
 	// Another source is not affected.
 	cb := dialFrom(t, srcB, l.addr)
@@ -171,11 +171,11 @@ func TestPolicyMaxConnectionsPerSource(t *testing.T) {
 		t.Fatalf("tag %q", tag)
 	}
 	refused(t, dialFrom(t, srcA, l.addr), false)
-	waitCloses(t, l, loop.CloseSourceConnections, 2)
+	waitCloses(t, l, relay.CloseSourceConnections, 2)
 	if got := be.Accepted(); got != n+2 {
 		t.Fatalf("backend accepted %d connections, want %d", got, n+2)
 	}
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseSourceConnections: 2, loop.CloseCompleted: 1})
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseSourceConnections: 2, relay.CloseCompleted: 1})
 
 	// Every connection gone: the limiter forgets both sources.
 	for _, c := range append(held, c, cb) {
@@ -185,7 +185,7 @@ func TestPolicyMaxConnectionsPerSource(t *testing.T) {
 	if got := l.closesOf("front").Sources; got != 0 {
 		t.Errorf("per-source limiter tracks %d sources with no connection open", got)
 	}
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseSourceConnections: 2, loop.CloseCompleted: n + 2})
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseSourceConnections: 2, relay.CloseCompleted: n + 2})
 }
 
 // A connection the policy admitted but could not serve (its backend at its
@@ -199,9 +199,9 @@ func TestPolicySourceSlotReleasedOnRefusal(t *testing.T) {
 	servedBy(t, c1)
 	for i := range 3 {
 		refused(t, dialFrom(t, src, l.addr), false)
-		waitCloses(t, l, loop.CloseBackendCap, int64(i+1))
+		waitCloses(t, l, relay.CloseBackendCap, int64(i+1))
 	}
-	if n := l.closesOf("front").Closed[loop.CloseSourceConnections]; n != 0 {
+	if n := l.closesOf("front").Closed[relay.CloseSourceConnections]; n != 0 {
 		t.Fatalf("%d refused as source_connections: a slot was kept by a refused connection", n)
 	}
 	c1.Close()
@@ -209,17 +209,17 @@ func TestPolicySourceSlotReleasedOnRefusal(t *testing.T) {
 	c2 := dialFrom(t, src, l.addr)
 	servedBy(t, c2)
 	refused(t, dialFrom(t, src, l.addr), false) // backend full again, source at 2 of 2 only now
-	waitCloses(t, l, loop.CloseBackendCap, 4)
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseBackendCap: 4, loop.CloseCompleted: 1})
+	waitCloses(t, l, relay.CloseBackendCap, 4)
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseBackendCap: 4, relay.CloseCompleted: 1})
 
 	// Nothing listens behind a second listener's pool: each dial fails,
 	// and the source's slot comes back each time.
 	noBackend := startLB(t, policyTOML(t, "", "max_connections_per_source = 1", "round-robin", "", beSpec{addr: closedAddr(t)}), 0)
 	for i := range 3 {
 		refused(t, dialFrom(t, src, noBackend.addr), false)
-		waitCloses(t, noBackend, loop.CloseNoBackend, int64(i+1))
+		waitCloses(t, noBackend, relay.CloseNoBackend, int64(i+1))
 	}
-	checkFrontCloses(t, noBackend, map[loop.CloseReason]int64{loop.CloseNoBackend: 3})
+	checkFrontCloses(t, noBackend, map[relay.CloseReason]int64{relay.CloseNoBackend: 3})
 }
 
 // rate_per_source with a rate so low no token comes back during the test:
@@ -238,17 +238,17 @@ func TestPolicyRatePerSource(t *testing.T) {
 		}
 	}
 	refused(t, dialFrom(t, srcA, l.addr), false)
-	waitCloses(t, l, loop.CloseSourceRate, 1)
+	waitCloses(t, l, relay.CloseSourceRate, 1)
 	if tag, err := testnet.Hello(l.addr, srcB); err != nil || tag != "A" {
 		t.Fatalf("another source: %q, %v", tag, err)
 	}
 	refused(t, dialFrom(t, srcA, l.addr), false)
-	waitCloses(t, l, loop.CloseSourceRate, 2)
-	waitCloses(t, l, loop.CloseCompleted, 4)
+	waitCloses(t, l, relay.CloseSourceRate, 2)
+	waitCloses(t, l, relay.CloseCompleted, 4)
 	if got := be.Accepted(); got != 4 {
 		t.Fatalf("backend accepted %d connections, want 4", got)
 	}
-	checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseSourceRate: 2, loop.CloseCompleted: 4})
+	checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseSourceRate: 2, relay.CloseCompleted: 4})
 }
 
 // A backend's max_connections, with and without a queue in front of it.
@@ -261,7 +261,7 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		c1 := dialFrom(t, "127.0.0.1", l.addr)
 		servedBy(t, c1)
 		refused(t, dialFrom(t, "127.0.0.1", l.addr), false)
-		waitCloses(t, l, loop.CloseBackendCap, 1)
+		waitCloses(t, l, relay.CloseBackendCap, 1)
 		if n := be.Accepted(); n != 1 {
 			t.Fatalf("backend accepted %d connections, want 1", n)
 		}
@@ -273,7 +273,7 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		if q := l.closesOf("front").Queued; q != [3]int64{} {
 			t.Fatalf("queued %v, want none (no queue_timeout)", q)
 		}
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseBackendCap: 1, loop.CloseCompleted: 1})
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseBackendCap: 1, relay.CloseCompleted: 1})
 	})
 
 	// queue_timeout 10s: the client past the cap waits, and is served when
@@ -306,8 +306,8 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 			t.Fatalf("backend accepted %d connections, want 2", n)
 		}
 		c2.Close()
-		waitCloses(t, l, loop.CloseCompleted, 2)
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseCompleted: 2})
+		waitCloses(t, l, relay.CloseCompleted, 2)
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseCompleted: 2})
 	})
 
 	// queue_timeout 300ms and the slot never frees: refused after the wait.
@@ -326,14 +326,14 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		if waited := time.Since(start); waited < 290*time.Millisecond {
 			t.Fatalf("refused after %v, before queue_timeout (300ms)", waited)
 		}
-		waitCloses(t, l, loop.CloseBackendCap, 1)
+		waitCloses(t, l, relay.CloseBackendCap, 1)
 		if q := l.closesOf("front").Queued; q != [3]int64{0, 1, 0} {
 			t.Fatalf("queued (served, timeout, left) = %v, want [0 1 0]", q)
 		}
 		if n := be.Accepted(); n != 1 {
 			t.Fatalf("backend accepted %d connections, want 1", n)
 		}
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseBackendCap: 1})
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseBackendCap: 1})
 	})
 
 	// A client that leaves while queued is counted as such.
@@ -348,7 +348,7 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		l.barrier()
 		c2.SetLinger(0)
 		c2.Close() // a reset
-		waitCloses(t, l, loop.CloseClientLeft, 1)
+		waitCloses(t, l, relay.CloseClientLeft, 1)
 		if q := l.closesOf("front").Queued; q != [3]int64{0, 0, 1} {
 			t.Fatalf("queued (served, timeout, left) = %v, want [0 0 1]", q)
 		}
@@ -382,7 +382,7 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 			t.Fatalf("second client of the same source on %s, want %s (its owner %s is full)", tag, other, owner)
 		}
 		refused(t, dialFrom(t, "127.0.0.41", l.addr), false)
-		waitCloses(t, l, loop.CloseBackendCap, 1)
+		waitCloses(t, l, relay.CloseBackendCap, 1)
 
 		// The owner's slot frees: the source goes back to it.
 		c1.Close()
@@ -394,7 +394,7 @@ func TestPolicyBackendMaxConnections(t *testing.T) {
 		if a.Accepted()+b.Accepted() != 3 {
 			t.Fatalf("backends accepted %d+%d connections, want 3", a.Accepted(), b.Accepted())
 		}
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseBackendCap: 1, loop.CloseCompleted: 1})
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseBackendCap: 1, relay.CloseCompleted: 1})
 	})
 }
 
@@ -481,7 +481,7 @@ func TestPolicyShutdownCutsWaitingClients(t *testing.T) {
 		if st := l.listener("front"); st.OK != 1 || st.Rejected != 1 {
 			t.Errorf("stats %+v, want 1 ok (relayed) and 1 rejected (queued)", st)
 		}
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseShutdown: 2})
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseShutdown: 2})
 	})
 
 	t.Run("proxy-header", func(t *testing.T) {
@@ -497,7 +497,7 @@ func TestPolicyShutdownCutsWaitingClients(t *testing.T) {
 		if st := l.listener("front"); st.Rejected != 1 {
 			t.Errorf("stats %+v, want 1 rejected (never relayed)", st)
 		}
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseShutdown: 1})
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseShutdown: 1})
 	})
 }
 
@@ -526,5 +526,5 @@ func TestPolicyBackendCapWithZeroWeightBackend(t *testing.T) {
 	if err == nil {
 		t.Fatalf("second client served by %s with A at its max_connections (A holds %d, cap %d)", line, ba.Active(), ba.MaxConnections())
 	}
-	waitCloses(t, l, loop.CloseBackendCap, 1)
+	waitCloses(t, l, relay.CloseBackendCap, 1)
 }

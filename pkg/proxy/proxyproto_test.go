@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // A pool's proxy_protocol: the backend reads a header naming the client
@@ -66,8 +66,8 @@ func TestProxyProtocolToBackend(t *testing.T) {
 						t.Fatalf("after the echo: %q, %v; want a clean EOF", rest, err)
 					}
 				}
-				waitCloses(t, l, loop.CloseCompleted, 3)
-				checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseCompleted: 3})
+				waitCloses(t, l, relay.CloseCompleted, 3)
+				checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseCompleted: 3})
 			})
 		}
 	}
@@ -144,8 +144,8 @@ func TestAcceptProxyHeader(t *testing.T) {
 				readExactly(t, c, payload)
 				echoed(t, c, []byte("and more"))
 				c.Close()
-				waitCloses(t, l, loop.CloseCompleted, 1)
-				checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseCompleted: 1})
+				waitCloses(t, l, relay.CloseCompleted, 1)
+				checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseCompleted: 1})
 				be.mu.Lock()
 				peer := be.peers[0]
 				be.mu.Unlock()
@@ -234,7 +234,7 @@ func TestAcceptProxyPicksAndJudgesByHeaderSource(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, c, false)
-		waitCloses(t, l, loop.CloseDenied, 1)
+		waitCloses(t, l, relay.CloseDenied, 1)
 		// One connection per header source: a second from the same fake
 		// source is refused, one from another fake source (same real
 		// peer) is served.
@@ -248,7 +248,7 @@ func TestAcceptProxyPicksAndJudgesByHeaderSource(t *testing.T) {
 		c1 := open("203.0.113.1:1")
 		readPPAnswer(t, c1)
 		refused(t, open("203.0.113.1:2"), false)
-		waitCloses(t, l, loop.CloseSourceConnections, 1)
+		waitCloses(t, l, relay.CloseSourceConnections, 1)
 		c3 := open("203.0.113.2:1")
 		readPPAnswer(t, c3)
 		if be.Accepted() != 2 {
@@ -308,8 +308,8 @@ func TestAcceptProxyRefusals(t *testing.T) {
 		l := startLB(t, proxyTOML(t, "10.0.0.0/8", "", "round-robin", beSpec{addr: be.Addr}), 0)
 		sendReset(t, "127.0.0.1", l.addr, append(header(1, fake, dst), "data"...))
 		sendReset(t, "127.0.0.2", l.addr, nil) // silent: reset all the same
-		waitCloses(t, l, loop.CloseProxyUntrusted, 2)
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseProxyUntrusted: 2})
+		waitCloses(t, l, relay.CloseProxyUntrusted, 2)
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseProxyUntrusted: 2})
 		if n := be.Accepted(); n != 0 {
 			t.Fatalf("backend accepted %d connections", n)
 		}
@@ -340,8 +340,8 @@ func TestAcceptProxyRefusals(t *testing.T) {
 		if b, _ := io.ReadAll(c); len(b) > 0 {
 			t.Fatalf("got %q", b)
 		}
-		waitCloses(t, l, loop.CloseProxyHeader, int64(len(bad)+1))
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseProxyHeader: int64(len(bad) + 1)})
+		waitCloses(t, l, relay.CloseProxyHeader, int64(len(bad)+1))
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseProxyHeader: int64(len(bad) + 1)})
 		if n := be.Accepted(); n != 0 {
 			t.Fatalf("backend accepted %d connections", n)
 		}
@@ -365,8 +365,8 @@ func TestAcceptProxyRefusals(t *testing.T) {
 		if d := time.Since(start); d < 190*time.Millisecond {
 			t.Fatalf("reset after %v, before proxy_timeout (200ms)", d)
 		}
-		waitCloses(t, l, loop.CloseProxyTimeout, 2)
-		checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseProxyTimeout: 2})
+		waitCloses(t, l, relay.CloseProxyTimeout, 2)
+		checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseProxyTimeout: 2})
 		if n := be.Accepted(); n != 0 {
 			t.Fatalf("backend accepted %d connections", n)
 		}
@@ -386,7 +386,7 @@ func TestProxyProtocolBackendResetAtConnect(t *testing.T) {
 			capped, release := make(chan struct{}), make(chan struct{})
 			var once sync.Once
 			l := startLBHooked(t, policyTOML(t, "", "", "round-robin", fmt.Sprintf("proxy_protocol = %q", pp), beSpec{addr: k.Addr}), 1,
-				func(sh *loop.Shared) {
+				func(sh *relay.Shared) {
 					sh.OnCap = func() {
 						once.Do(func() {
 							close(capped)
@@ -431,7 +431,7 @@ func TestProxyProtocolBackendResetAtConnect(t *testing.T) {
 			refused(t, c2, false) // at the cap
 			refused(t, c1, true)
 			testnet.Eventually(t, "both clients to end", func() bool { return l.server.Active() == 0 })
-			checkFrontCloses(t, l, map[loop.CloseReason]int64{loop.CloseConnectionCap: 1, loop.CloseBackendReset: 1})
+			checkFrontCloses(t, l, map[relay.CloseReason]int64{relay.CloseConnectionCap: 1, relay.CloseBackendReset: 1})
 		})
 	}
 }

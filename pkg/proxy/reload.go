@@ -6,7 +6,7 @@ import (
 	"maps"
 
 	"github.com/l4lb/l4lb/pkg/listener"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/sockopt"
 )
 
@@ -141,7 +141,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 			continue
 		}
 		for _, l := range s.loops {
-			l.Do(func() { l.DetachListener(f.Front) })
+			l.Do(func() { l.tcp.DetachListener(f.Front) })
 		}
 		s.drop(f, nil)
 		st.Removed++
@@ -151,7 +151,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 			continue
 		}
 		for _, l := range s.loops {
-			l.Do(func() { l.DetachUDPListener(f.UDPFront) })
+			l.Do(func() { l.udp.DetachListener(f.Front) })
 		}
 		s.drop(nil, f)
 		st.Removed++
@@ -195,10 +195,10 @@ func (s *Server) logListeners(opened []*bound) {
 // setKeepalive applies a reloaded listener's client-side keepalive to its
 // listening sockets (the loops hold them): clients accepted from then on
 // inherit it. An error is logged; the listener keeps serving.
-func (s *Server) setKeepalive(f *loop.Front, ka sockopt.Keepalive) {
+func (s *Server) setKeepalive(f *relay.Front, ka sockopt.Keepalive) {
 	for _, l := range s.loops {
 		l.Do(func() {
-			if err := l.ListenerKeepalive(f, ka); err != nil {
+			if err := l.tcp.ListenerKeepalive(f, ka); err != nil {
 				s.log.Error("reload: listener keepalive not applied", "listener", f.Name, "error", err)
 			}
 		})

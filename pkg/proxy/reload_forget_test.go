@@ -13,8 +13,9 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // A listener a reload removes is forgotten once its connections are
@@ -34,8 +35,8 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 	extraUDP := Frontend{Name: "dns", Bind: testnet.FreeAddr(t), Protocol: "udp", Pool: udpPool,
 		SessionTimeout: time.Minute, MaxSessions: 16}
 
-	var tcpGone []weak.Pointer[loop.Front]
-	var udpGone []weak.Pointer[loop.UDPFront]
+	var tcpGone []weak.Pointer[relay.Front]
+	var udpGone []weak.Pointer[udpsession.Front]
 	for range 3 {
 		if _, err := l.server.Reload([]Frontend{front, extraTCP, extraUDP}, 100); err != nil {
 			t.Fatal(err)
@@ -52,7 +53,7 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 			}
 		}
 		for _, f := range l.server.udpFronts {
-			udpGone = append(udpGone, weak.Make(f.UDPFront))
+			udpGone = append(udpGone, weak.Make(f.Front))
 		}
 		l.server.mu.RUnlock()
 		if _, err := l.server.Reload([]Frontend{front}, 100); err != nil {
@@ -67,7 +68,7 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 			}
 		}
 		// The latest UDP one may stay referenced from a loop's send
-		// scratch (pkg/loop's udpOut) until that loop sends again: one per
+		// scratch (pkg/udpsession's udpOut) until that loop sends again: one per
 		// loop, not one per reload.
 		for _, w := range udpGone[:len(udpGone)-1] {
 			if w.Value() != nil {

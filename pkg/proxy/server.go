@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/l4lb/l4lb/pkg/sockopt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,9 +12,11 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/sockopt"
 	"github.com/l4lb/l4lb/pkg/splice"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // Frontend is one listener and the pool it feeds.
@@ -29,12 +30,12 @@ type Frontend struct {
 	// Policy is what the listener checks of a client before any dial
 	// (PROXY header, allow/deny, per-source limits); nil: nothing. UDP
 	// listeners use its allow and deny lists.
-	Policy *loop.Policy
+	Policy *relay.Policy
 	// Keepalive is TCP keepalive on the client side, set on the listening
 	// sockets so accepted connections inherit it.
 	Keepalive sockopt.Keepalive
 
-	// UDP listeners only; see loop.UDPFront.
+	// UDP listeners only; see udpsession.Front.
 	SessionTimeout      time.Duration
 	MaxSessions         int
 	Responses, Requests int
@@ -79,8 +80,8 @@ type Config struct {
 
 // Server runs the listeners of one configuration on its event loops.
 type Server struct {
-	sh    *loop.Shared
-	loops []*loop.Loop
+	sh    *relay.Shared
+	loops []*cpuLoop
 	log   *slog.Logger
 	// mu guards the listener lists, which a reload replaces while
 	// metrics and the admin API read them.
@@ -97,7 +98,7 @@ type Server struct {
 }
 
 type front struct {
-	*loop.Front
+	*relay.Front
 	key  string // protocol and bind address: what a reload matches on
 	addr *net.TCPAddr
 	// own are its sockets: when a reload removes it, a new listener may
@@ -125,17 +126,15 @@ func New(cfg Config) (*Server, error) {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	s := &Server{sh: loop.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
-	s.sh.IsLocal = cfg.IsLocal
-	s.sh.BusyPoll = cfg.BusyPoll
-	s.sh.WakeCoalesce = cfg.WakeCoalesce
+	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
+	s.sh.Guard.IsLocal = cfg.IsLocal
 	capLog := newRefusalLog(time.Second, func(k int64) {
 		log.Warn("clients refused: connection cap reached", "max_connections", cfg.MaxConnections, "refused", k)
 	})
 	s.sh.OnCap = capLog.note
 	s.stopLogs = append(s.stopLogs, capLog.stop)
 	for i := range n {
-		l, err := loop.New(i, s.sh)
+		l, err := newLoop(i, s.sh, cfg, log)
 		if err != nil {
 			s.release()
 			return nil, err
@@ -190,7 +189,7 @@ func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 			return nil, fmt.Errorf("listener %s: keepalive: %w", fc.Name, err)
 		}
 	}
-	f := &front{Front: loop.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr, own: listener.Own{}}
+	f := &front{Front: relay.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr, own: listener.Own{}}
 	f.own.Add(socks.FDs)
 	f.SetPolicy(fc.Policy)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
@@ -211,7 +210,7 @@ func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 // attach hands each loop its socket of b: directly before the loops
 // start, through the loop (Do) when live.
 func (s *Server) attach(b *bound, live bool) error {
-	on := func(l *loop.Loop, f func()) error {
+	on := func(l *cpuLoop, f func()) error {
 		if !live {
 			f()
 			return nil
@@ -225,9 +224,9 @@ func (s *Server) attach(b *bound, live bool) error {
 		return s.attachUDP(b, on, live)
 	}
 	f, socks := b.tcp, b.tcpSock
-	s.sh.ListenOn(uint16(socks.Addr.Port))
-	err := s.spread(socks.FDs, true, func(l *loop.Loop, fd int) (err error) {
-		if derr := on(l, func() { err = l.AddListener(fd, f.Front) }); derr != nil {
+	s.sh.Guard.ListenOn(uint16(socks.Addr.Port))
+	err := s.spread(socks.FDs, true, func(l *cpuLoop, fd int) (err error) {
+		if derr := on(l, func() { err = l.tcp.AddListener(fd, f.Front) }); derr != nil {
 			return derr // never registered: closed with the rest below
 		}
 		return err
@@ -238,7 +237,7 @@ func (s *Server) attach(b *bound, live bool) error {
 			// The loops that took a socket already accept on it: take it
 			// back, or they would serve a listener the server does not know.
 			for _, l := range s.loops {
-				l.Do(func() { l.DetachListener(f.Front) })
+				l.Do(func() { l.tcp.DetachListener(f.Front) })
 			}
 		}
 	}
@@ -339,11 +338,11 @@ func (s *Server) PathBytes() (spliced, copied int64) {
 	return s.sh.Spliced.Load(), s.sh.Copied.Load()
 }
 
-// LoopStats returns each event loop's counts (loop.Stats), in loop order.
-func (s *Server) LoopStats() []loop.Stats {
-	out := make([]loop.Stats, len(s.loops))
+// LoopStats returns each event loop's counts, in loop order.
+func (s *Server) LoopStats() []LoopStats {
+	out := make([]LoopStats, len(s.loops))
 	for i, l := range s.loops {
-		out[i] = l.Stats()
+		out[i] = LoopStats{Stats: l.Stats(), Conns: l.Conns()}
 	}
 	return out
 }
@@ -352,7 +351,8 @@ func (s *Server) LoopStats() []loop.Stats {
 // reached its deadline).
 func (s *Server) CutBackend(b *pool.Backend) {
 	for _, l := range s.loops {
-		l.CutBackend(b)
+		l.tcp.CutBackend(b)
+		l.udp.CutBackend(b)
 	}
 }
 
@@ -384,7 +384,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.waitIdle(ctx.Done()) {
 		left := s.Active() // the caller logs why the drain ended (deadline or signal)
 		for _, l := range s.loops {
-			l.CutAll()
+			l.tcp.CutAll()
 		}
 		s.waitIdle(nil)
 		err = fmt.Errorf("proxy: reset %d connections still open when the drain ended: %w", left, context.Cause(ctx))
@@ -438,12 +438,12 @@ func (s *Server) release() {
 
 // UDPFronts lists the UDP listeners with their live counters, in
 // configuration order (for metrics).
-func (s *Server) UDPFronts() []*loop.UDPFront {
+func (s *Server) UDPFronts() []*udpsession.Front {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]*loop.UDPFront, len(s.udpFronts))
+	out := make([]*udpsession.Front, len(s.udpFronts))
 	for i, f := range s.udpFronts {
-		out[i] = f.UDPFront
+		out[i] = f.Front
 	}
 	return out
 }

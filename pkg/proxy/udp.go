@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // udpFront is a UDP listener with its bound address.
 type udpFront struct {
-	*loop.UDPFront
+	*udpsession.Front
 	key          string
 	addr         *net.UDPAddr
 	local        netip.AddrPort
@@ -43,7 +43,7 @@ func (s *Server) openUDP(fc Frontend, own listener.Own) (*bound, error) {
 		s.warnRcvbuf(fc.Name, fc.ReceiveBuffer, granted)
 	}
 	ap := socks.Addr.AddrPort()
-	f := &udpFront{UDPFront: loop.NewUDPFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
+	f := &udpFront{Front: udpsession.NewFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
 		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard, own: listener.Own{}, rcvbuf: fc.ReceiveBuffer}
 	f.own.Add(socks.FDs)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
@@ -53,11 +53,11 @@ func (s *Server) openUDP(fc Frontend, own listener.Own) (*bound, error) {
 	return &bound{udp: f, udpSock: socks}, nil
 }
 
-func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func()) error, live bool) error {
+func (s *Server) attachUDP(b *bound, on func(*cpuLoop, func()) error, live bool) error {
 	f, socks := b.udp, b.udpSock
-	s.sh.ListenOn(uint16(socks.Addr.Port))
-	err := s.spread(socks.FDs, false, func(l *loop.Loop, fd int) (err error) {
-		if derr := on(l, func() { err = l.AddUDPListener(fd, f.UDPFront, f.local, f.wildcard) }); derr != nil {
+	s.sh.Guard.ListenOn(uint16(socks.Addr.Port))
+	err := s.spread(socks.FDs, false, func(l *cpuLoop, fd int) (err error) {
+		if derr := on(l, func() { err = l.udp.AddListener(fd, f.Front, f.local, f.wildcard) }); derr != nil {
 			return derr // never registered: closed with the rest below
 		}
 		return err
@@ -66,7 +66,7 @@ func (s *Server) attachUDP(b *bound, on func(*loop.Loop, func()) error, live boo
 		socks.Close()
 		if live {
 			for _, l := range s.loops {
-				l.Do(func() { l.DetachUDPListener(f.UDPFront) })
+				l.Do(func() { l.udp.DetachListener(f.Front) })
 			}
 		}
 		return err
@@ -100,7 +100,7 @@ func (s *Server) reloadUDP(f *udpFront, fc Frontend) {
 	granted := -1
 	for _, l := range s.loops {
 		l.Do(func() {
-			l.EachUDPSocket(f.UDPFront, func(fd int) {
+			l.udp.EachSocket(f.Front, func(fd int) {
 				g, err := listener.SetReceiveBuffer(fd, fc.ReceiveBuffer)
 				if err != nil {
 					s.log.Error("reload: receive_buffer not applied", "listener", f.Name, "error", err)
@@ -118,8 +118,8 @@ func (s *Server) reloadUDP(f *udpFront, fc Frontend) {
 	f.rcvbuf = fc.ReceiveBuffer
 }
 
-func udpSettings(fc Frontend) loop.UDPSettings {
-	set := loop.UDPSettings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
+func udpSettings(fc Frontend) udpsession.Settings {
+	set := udpsession.Settings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
 		Responses: fc.Responses, Requests: fc.Requests, ReuseSockets: fc.ReuseSockets}
 	if fc.Policy != nil {
 		set.Allow, set.Deny = fc.Policy.Allow, fc.Policy.Deny

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // A wildcard listener answers from the address each client sent to: a
@@ -56,7 +56,7 @@ func TestUDPBackendThatIsTheListenerItselfIsALoop(t *testing.T) {
 	lb := startUDPLB(t, []string{addr}, udpOpts{bind: addr, maxSessions: 100, loops: 1})
 	c := udpClient(t, lb.addr)
 	c.Write([]byte("echo?"))
-	testnet.Eventually(t, "the loop to be caught", func() bool { return lb.front.Drops[loop.DropLoop].Load() > 0 })
+	testnet.Eventually(t, "the loop to be caught", func() bool { return lb.front.Drops[udpsession.DropLoop].Load() > 0 })
 	if got := lb.front.Started.Load(); got > 2 {
 		t.Errorf("%d sessions started for one datagram: the loop went round", got)
 	}

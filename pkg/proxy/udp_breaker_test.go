@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // closedUDPPort is a port on 127.0.0.1 nothing listens on: datagrams to it
@@ -68,7 +68,7 @@ func TestUDPSessionOnARefusingBackendEnds(t *testing.T) {
 		got, err := askOnce(c, []byte("who"), 500*time.Millisecond)
 		return err == nil && string(got) != first
 	})
-	if got := lb.front.Ended[loop.EndRefused].Load(); got != 1 {
+	if got := lb.front.Ended[udpsession.EndRefused].Load(); got != 1 {
 		t.Errorf("%d sessions ended as refused, want 1", got)
 	}
 }
@@ -92,7 +92,7 @@ func TestUDPSessionMovesOffADisabledBackend(t *testing.T) {
 	if now := who(t, c); now == first {
 		t.Fatalf("session still on disabled backend %s", first)
 	}
-	if got := lb.front.Ended[loop.EndMoved].Load(); got != 1 {
+	if got := lb.front.Ended[udpsession.EndMoved].Load(); got != 1 {
 		t.Errorf("%d sessions ended as moved, want 1", got)
 	}
 	if got := lb.pool.Backends()[idx].Active(); got != 0 {
@@ -193,7 +193,7 @@ func TestUDPFirstDatagramNotSentIsNoEvidenceAgainstTheBackend(t *testing.T) {
 	// Round robin: this session goes to b0, whose socket cannot take it.
 	udpClient(t, lb.addr).Write(make([]byte, 65520))
 	testnet.Eventually(t, "the datagram dropped as backend_send", func() bool {
-		return lb.front.Drops[loop.DropBackendSend].Load() == 1
+		return lb.front.Drops[udpsession.DropBackendSend].Load() == 1
 	})
 	// The next session goes to b1 and is judged on silence later than the
 	// first would be: once b1's is counted, the first one's timer has run

@@ -6,7 +6,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // A UDP backend's max_connections caps its sessions: the cap is taken by
@@ -32,7 +32,7 @@ func TestUDPBackendMaxConnectionsCapsSessions(t *testing.T) {
 	if _, err := askOnce(c, []byte("hello"), 300*time.Millisecond); err == nil {
 		t.Fatal("a fourth session was served past both caps")
 	}
-	if n := lb.front.Drops[loop.DropNoBackend].Load(); n == 0 {
+	if n := lb.front.Drops[udpsession.DropNoBackend].Load(); n == 0 {
 		t.Errorf("no no_backend drop counted")
 	}
 	if got := lb.pool.At(0).Active() + lb.pool.At(1).Active(); got != 3 {

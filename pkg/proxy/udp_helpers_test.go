@@ -14,15 +14,15 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // udpLB is an in-process l4lb with one UDP listener.
 type udpLB struct {
 	server *Server
 	pool   *pool.Pool
-	front  *loop.UDPFront
+	front  *udpsession.Front
 	addr   string
 }
 
@@ -222,12 +222,12 @@ func countOpenFDs(t *testing.T) int {
 // kernelDrop: a drop the kernel made (a full socket receive buffer), left
 // out by tests asserting that the proxy drops nothing: it depends on the
 // machine's load, and their clients send again.
-func kernelDrop(r loop.DropReason) bool { return r == loop.DropSocketBuffer }
+func kernelDrop(r udpsession.DropReason) bool { return r == udpsession.DropSocketBuffer }
 
 // stallLoop holds l's goroutine in a task until release is called, so
 // datagrams sent meanwhile wait in the kernel and reach the loop together:
 // in one recvmmsg, and with their epoll events in the order they arrived.
-func stallLoop(t *testing.T, l *loop.Loop) (release func()) {
+func stallLoop(t *testing.T, l *cpuLoop) (release func()) {
 	t.Helper()
 	entered, held := make(chan struct{}), make(chan struct{})
 	l.Post(func() {
@@ -246,9 +246,9 @@ func stallLoop(t *testing.T, l *loop.Loop) (release func()) {
 }
 
 // drops is f's nonzero drop counts, by reason.
-func drops(f *loop.UDPFront) map[string]int64 {
+func drops(f *udpsession.Front) map[string]int64 {
 	m := map[string]int64{}
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if n := f.Drops[r].Load(); n != 0 {
 			m[r.String()] = n
 		}
@@ -258,9 +258,9 @@ func drops(f *loop.UDPFront) map[string]int64 {
 
 // taken counts the client datagrams the listener has dealt with: relayed
 // or dropped.
-func taken(f *loop.UDPFront) int64 {
+func taken(f *udpsession.Front) int64 {
 	n := f.DatagramsToBackend.Load()
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if !kernelDrop(r) { // never read: the listener did not deal with it
 			n += f.Drops[r].Load()
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 func TestUDPCleanSessionsReuseTheirBackendSocket(t *testing.T) {
@@ -194,7 +194,7 @@ func TestUDPParkedSocketGoesBeforeAnOpenSessionAtMaxSessions(t *testing.T) {
 	testnet.Eventually(t, "b's socket parked", func() bool { return f.Parked.Load() == 1 && f.Sessions.Load() == 1 })
 	c := udpClient(t, lb.addr)
 	echoOnce(t, c, []byte("1c")) // at the cap: the parked socket makes room
-	if ev, p, s := f.Ended[loop.EndEvicted].Load(), f.Parked.Load(), f.Sessions.Load(); ev != 0 || p != 0 || s != 2 {
+	if ev, p, s := f.Ended[udpsession.EndEvicted].Load(), f.Parked.Load(), f.Sessions.Load(); ev != 0 || p != 0 || s != 2 {
 		t.Fatalf("after a new client at the cap: %d evicted, %d parked, %d sessions; want 0, 0, 2", ev, p, s)
 	}
 	echoOnce(t, a, []byte("1a again"))
@@ -270,7 +270,7 @@ func TestUDPParkedSocketOnAnotherLoopDoesNotCostANewClientItsDatagram(t *testing
 			t.Fatal(err)
 		}
 		testnet.Eventually(t, "the datagram taken in", func() bool { return taken(f) > before })
-		if n := f.Drops[loop.DropSessionCap].Load(); n > 0 {
+		if n := f.Drops[udpsession.DropSessionCap].Load(); n > 0 {
 			t.Fatalf("client %d: its first datagram dropped at max_sessions = 1 while the one socket was parked (now: sessions %d, parked %d)",
 				i, f.Sessions.Load(), f.Parked.Load())
 		}

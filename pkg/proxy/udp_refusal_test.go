@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // A client's burst whose session's first datagram was just refused: the
@@ -114,7 +114,7 @@ func TestUDPReplyQueuedBeforeARefusalIsRelayed(t *testing.T) {
 			n, err := c.Read(buf)
 			if err != nil || string(buf[:n]) != "reply" {
 				t.Errorf("client got %q, %v; want the backend's reply, which reached l4lb before the refusal (drops %v, ended refused %d)",
-					buf[:max(n, 0)], err, drops(lb.front), lb.front.Ended[loop.EndRefused].Load())
+					buf[:max(n, 0)], err, drops(lb.front), lb.front.Ended[udpsession.EndRefused].Load())
 			}
 			if ok, failed := b.Dials(pool.DialClient); ok != 1 || failed != 0 {
 				t.Errorf("the backend's one dial counted %d ok, %d failed; it answered, so 1 ok", ok, failed)
@@ -135,8 +135,8 @@ func TestUDPLargeRefusedFirstDatagramIsCountedNotRetried(t *testing.T) {
 	c := udpClient(t, lb.addr)
 	p := bytes.Repeat([]byte{'L'}, 3000)
 	c.Write(p)
-	testnet.Eventually(t, "the session to end refused", func() bool { return f.Ended[loop.EndRefused].Load() == 1 })
-	if d := f.Drops[loop.DropRefused].Load(); d != 1 {
+	testnet.Eventually(t, "the session to end refused", func() bool { return f.Ended[udpsession.EndRefused].Load() == 1 })
+	if d := f.Drops[udpsession.DropRefused].Load(); d != 1 {
 		t.Errorf("%d datagrams dropped as refused, want 1", d)
 	}
 	if _, failed := lb.pool.Backends()[0].Dials(pool.DialClient); failed != 1 {

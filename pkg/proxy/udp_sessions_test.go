@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 func TestUDPResponsesEndTheSession(t *testing.T) {
@@ -17,7 +17,7 @@ func TestUDPResponsesEndTheSession(t *testing.T) {
 		mustEcho(t, c, []byte{byte(i)})
 		testnet.Eventually(t, "the session to end after its one reply", func() bool { return lb.front.Sessions.Load() == 0 })
 	}
-	if got := lb.front.Ended[loop.EndResponses].Load(); got != 3 {
+	if got := lb.front.Ended[udpsession.EndResponses].Load(); got != 3 {
 		t.Errorf("%d sessions ended by responses, want 3 (one per datagram)", got)
 	}
 	if got := lb.front.Started.Load(); got != 3 {
@@ -51,7 +51,7 @@ func TestUDPIdleSessionsTimeOut(t *testing.T) {
 		mustEcho(t, udpClient(t, lb.addr), []byte("x"))
 	}
 	testnet.Eventually(t, "idle sessions to time out", func() bool { return lb.front.Sessions.Load() == 0 })
-	if got := lb.front.Ended[loop.EndTimeout].Load(); got != 5 {
+	if got := lb.front.Ended[udpsession.EndTimeout].Load(); got != 5 {
 		t.Errorf("%d sessions ended by timeout, want 5", got)
 	}
 	if got := lb.pool.Backends()[0].Active(); got != 0 {
@@ -86,7 +86,7 @@ func TestUDPMaxSessionsEvictsTheLongestIdle(t *testing.T) {
 	if got := lb.front.Sessions.Load(); got != 4 {
 		t.Fatalf("%d sessions open, want max_sessions = 4", got)
 	}
-	if got := lb.front.Ended[loop.EndEvicted].Load(); got != 2 {
+	if got := lb.front.Ended[udpsession.EndEvicted].Load(); got != 2 {
 		t.Fatalf("%d sessions evicted, want 2", got)
 	}
 	// The two newest kept their sessions; the oldest lost its own.
@@ -112,7 +112,7 @@ func TestUDPFloodOfSourcePortsIsBoundedByMaxSessions(t *testing.T) {
 	taken := func() int64 {
 		f := lb.front
 		n := f.DatagramsToBackend.Load()
-		for r := range loop.NumDropReasons {
+		for r := range udpsession.NumDropReasons {
 			if !kernelDrop(r) {
 				n += f.Drops[r].Load()
 			}
@@ -142,7 +142,7 @@ func TestUDPFloodOfSourcePortsIsBoundedByMaxSessions(t *testing.T) {
 	// Each new client past the cap evicted a session, or (its loop holding
 	// none) was dropped while the other loop made room.
 	f := lb.front
-	if ev, capped := f.Ended[loop.EndEvicted].Load(), f.Drops[loop.DropSessionCap].Load(); ev+capped < flood-2*max {
+	if ev, capped := f.Ended[udpsession.EndEvicted].Load(), f.Drops[udpsession.DropSessionCap].Load(); ev+capped < flood-2*max {
 		t.Errorf("%d sessions evicted and %d datagrams dropped at the cap, by %d new clients over a cap of %d", ev, capped, flood, max)
 	}
 	if got := lb.front.Sessions.Load(); got > max {

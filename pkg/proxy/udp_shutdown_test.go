@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // Shutdown with sessions open (answered, and with their first datagram
@@ -59,7 +59,7 @@ func TestUDPShutdownEndsEverySessionAndClosesEverySocket(t *testing.T) {
 	if err := lb.server.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s, p, e := f.Sessions.Load(), f.Parked.Load(), f.Ended[loop.EndShutdown].Load(); s != 0 || p != 0 || e != 5 {
+	if s, p, e := f.Sessions.Load(), f.Parked.Load(), f.Ended[udpsession.EndShutdown].Load(); s != 0 || p != 0 || e != 5 {
 		t.Errorf("after shutdown: %d sessions, %d parked, %d ended as shutdown; want 0, 0, 5", s, p, e)
 	}
 	b := lb.pool.Backends()[0]

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // portDrops is the kernel's drop count of each UDP socket bound to
@@ -135,7 +135,7 @@ func TestUDPSocketBufferDropsAreCountedPerSocket(t *testing.T) {
 			probe(t, c, fmt.Sprintf("probe %d of round %d", i, round))
 		}
 		kernel := portDrops(t, port)
-		got := lb.front.Drops[loop.DropSocketBuffer].Load()
+		got := lb.front.Drops[udpsession.DropSocketBuffer].Load()
 		if got != sumDrops(kernel) || got == 0 {
 			t.Fatalf("round %d: %d socket_buffer drops counted; the kernel dropped %v (%d), want the same, > 0",
 				round, got, kernel, sumDrops(kernel))
@@ -168,7 +168,7 @@ func listenerRcvbuf(t *testing.T, lb *udpLB) []int {
 	var sizes []int
 	for _, l := range lb.server.loops {
 		l.Do(func() {
-			l.EachUDPSocket(lb.front, func(fd int) {
+			l.udp.EachSocket(lb.front, func(fd int) {
 				n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 				if err != nil {
 					t.Error(err)
@@ -285,7 +285,7 @@ func TestUDPSessionSocketBufferDropsAreCounted(t *testing.T) {
 		}
 	}
 	kernel := sumDrops(portDrops(t, session.Port))
-	if got := lb.front.Drops[loop.DropSocketBuffer].Load(); got != kernel || got == 0 {
+	if got := lb.front.Drops[udpsession.DropSocketBuffer].Load(); got != kernel || got == 0 {
 		t.Fatalf("%d socket_buffer drops counted; the session's socket dropped %d, want the same, > 0", got, kernel)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/loop"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 func TestUDPEchoesEveryDatagramIntact(t *testing.T) {
@@ -43,7 +43,7 @@ func TestUDPEchoesEveryDatagramIntact(t *testing.T) {
 	testnet.Eventually(t, "counters flushed", func() bool {
 		return f.DatagramsToClient.Load() >= int64(clients*len(sizes)) && f.DatagramsToBackend.Load() >= int64(clients*len(sizes))
 	})
-	for r := range loop.NumDropReasons {
+	for r := range udpsession.NumDropReasons {
 		if kernelDrop(r) {
 			continue // 20 clients' 64 KiB datagrams at once can overflow the listener socket's buffer; ask sends again
 		}

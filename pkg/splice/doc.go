@@ -1,8 +1,8 @@
-// Package splice holds the per-direction mechanics of the event loop's
-// data path (pkg/loop): how bytes move one way between two non-blocking
-// sockets, and the pipes they move through. It blocks nowhere and starts
-// no goroutine; the loop owns the sockets, their readiness, the timers
-// and how a connection ends.
+// Package splice holds the per-direction mechanics of the TCP relay
+// (pkg/relay): how bytes move one way between two non-blocking sockets,
+// and the pipes they move through. It blocks nowhere and starts no
+// goroutine; the relay owns the sockets, their readiness, the timers and
+// how a connection ends. Its syscalls are pkg/rawsys's.
 //
 // A Stream is one direction of a relayed connection. The loop calls its
 // Move whenever the source may have become readable or the destination

@@ -112,7 +112,7 @@ func TestPipeCachesShareTheIdleCapAndYieldAtTheCap(t *testing.T) {
 // the pool as such a user, directly when the test is not root, and when
 // it is, by re-running this test binary as an unprivileged uid of its
 // own. The quota is per user: a uid no other test uses keeps what this
-// test spends apart from tests running at the same time (pkg/loop's child,
+// test spends apart from tests running at the same time (pkg/relay's child,
 // cmd's tests that run l4lb as nobody).
 
 const childUID = 65532

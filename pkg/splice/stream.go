@@ -1,9 +1,9 @@
 package splice
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // Stream is one direction of a connection relayed by an event loop: it
@@ -224,19 +224,23 @@ func (s *Stream) keep(b []byte) {
 }
 
 // deliver writes held bytes to dst until they are all out or dst fails.
+// A write that moves nothing and reports nothing ends it with
+// rawsys.ErrNoProgress (a WriteFailed for the caller) instead of being
+// retried forever.
 func (s *Stream) deliver(dst int, sc *Scratch) (int, error) {
 	total := 0
 	for s.Pending() {
 		var n int
 		var err error
 		if s.inPipe > 0 {
-			n, err = spliceFd(s.p.r, dst, s.inPipe)
+			n, err = rawsys.Progress(spliceFd(s.p.r, dst, s.inPipe))
 			if n > 0 {
 				s.inPipe -= n
 				sc.Spliced += int64(n)
 			}
 		} else {
-			n, err = writeFd(dst, (*s.held)[s.hStart:s.hEnd])
+			held := (*s.held)[s.hStart:s.hEnd]
+			n, err = rawsys.Progress(writeFd(dst, held))
 			if n > 0 {
 				s.hStart += n
 				sc.Copied += int64(n)
@@ -270,57 +274,24 @@ func (s *Stream) Release(sc *Scratch) {
 	}
 }
 
-// readFd, writeFd and spliceFd are the non-blocking syscalls, repeated
-// when a signal interrupts them. The fds are non-blocking, so the calls
-// cannot block: they are raw, skipping the runtime's syscall bookkeeping
-// (an event loop makes millions of them).
-//
-// The fds are sockets, so the copies use recvfrom and sendto rather than
-// read and write: those skip the file layer's checks and notifications
-// (rw_verify_area, fsnotify) that read(2) and write(2) pass through, and
+// readFd, writeFd and spliceFd are the non-blocking calls of pkg/rawsys
+// (raw, repeated when a signal interrupts them): the fds are non-blocking,
+// so the calls cannot block, and an event loop makes millions of them.
+// The copies use recvfrom and sendto (rawsys.Recv, rawsys.Send):
 // MSG_NOSIGNAL spares the thread a SIGPIPE when the peer is gone (EPIPE
 // says it as well).
 func readFd(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
+	return rawsys.Recv(fd, b, 0)
 }
 
 func writeFd(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
+	return rawsys.Send(fd, b, unix.MSG_NOSIGNAL)
 }
 
-func spliceFd(in, out, max int) (int, error) {
-	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(max), unix.SPLICE_F_NONBLOCK)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
-}
+func spliceFd(in, out, max int) (int, error) { return rawsys.Splice(in, out, max) }

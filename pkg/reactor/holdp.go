@@ -1,0 +1,64 @@
+package reactor
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// A busy loop waits for events with a raw epoll_wait that keeps its P
+// (the runtime's right to run Go code) instead of one that goes through
+// the runtime's syscall bookkeeping. Measured on the bench's conn
+// scenario, that bookkeeping was most of what a loop spent beside the
+// kernel: every wake-up from a blocking wait went through exitsyscall,
+// which woke sysmon and contended on the scheduler lock, and sysmon, seeing
+// a P in a syscall on every tick, retook it and so never slowed down from
+// its 20 µs tick.
+//
+// Holding a P is safe for the rest of the process only while another P is
+// left for every other goroutine (health checks, admin, breakers): a loop
+// holds one only with a token, and there are GOMAXPROCS-1 tokens in all.
+// A loop that has seen no event for holdIdle gives its token back and
+// waits the runtime's way until its next event, so an idle process still
+// lets its Ps sleep.
+//
+// The garbage collector still stops a holding loop at once: its stop and
+// its stack scans signal the thread (SIGURG), which ends the raw wait with
+// EINTR, and poller.wait then yields (runtime.Gosched). Where those
+// signals are turned off (GODEBUG=asyncpreemptoff=1), a stop waits for the
+// raw wait to end, up to holdIdle for each of a collection's few stops.
+
+// holdIdle is how long a loop keeps its P with no event: past it, the
+// loop stops holding. Raw waits are interrupted by the runtime (sysmon's
+// 10 ms time slices, each garbage collection's stops); poller.wait keeps
+// both this limit and the caller's timeout as times across them.
+const holdIdle = 5 * time.Millisecond
+
+// holders counts the loops holding a P now.
+var holders atomic.Int32
+
+// acquireHold takes a token when one is left.
+func acquireHold() bool {
+	limit := int32(runtime.GOMAXPROCS(0) - 1)
+	for {
+		n := holders.Load()
+		if n >= limit {
+			return false
+		}
+		if holders.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func releaseHold() { holders.Add(-1) }
+
+// overHeld reports whether more loops hold a P than tokens exist now:
+// GOMAXPROCS went down since they took theirs (the runtime follows a
+// container's CPU limit unless GOMAXPROCS was set). A holding loop checks
+// each time it yields to the runtime and every overHeldEvery waits (the
+// check takes the scheduler's lock), so a busy one lets go within a few
+// milliseconds and an idle one within holdIdle.
+func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
+
+const overHeldEvery = 256

@@ -1,0 +1,176 @@
+package relay
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// CloseReason says how a TCP client connection ended. Every client a loop
+// accepts ends with exactly one: counted per listener (Front.Closed) and,
+// with the access log on, written as one line.
+type CloseReason uint8
+
+const (
+	// Relayed connections (the client was connected to a backend).
+
+	// CloseCompleted: both directions ended with a FIN.
+	CloseCompleted CloseReason = iota
+	// CloseClientReset: the client's socket failed (a reset, or another
+	// socket error); the backend was reset in turn.
+	CloseClientReset
+	// CloseBackendReset: the backend's socket failed, its handshake's
+	// reset included; the client was reset in turn.
+	CloseBackendReset
+	// CloseIdleTimeout: nothing moved for the pool's idle_timeout; both
+	// sides were reset.
+	CloseIdleTimeout
+	// CloseShutdown: cut with a reset on both sides when a drain ran out
+	// of time (shutdown_timeout, a second signal) or the loops stopped;
+	// a client still being dialed for is cut too (result rejected).
+	CloseShutdown
+	// CloseDrained: cut with a reset on both sides when an operator's
+	// drain of its backend reached its deadline.
+	CloseDrained
+
+	// Refused clients (never connected to a backend).
+
+	// CloseConnectionCap: max_connections clients were open; closed at
+	// once.
+	CloseConnectionCap
+	// CloseNoBackend: every allowed dial failed, or no backend could be
+	// tried (result failed).
+	CloseNoBackend
+	// CloseLocalError: this host's trouble (out of fds, ports, memory)
+	// kept the client from being served; no backend is blamed.
+	CloseLocalError
+	// CloseLoop: the client was one of l4lb's own backend connections (a
+	// backend leading back to a listener); reset.
+	CloseLoop
+	// CloseClientLeft: the client reset (or closed both ways) while its
+	// backend was being dialed (or its PROXY header awaited, or a slot
+	// queued for); the dial was called off.
+	CloseClientLeft
+	// CloseDenied: the client's address is in the listener's deny list,
+	// or not in its allow list.
+	CloseDenied
+	// CloseSourceConnections: the client's address had
+	// max_connections_per_source connections open.
+	CloseSourceConnections
+	// CloseSourceRate: the client's address went past rate_per_source.
+	CloseSourceRate
+	// CloseBackendCap: every usable backend was at its max_connections
+	// (and stayed so for queue_timeout).
+	CloseBackendCap
+	// CloseProxyUntrusted: a peer outside trusted_proxies on a listener
+	// that accepts PROXY headers; reset before reading a byte.
+	CloseProxyUntrusted
+	// CloseProxyHeader: the PROXY header was malformed (or the peer
+	// closed before sending one); nothing was forwarded.
+	CloseProxyHeader
+	// CloseProxyTimeout: no complete PROXY header within proxy_timeout.
+	CloseProxyTimeout
+
+	NumCloseReasons
+)
+
+var closeReasonNames = [NumCloseReasons]string{
+	"completed", "client_reset", "backend_reset", "idle_timeout", "shutdown", "drained",
+	"connection_cap", "no_backend", "local_error", "loop", "client_left",
+	"denied", "source_connections", "source_rate", "backend_cap",
+	"proxy_untrusted", "proxy_header", "proxy_timeout",
+}
+
+func (r CloseReason) String() string {
+	if r < NumCloseReasons {
+		return closeReasonNames[r]
+	}
+	return "unknown"
+}
+
+// outcome is the relay outcome a reason stands for (the breaker's early
+// reset verdict and the debug log read it).
+func (r CloseReason) outcome() splice.Outcome {
+	switch r {
+	case CloseCompleted:
+		return splice.Completed
+	case CloseClientReset:
+		return splice.ClientReset
+	case CloseBackendReset:
+		return splice.BackendReset
+	case CloseIdleTimeout:
+		return splice.IdleTimeout
+	}
+	return splice.Aborted
+}
+
+// ClientResult is a client connection's result as
+// l4lb_client_connections_total counts it.
+type ClientResult uint8
+
+const (
+	ResultOK       ClientResult = iota // connected to a backend
+	ResultFailed                       // no backend could be dialed
+	ResultRejected                     // the cap, local trouble, a loop, a client that left, a cut dial
+	NumClientResults
+)
+
+var clientResultNames = [NumClientResults]string{"ok", "failed", "rejected"}
+
+func (r ClientResult) String() string {
+	if r < NumClientResults {
+		return clientResultNames[r]
+	}
+	return "unknown"
+}
+
+// SetAccessLog makes the loops hand every ended client connection to q;
+// nil turns the access log off (the loops then only check the pointer).
+// Safe while the loops run.
+func (s *Shared) SetAccessLog(q *accesslog.Queue) { s.access.Store(q) }
+
+// AccessLog is the queue the loops hand records to; nil when off.
+func (s *Shared) AccessLog() *accesslog.Queue { return s.access.Load() }
+
+// record counts a client connection that ended on this loop and, with the
+// access log on, queues its record.
+func (c *conn) record(why CloseReason, relayed bool) {
+	f := c.f
+	f.Closed[why].Add(1)
+	q := c.l.sh.access.Load()
+	if q == nil {
+		return
+	}
+	r := accesslog.Record{
+		End: time.Now().UnixNano(), Duration: time.Duration(c.l.r.Now() - c.born),
+		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why.String(), Result: ResultRejected.String(),
+	}
+	switch {
+	case relayed && why != CloseLocalError:
+		// A connection that reached relaying and then met this host's
+		// trouble (its PROXY header not sent) was never served:
+		// rejected, as l4lb_client_connections_total counts it.
+		r.Result, r.Backend = ResultOK.String(), c.backend.Addr
+		r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
+	case why == CloseNoBackend:
+		r.Result = ResultFailed.String()
+	}
+	q.Push(c.l.r.ID(), &r)
+}
+
+// refusedAtAccept counts (and logs) a client closed before it became a
+// connection of the loop: at the cap, or one whose socket it cannot watch.
+func (l *Loop) refusedAtAccept(f *Front, src netip.AddrPort, why CloseReason) {
+	f.Closed[why].Add(1)
+	q := l.sh.access.Load()
+	if q == nil {
+		return
+	}
+	r := accesslog.Record{End: time.Now().UnixNano(), Listener: f.Name, Client: src, Reason: why.String(), Result: ResultRejected.String()}
+	if p := f.Pool(); p != nil {
+		r.Pool = p.Name
+	}
+	q.Push(l.r.ID(), &r)
+}

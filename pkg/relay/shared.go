@@ -1,0 +1,98 @@
+package relay
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/loopguard"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/splice"
+)
+
+// Front is one listener as the loops see it: the pool it feeds and its
+// counters, shared by every loop.
+type Front struct {
+	Name string
+	// pool is the pool new clients are dialed from; a reload swaps it,
+	// while connections keep the pool they were accepted with.
+	pool atomic.Pointer[pool.Pool]
+
+	OK, Failed, Rejected atomic.Int64
+	// Loops counts clients that were l4lb's own backend connections; they
+	// are also in Rejected.
+	Loops        atomic.Int64
+	AcceptErrors atomic.Int64
+	// Closed counts ended clients by how they ended (access.go), refused
+	// ones included: once every client has ended, its sum is
+	// OK+Failed+Rejected.
+	Closed [NumCloseReasons]atomic.Int64
+
+	// OnNoBackend is called for each client refused because no backend
+	// could be reached, OnLoop for each connection loop cut. Both must be
+	// cheap (a rate-limited log); nil: nothing.
+	OnNoBackend func()
+	OnLoop      func()
+	// OnLocalError is called for each client refused for this host's
+	// trouble (out of ports toward a backend, fds, memory); cheap, as the
+	// others.
+	OnLocalError func()
+
+	policy atomic.Pointer[Policy]
+	// Queued counts clients that waited for a backend slot (queue_timeout),
+	// by how the wait ended: served (a slot came free), timeout, left
+	// (the client went away).
+	Queued [numQueueResults]atomic.Int64
+}
+
+// NewFront returns the listener name feeding pool p.
+func NewFront(name string, p *pool.Pool) *Front {
+	f := &Front{Name: name}
+	f.pool.Store(p)
+	return f
+}
+
+// Pool is the pool new clients of the listener are dialed from.
+func (f *Front) Pool() *pool.Pool { return f.pool.Load() }
+
+// SetPool makes new clients use p (a reload); open connections keep theirs.
+func (f *Front) SetPool(p *pool.Pool) { f.pool.Store(p) }
+
+// Shared is the state every loop's relay of one server shares.
+type Shared struct {
+	// Max caps client connections open at once across all loops; past
+	// it a new client is accepted and closed at once. A reload may change
+	// it.
+	Max atomic.Int64
+	// Active counts client connections from accept to close.
+	Active atomic.Int64
+	// OnCap is called for each client refused at the cap (cheap).
+	OnCap func()
+	Log   *slog.Logger
+	Pipes *splice.PipePool
+	// Bytes delivered by splice and by copy, flushed once per wake-up.
+	Spliced, Copied atomic.Int64
+
+	// access is where ended clients' records go; nil: access log off.
+	access atomic.Pointer[accesslog.Queue]
+
+	// Guard recognises l4lb's own dials arriving at its listeners (loop
+	// detection), shared with the server's UDP sessions.
+	Guard *loopguard.Guard
+}
+
+// NewShared returns the shared state of a server.
+func NewShared(max int64, pipes *splice.PipePool, log *slog.Logger) *Shared {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Shared{Pipes: pipes, Log: log, Guard: loopguard.New()}
+	s.Max.Store(max)
+	return s
+}
+
+// SetPolicy makes p the listener's policy for clients accepted from now.
+func (f *Front) SetPolicy(p *Policy) { f.policy.Store(p) }
+
+// Policy is the listener's policy now; nil: none.
+func (f *Front) Policy() *Policy { return f.policy.Load() }

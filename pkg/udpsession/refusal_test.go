@@ -1,0 +1,199 @@
+package udpsession
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+)
+
+// An empty datagram is a datagram: when the backend a new session picked
+// refuses it, it goes to the next candidate as any other first datagram
+// does, and is not lost.
+func TestUDPEmptyFirstDatagramRefusedGoesToTheNextBackend(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
+	// Round robin sends every other new session to the refusing port
+	// first; each client sends its empty datagram once.
+	for i := range 6 {
+		c := r.client()
+		got, err := replyWithin(c, nil, 20*time.Second)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("client %d: reply %q, %v: an empty first datagram refused by one backend must reach the next", i, got, err)
+		}
+	}
+	if n := r.front.Drops[DropRefused].Load(); n != 0 {
+		t.Errorf("%d datagrams counted dropped as refused; every one was retried", n)
+	}
+}
+
+// A first datagram sent again to the next candidate after a refusal is
+// still one client datagram: with requests = 2 the client's second
+// datagram belongs to the same session.
+func TestUDPRetriedFirstDatagramCountsOnceTowardRequests(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1,
+		settings: func(s *Settings) { s.Requests = 2 }})
+	for i := range 4 { // at least one starts on the refusing port
+		c := r.client()
+		before := r.front.Started.Load()
+		for _, p := range []string{"one", "two"} {
+			got, err := replyWithin(c, []byte(p), 20*time.Second)
+			if err != nil || string(got) != p {
+				t.Fatalf("client %d, %q: reply %q, %v", i, p, got, err)
+			}
+		}
+		if n := r.front.Started.Load() - before; n != 1 {
+			t.Fatalf("client %d: two datagrams started %d sessions; requests = 2 retires a session after two", i, n)
+		}
+	}
+	if got := r.pool.Backends()[0].Active() + r.pool.Backends()[1].Active(); got != 4 {
+		t.Errorf("%d sessions on the backends, want 4", got)
+	}
+}
+
+// nameOf is the socket address the kernel writes for an IPv4 client.
+func nameOf(ap netip.AddrPort) sockName {
+	var n sockName
+	p := (*unix.RawSockaddrInet4)(unsafe.Pointer(&n))
+	p.Family = unix.AF_INET
+	p.Port = rawsys.Ntohs(ap.Port()) // its own inverse
+	p.Addr = ap.Addr().As4()
+	return n
+}
+
+// A refusal read while an earlier one of the same readReplies call waits
+// (behind the datagrams queued ahead of it) is about the same backend:
+// the session moves on once, and the next backend is not blamed for the
+// first backend's refusal.
+//
+// The second refusal must land between two recvmmsg calls of one
+// readReplies: a window of microseconds no test can aim for. So the
+// state the first call leaves (s.refused set) is made by hand, and the
+// second refusal is the kernel's own, pending on the socket.
+func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
+	c := r.client()
+	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	name := nameOf(client)
+	l := r.loops[0]
+	var setupErr error
+	r.on(l, func() {
+		u := l.udps[0]
+		u.datagram([]byte("q"), &name, nil) // round robin: the refusing backend first
+		s := u.sessions[client]
+		if s == nil || s.dial == nil || s.backend != r.pool.Backends()[0] {
+			setupErr = errors.New("the first session is not dialing the refusing backend")
+			return
+		}
+		// Its refusal (ICMP port unreachable) is pending on the socket.
+		fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			if n, err := unix.Poll(fds, 0); err == nil && n == 1 && fds[0].Revents&unix.POLLERR != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				setupErr = errors.New("no refusal reported on the session's socket")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		s.refused = unix.ECONNREFUSED // read earlier in this call, acted on at its end
+		s.readReplies()
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	if _, failed := r.pool.Backends()[1].Dials(pool.DialClient); failed != 0 {
+		t.Errorf("the live backend was blamed for %d failed dials: the refusals were the first backend's", failed)
+	}
+	if _, failed := r.pool.Backends()[0].Dials(pool.DialClient); failed != 1 {
+		t.Errorf("the refusing backend has %d failed dials, want 1", failed)
+	}
+	if n := r.front.Ended[EndRefused].Load() + r.front.Ended[EndError].Load(); n != 0 {
+		t.Errorf("%d sessions ended refused or in error; the session belongs on the live backend", n)
+	}
+	if n := r.front.Drops[DropRefused].Load(); n != 0 {
+		t.Errorf("%d datagrams dropped as refused", n)
+	}
+	if t.Failed() {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != "q" {
+		t.Fatalf("reply %q, %v: the first datagram must reach the live backend and its reply the client", buf[:n], err)
+	}
+}
+
+// A burst to a session whose backend has gone: the first datagram draws
+// the refusal (on loopback, before its send returns), and the send of the
+// next one reports it. A batch send (sendmmsg) that sent only the first
+// would swallow that refusal, and the rest of the burst would go to the
+// dead port after it; instead the session ends (refused) and the datagram
+// being sent gets one more try on a new session, on the other backend.
+func TestUDPRefusalDuringABurstSendIsNotLost(t *testing.T) {
+	a := testnet.StartUDPBackend(t, "a", "")
+	b := testnet.StartUDPBackend(t, "b", "")
+	r := newUDPRig(t, []string{a.Addr, b.Addr}, udpRigOpts{})
+	c := r.client()
+	got, err := replyWithin(c, []byte("who"), 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	map[string]*testnet.UDPBackend{"a": a, "b": b}[string(got)].Close() // the session's backend goes away
+	l := r.loops[0]
+	var sendErr error
+	r.on(l, func() {
+		// A burst of unequal sizes (no GSO), queued before the loop reads
+		// it: one recvmmsg takes both.
+		u := l.udps[0]
+		for _, p := range []string{"x", "yy"} {
+			before, err := rmemAlloc(u.fd)
+			if err != nil {
+				sendErr = err
+				return
+			}
+			if _, err := c.Write([]byte(p)); err != nil {
+				sendErr = err
+				return
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+				if now, err := rmemAlloc(u.fd); err != nil || now > before {
+					sendErr = err
+					break
+				}
+				if time.Now().After(deadline) {
+					sendErr = errors.New("the client's datagram never reached the listener")
+					return
+				}
+			}
+		}
+	})
+	if sendErr != nil {
+		t.Fatal(sendErr)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != "yy" {
+		t.Fatalf("reply %q, %v: the datagram whose send found the refusal must get its retry on the live backend; drops: refused %d, backend_send %d",
+			buf[:n], err, r.front.Drops[DropRefused].Load(), r.front.Drops[DropBackendSend].Load())
+	}
+	if n := r.front.Ended[EndRefused].Load(); n != 1 {
+		t.Errorf("%d sessions ended refused, want the one on the closed backend", n)
+	}
+	if n := r.front.Drops[DropRefused].Load(); n != 1 {
+		t.Errorf("%d datagrams dropped as refused, want the one the refusal was about", n)
+	}
+}

@@ -1,0 +1,204 @@
+package udpsession
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/loopguard"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/reactor"
+)
+
+// udpRig is one UDP listener on its own loops, as pkg/proxy wires it.
+type udpRig struct {
+	t     *testing.T
+	loops []*Loop
+	front *Front
+	pool  *pool.Pool
+	addr  string
+}
+
+type udpRigOpts struct {
+	bind     string // "": 127.0.0.1:0
+	loops    int    // 0: one
+	retries  int
+	settings func(*Settings) // changes the listener's settings last
+}
+
+func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
+	t.Helper()
+	testnet.CheckLeaks(t)
+	if o.loops <= 0 {
+		o.loops = 1
+	}
+	pc := config.DefaultPool("u")
+	pc.Protocol = config.ProtocolUDP
+	pc.Algorithm = config.AlgorithmRoundRobin
+	pc.Retries = o.retries
+	pc.Health.Enabled = false
+	pc.Breaker.Failures = 1_000_000 // these tests are about the loop, not the breaker
+	for _, a := range backends {
+		b := config.DefaultBackend()
+		b.Addr = a
+		pc.Backends = append(pc.Backends, b)
+	}
+	r := &udpRig{t: t}
+	// A drain's deadline cuts through the loops, as cmd/l4lb wires it.
+	cut := func(b *pool.Backend) {
+		for _, l := range r.loops {
+			l.CutBackend(b)
+		}
+	}
+	p, err := pool.New(pc, pool.Deps{Store: breaker.NewMemoryStore(nil), CutBackend: cut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Settings{Pool: p, SessionTimeout: time.Minute, MaxSessions: 1000}
+	if o.settings != nil {
+		o.settings(&set)
+	}
+	f := NewFront("u", set)
+	if o.bind == "" {
+		o.bind = "127.0.0.1:0"
+	}
+	socks, err := listener.BindUDP("u", o.bind, o.loops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := loopguard.New()
+	r.front, r.pool, r.addr = f, p, socks.Addr.String()
+	local := socks.Addr.AddrPort()
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	guard.ListenOn(local.Port())
+	started := false
+	t.Cleanup(func() {
+		socks.Close() // what no loop took
+		for _, l := range r.loops {
+			if started {
+				l.r.Stop()
+				l.r.Wait()
+			} else {
+				l.r.Discard()
+			}
+		}
+		if !started {
+			return
+		}
+		if n := f.Sessions.Load(); n != 0 {
+			t.Errorf("%d sessions counted open after the loops stopped", n)
+		}
+		if n := f.sockets.Load(); n != 0 {
+			t.Errorf("%d backend sockets counted after the loops stopped", n)
+		}
+		for _, b := range p.Backends() {
+			if n := b.Active(); n != 0 {
+				t.Errorf("backend %s still counts %d sessions after the loops stopped", b.Addr, n)
+			}
+		}
+	})
+	for i := range o.loops {
+		rl, err := reactor.New(reactor.Config{ID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := New(rl, guard)
+		r.loops = append(r.loops, l)
+		if err := l.AddListener(socks.FDs[i], f, local, socks.Wildcard); err != nil {
+			t.Fatal(err)
+		}
+		socks.FDs[i] = -1 // the loop owns it now
+	}
+	f.Publish()
+	for _, l := range r.loops {
+		l.r.Start()
+	}
+	started = true
+	return r
+}
+
+// client is one client socket (one source port) of the rig's listener.
+func (r *udpRig) client() *net.UDPConn {
+	r.t.Helper()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(r.addr)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// on runs f on loop l and waits for it.
+func (r *udpRig) on(l *Loop, f func()) {
+	r.t.Helper()
+	if !l.r.Do(f) {
+		r.t.Fatal("the loop stopped")
+	}
+}
+
+// replyWithin sends p once and returns the one reply, or an error.
+func replyWithin(c *net.UDPConn, p []byte, wait time.Duration) ([]byte, error) {
+	if _, err := c.Write(p); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1<<16)
+	c.SetReadDeadline(time.Now().Add(wait))
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// refusingAddr is a port on 127.0.0.1 nothing listens on: datagrams to it
+// draw ICMP port unreachable.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := c.LocalAddr().String()
+	c.Close()
+	return addr
+}
+
+// rmemAlloc is the memory a socket's received datagrams hold (SO_MEMINFO):
+// it grows with every datagram queued.
+func rmemAlloc(fd int) (uint32, error) {
+	var m [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(m))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&m[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return m[unix.SK_MEMINFO_RMEM_ALLOC], nil
+}
+
+// sendQueued sends p from conn to to, and waits until fd (the receiving
+// socket) has it queued.
+func sendQueued(conn *net.UDPConn, to *net.UDPAddr, fd int, p []byte) error {
+	before, err := rmemAlloc(fd)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.WriteToUDP(p, to); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if now, err := rmemAlloc(fd); err != nil || now > before {
+			return err
+		}
+	}
+	return errors.New("the datagram never reached the socket")
+}

@@ -1,0 +1,460 @@
+package udpsession
+
+import (
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/dialer"
+	"github.com/l4lb/l4lb/pkg/loopguard"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
+	"github.com/l4lb/l4lb/pkg/reactor"
+)
+
+// session is one UDP client (address and port) of one listener, relayed
+// through one connected socket to one backend. It lives in its loop's
+// memory: no goroutine, no timer of its own once its backend has answered.
+type session struct {
+	u      *udpSock
+	fd     int // connected to the backend; registered in the loop
+	client netip.AddrPort
+	// name is the client's socket address as the kernel wrote it, sent
+	// back as the replies' destination; ctl makes a wildcard listener's
+	// replies leave from the address the client sent to.
+	name    sockName
+	nameLen uint32
+	ctl     [replyCtlSpace]byte
+	ctlLen  uint8
+
+	pool    *pool.Pool // the listener's pool when the session opened
+	backend *pool.Backend
+	dial    *udpDial // until the backend's first reply (or reply_timeout)
+	forced  bool     // dialed as an all-down force-try (breaker rule 6)
+
+	requests, responses int
+	retired             bool      // took its `requests`: no longer in the client map
+	excess              bool      // the backend sent more than `responses`
+	refused             error     // a refusal read on fd while replies ahead of it are still being relayed
+	noGSO               bool      // the socket's route cannot segment a burst (gso.go)
+	drops               dropCount // fd's drop count (SO_RXQ_OVFL) as last seen
+	watched             bool      // SO_RXQ_OVFL is on for fd (watchReplies)
+	ended               bool
+	queued              bool // on the loop's ready list
+	lastActive          int64
+	prev, next          *session // the listener socket's idle list
+
+	// Loop detection, as for TCP: the socket's ends while the backend is
+	// a local address on a port l4lb listens on (rare: a pointer).
+	own *loopguard.Conn
+
+	// proxyHdr is the PROXY v2 header (DGRAM) every datagram to the
+	// backend starts with, when the pool's proxy_protocol asks for it;
+	// nil otherwise.
+	proxyHdr []byte
+}
+
+// send sends one client datagram on the session's socket, behind the
+// PROXY header when the pool wants one.
+func (s *session) send(p []byte) error {
+	if s.proxyHdr != nil {
+		return sendDatagramAfter(s.fd, s.proxyHdr, p)
+	}
+	return sendDatagram(s.fd, p)
+}
+
+// udpDial is a session's first datagram as breaker evidence (a "dial"):
+// the backend's reply settles it as a success, its refusal as a failure
+// (and the datagram goes to the next candidate), reply_timeout without
+// either as no evidence (a failure with count_no_reply).
+type udpDial struct {
+	cands   [pool.MaxCandidates]int
+	n, next int
+	force   bool
+	cur     pool.Dial
+	settle  *pool.Settlement
+	// first is a copy of the first datagram, to send it to the next
+	// candidate when this one refuses; nil when larger than keepFirst.
+	first []byte
+	timer reactor.Timer
+}
+
+// keepFirst bounds the first datagram a session keeps for a retry: a
+// request (a DNS query, a handshake) fits; a flood of new clients with
+// large datagrams cannot pin much memory.
+const keepFirst = 2048
+
+// dialResult says how starting a session's dial went.
+type dialResult uint8
+
+const (
+	dialStarted dialResult = iota
+	dialNoBackend
+	dialLocal
+)
+
+func dropFor(r dialResult) DropReason {
+	if r == dialLocal {
+		return DropLocal
+	}
+	return DropNoBackend
+}
+
+// startDial plans the candidates for the session's client and connects a
+// socket to the first that takes it. first is the datagram about to be
+// sent.
+func (s *session) startDial(first []byte) dialResult {
+	d := &udpDial{}
+	d.timer.OnFire(s.replyTimedOut)
+	cands, force := s.pool.Plan(s.client, d.cands[:0])
+	d.n, d.force = len(cands), force
+	if len(first) <= keepFirst {
+		d.first = append(make([]byte, 0, len(first)), first...) // non-nil when empty: nil means not kept
+	}
+	s.dial = d
+	return s.dialNext()
+}
+
+// dialNext connects to the next candidate that may still be tried: a
+// parked socket to it, or a new one. The caller holds a socket reservation
+// (max_sessions); a dial that finds no backend gives it back.
+func (s *session) dialNext() dialResult {
+	d, p, u := s.dial, s.pool, s.u
+	for d.next < d.n {
+		i := d.cands[d.next]
+		b := p.At(i)
+		d.next++
+		if d.next > 1 && !b.Usable() {
+			continue // tripped or went down since the plan
+		}
+		cur, ok := p.TryBeginDial(b, d.force) // the generation, before the first send
+		if !ok {
+			continue // at its max_connections (sessions): another loop took the last slot
+		}
+		d.cur = cur
+		fd := -1
+		s.drops, s.watched = 0, false    // a new socket's; a parked one brings its own
+		if u.f.Settings().ReuseSockets { // turned off by a reload: what is parked waits for its TTL
+			fd = u.unpark(b, s)
+		}
+		if fd < 0 {
+			var local bool
+			if fd, local = s.newSocket(b); local {
+				s.dial = nil
+				u.f.sockets.Add(-1)
+				return dialLocal
+			}
+			if fd < 0 {
+				continue // b refused the socket's connect (unreachable...)
+			}
+		}
+		s.fd, s.backend, s.forced = fd, b, d.force
+		d.settle = p.Await(d.cur)
+		u.l.r.Arm(&d.timer, u.l.r.Now()+int64(p.ReplyTimeout()))
+		s.recordOwnDial(b.AddrPort)
+		return dialStarted
+	}
+	s.dial = nil
+	u.f.sockets.Add(-1)
+	return dialNoBackend
+}
+
+// newSocket opens and registers a socket connected to b for the dial in
+// flight, ending the dial when that fails: -1 and local for local trouble
+// (no backend blamed), -1 alone for b's fault.
+func (s *session) newSocket(b *pool.Backend) (fd int, local bool) {
+	d, p := s.dial, s.pool
+	fd, err := connectUDP(b.AddrPort)
+	if err != nil {
+		o := dialer.Classify(&dialer.DialError{Backend: b.Addr, Err: err})
+		p.EndDial(d.cur, o)
+		return -1, o == dialer.Local
+	}
+	if err := s.u.l.r.Register(fd, s, reactor.DatagramEvents); err != nil {
+		unix.Close(fd)
+		p.EndDial(d.cur, dialer.Local)
+		return -1, true
+	}
+	return fd, false
+}
+
+// connectUDP opens a non-blocking UDP socket connected to ap: the kernel
+// picks the source port, filters what comes back to ap's datagrams, and
+// reports ICMP errors about ap on this socket.
+func connectUDP(ap netip.AddrPort) (int, error) {
+	family, sa := rawsys.SockaddrOf(ap)
+	fd, err := rawsys.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, err
+	}
+	if err = rawsys.SetZone(fd, ap, &sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err = rawsys.Connect(fd, &sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// sentRun accounts datagrams [from, to) of a batch sent together (no
+// `requests` limit: relay sends bursts only without one).
+func (s *session) sentRun(in *mmsgBatch, from, to int) {
+	if from >= to {
+		return
+	}
+	u := s.u
+	total := int64(0)
+	for i := from; i < to; i++ {
+		total += int64(in.hdrs[i].Len)
+	}
+	n := int64(to - from)
+	u.dgToBackend += n
+	u.bytesToBackend += total
+	s.backend.Meter.ToBackend.Add(total)
+	u.touch(s)
+	s.requests += int(n)
+}
+
+// mayMove reports whether a session whose backend is out of rotation
+// should be re-picked. A force-try session (every backend was out) stays
+// while every backend still is: a new session would be another force-try,
+// a new socket for each datagram.
+func (s *session) mayMove() bool {
+	if !s.forced {
+		return true
+	}
+	var buf [pool.MaxCandidates]int
+	_, force := s.pool.Plan(s.client, buf[:0])
+	return !force
+}
+
+// sent accounts a client datagram the backend socket took.
+func (s *session) sent(n int) {
+	u := s.u
+	u.dgToBackend++
+	u.bytesToBackend += int64(n)
+	s.backend.Meter.ToBackend.Add(int64(n))
+	u.touch(s)
+	s.requests++
+	if r := u.f.Settings().Requests; r > 0 && s.requests >= r && !s.retired {
+		// Retired: the client's next datagram starts a new session, while
+		// this one still relays replies until it ends.
+		s.retired = true
+		u.forgetClient(s)
+	}
+}
+
+// failed handles an error from the backend socket (an ICMP error the
+// kernel reports on the next send or receive). It returns true when the
+// error was the backend's refusal or unreachability: the datagram being
+// sent was not taken, and the session has ended or moved on.
+func (s *session) failed(err error) bool {
+	if !isRefusal(err) {
+		return false
+	}
+	if d := s.dial; d != nil {
+		// The first datagram is refused: a failed dial. Its copy goes to
+		// the next candidate, as a TCP connect would be retried.
+		d.settle.Settle(dialer.Failure)
+		s.u.l.r.Disarm(&d.timer)
+		s.closeBackend()
+		if d.first != nil {
+			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
+			if s.dialNext() == dialStarted {
+				if s.send(d.first) == nil {
+					if s.requests > 0 {
+						s.requests-- // the same client datagram again, not one more toward `requests`
+					}
+					s.sent(len(d.first))
+				}
+				return true
+			}
+		}
+		s.dial = nil
+	}
+	s.u.drop(DropRefused) // at least the datagram the error is about is lost
+	if err == unix.ECONNREFUSED {
+		s.end(EndRefused)
+	} else {
+		s.end(EndError)
+	}
+	return true
+}
+
+// isRefusal: the ICMP errors a connected UDP socket reports about its
+// backend (port or host unreachable).
+func isRefusal(err error) bool {
+	return err == unix.ECONNREFUSED || err == unix.EHOSTUNREACH || err == unix.ENETUNREACH || err == unix.EHOSTDOWN
+}
+
+func (s *session) Event(ev uint32) {
+	if s.ended {
+		return
+	}
+	s.readReplies()
+}
+
+func (s *session) Resume() {
+	s.queued = false
+	if !s.ended {
+		s.readReplies()
+	}
+}
+
+// readReplies moves the backend's datagrams into the loop's reply batch,
+// addressed to the client; the batch goes out with sendmmsg when full and
+// at the end of the turn.
+func (s *session) readReplies() {
+	u, out := s.u, s.u.l.udpOut
+	for taken := 0; ; {
+		if taken >= udpReadBudget {
+			if !s.queued {
+				s.queued = true
+				u.l.r.MarkReady(s) // more may wait: after the loop's other work
+			}
+			return
+		}
+		if out.full() {
+			u.l.flushUDP()
+		}
+		from := out.n
+		room := udpBatch - from
+		out.b.prepareRecv(from, room, false, s.watched)
+		n, err := recvmmsg(s.fd, out.b, from, room)
+		if err != nil {
+			if isRefusal(err) && s.refused == nil {
+				// The kernel reports the error before the datagrams that
+				// came ahead of it: relay those first, then act on it.
+				s.refused = err
+				continue
+			}
+			if err == unix.EMSGSIZE {
+				// A path MTU report (ICMP fragmentation needed) about a
+				// datagram sent earlier: that one is lost, the socket is fine.
+				u.drop(DropBackendSend)
+				taken++
+				continue
+			}
+			if err != unix.EAGAIN && !s.failed(err) {
+				s.end(EndError)
+				return
+			}
+			break // drained
+		}
+		if s.watched {
+			u.countOverflow(&s.drops, out.b, from, n)
+		} else if n > 1 || n == room {
+			s.watchReplies()
+		}
+		keep := n
+		if r := u.f.Settings().Responses; r > 0 && n > r-s.responses {
+			keep = r - s.responses // replies past the limit are not relayed,
+			s.excess = true        // and the socket is not parked: the backend says more than asked
+			u.dropN(DropExcessReply, n-keep)
+		}
+		for i := from; i < from+keep; i++ {
+			out.add(i, s)
+		}
+		s.responses += keep
+		u.touch(s)
+		if d := s.dial; d != nil {
+			d.settle.Settle(dialer.Success)
+			u.l.r.Disarm(&d.timer)
+			s.dial = nil
+		}
+		if r := u.f.Settings().Responses; r > 0 && s.responses >= r {
+			s.end(EndResponses)
+			return
+		}
+		if n < room {
+			break // drained: the next datagram brings a new edge
+		}
+		taken += n
+	}
+	if refused := s.refused; refused != nil && !s.ended {
+		s.refused = nil
+		s.failed(refused)
+	}
+}
+
+// replyTimedOut settles a first datagram the backend did not answer:
+// silence is a failure only where the pool counts it (count_no_reply);
+// many UDP protocols never reply.
+func (s *session) replyTimedOut(int64) {
+	d := s.dial
+	if d == nil || s.ended {
+		return
+	}
+	s.u.f.Unanswered.Add(1)
+	o := dialer.Local
+	if s.pool.CountNoReply() {
+		o = dialer.Failure
+	}
+	d.settle.Settle(o)
+	s.dial = nil
+}
+
+// closeBackend closes the backend socket and gives back the backend's
+// count.
+func (s *session) closeBackend() {
+	if s.fd < 0 {
+		return
+	}
+	s.forgetOwnDial()
+	s.u.l.r.Forget(s.fd)
+	rawsys.Close(s.fd)
+	s.fd = -1
+	// A refusal still pending was read on this socket: it is this
+	// backend's, acted on already by whatever closed the socket, never
+	// the next backend's.
+	s.refused = nil
+	s.u.f.sockets.Add(-1)
+	s.pool.EndRelay(s.backend)
+}
+
+// end closes the session. A first datagram still unanswered is no
+// evidence either way.
+func (s *session) end(why SessionEnd) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	u := s.u
+	park := s.parkable(why)
+	if d := s.dial; d != nil {
+		u.l.r.Disarm(&d.timer)
+		d.settle.Settle(dialer.Local)
+		s.dial = nil
+	}
+	if park {
+		s.park()
+	} else {
+		s.closeBackend()
+	}
+	if !s.retired {
+		u.forgetClient(s)
+	}
+	u.idle.remove(s)
+	u.f.Sessions.Add(-1)
+	u.f.Ended[why].Add(1)
+}
+
+// recordOwnDial and forgetOwnDial: see conn.recordOwnDial.
+func (s *session) recordOwnDial(backend netip.AddrPort) {
+	if !s.u.l.guard.MayLoop(backend) {
+		return
+	}
+	if local, err := rawsys.Getsockname(s.fd); err == nil {
+		s.own = &loopguard.Conn{Local: local, Remote: backend}
+		s.u.l.guard.Add(*s.own)
+	}
+}
+
+func (s *session) forgetOwnDial() {
+	if s.own != nil {
+		s.u.l.guard.Remove(*s.own)
+		s.own = nil
+	}
+}
