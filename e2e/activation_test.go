@@ -77,7 +77,7 @@ func startActivated(t *testing.T, files []*os.File, listenPID string, args ...st
 // address matches a passed socket serve it instead of binding; a socket no
 // listener wants is closed and logged. One socket per listener, as systemd
 // passes it: the TCP one is shared by the event loops (each registers it;
-// pkg/proxy tests that every loop accepts from a shared socket), the UDP
+// pkg/server tests that every loop accepts from a shared socket), the UDP
 // one served by one loop.
 func TestSocketActivation(t *testing.T) {
 	testnet.CheckLeaks(t)

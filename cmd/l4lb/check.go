@@ -8,7 +8,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // cmdCheck validates a configuration file as run would, without serving:
@@ -59,13 +59,13 @@ func summary(cfg *config.Config) string {
 	}
 	return fmt.Sprintf("%d listeners: %d tcp, %d udp; %d pools: %d tcp, %d udp; %d backends; udp sessions up to %d",
 		len(cfg.Listeners), len(cfg.Listeners)-udpListeners, udpListeners,
-		len(cfg.Pools), len(cfg.Pools)-udpPools, udpPools, backends, proxy.UDPSessions(cfg))
+		len(cfg.Pools), len(cfg.Pools)-udpPools, udpPools, backends, server.UDPSessions(cfg))
 }
 
 // checkBuild builds cfg's pools as run would and drops them: they never
 // ran, so there is nothing to stop.
 func checkBuild(cfg *config.Config) error {
-	_, err := proxy.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
+	_, err := server.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	return err
 }
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/l4lb/l4lb/internal/e2eutil"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +40,7 @@ func onePool(binds []string, poolKeys string, backends ...string) string {
 
 // hostAddr returns a non-loopback IPv4 address of this host, or "".
 func hostAddr(t *testing.T) string {
-	h, err := proxy.ThisHost()
+	h, err := server.ThisHost()
 	if err != nil {
 		t.Fatal(err)
 	}

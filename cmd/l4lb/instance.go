@@ -12,8 +12,8 @@ import (
 	"github.com/l4lb/l4lb/pkg/handoff"
 	"github.com/l4lb/l4lb/pkg/memtrim"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/server"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -23,7 +23,7 @@ type instance struct {
 	pipes  *splice.PipePool
 	store  *breakerStore
 	loops  int
-	server *proxy.Server
+	server *server.Server
 	admin  *admin.Server
 	access *accesslog.Log     // nil: access log off
 	state  *handoff.StateFile // nil: no state_file
@@ -40,7 +40,7 @@ type instance struct {
 	// start's, and each TCP listener's backlog as its sockets were bound.
 	running *config.Config
 	pools   []*pool.Pool
-	budget  proxy.FDBudget
+	budget  server.FDBudget
 	// policies are the listeners' policies by name (a reload keeps a
 	// listener's per-source Limiter when its limits are unchanged).
 	policies map[string]*relay.Policy
@@ -79,10 +79,10 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 
 	loops := cfg.Global.EventLoops
 	if loops == 0 {
-		loops = proxy.DefaultEventLoops()
+		loops = server.DefaultEventLoops()
 	}
-	proxy.ReserveProcs(loops, log)
-	in.budget = proxy.BudgetFor(cfg, loops, cfg.Admin)
+	server.ReserveProcs(loops, log)
+	in.budget = server.BudgetFor(cfg, loops, cfg.Admin)
 	if msg := in.budget.OverLimit(); msg != "" {
 		log.Warn(msg, "max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions,
 			"fds_needed", in.budget.Needed(), "fd_limit", in.budget.Limit)
@@ -113,18 +113,18 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	// The same build step as check, so check accepts nothing run refuses.
 	deps := in.poolDeps()
 	deps.Runtime = runtime
-	in.pools, err = proxy.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
+	in.pools, err = server.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
 	if err != nil {
 		return in, err
 	}
-	byName := proxy.PoolsByName(in.pools)
+	byName := server.PoolsByName(in.pools)
 
-	in.policies = proxy.Policies(cfg, nil)
-	fronts := proxy.Frontends(cfg, byName, in.policies)
+	in.policies = server.Policies(cfg, nil)
+	fronts := server.Frontends(cfg, byName, in.policies)
 	inh.Frontends(fronts, log)
-	in.server, err = proxy.New(proxy.Config{
+	in.server, err = server.New(server.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
-		IsLocal: proxy.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
+		IsLocal: server.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 		// The inherited sockets no listener took close once this process
 		// serves (CloseRest; the old process's copies at its hand-over):
 		// a listener moved to an overlapping address binds beside them.

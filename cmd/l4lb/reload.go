@@ -7,21 +7,21 @@ import (
 
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // Reloading the configuration in place: SIGHUP, `systemctl reload` (which
 // sends it) and POST /api/v1/reload all come here. The new file is parsed,
 // checked and built aside; any error leaves the running configuration as
 // it is. Otherwise listeners and pools are swapped while serving
-// (proxy.Server.Reload, pool.Deps.Previous).
+// (server.Server.Reload, pool.Deps.Previous).
 
 // useFile tells the instance which file it runs, for reloads.
 func (in *instance) useFile(path string) {
 	in.path = path
 	if data, err := os.ReadFile(path); err == nil {
-		in.config.Loaded(proxy.FileHash(data), time.Now())
+		in.config.Loaded(server.FileHash(data), time.Now())
 	}
 }
 
@@ -67,13 +67,13 @@ func (in *instance) reloadForAPI() (any, []string) {
 // reload applies the configuration file anew. It returns every error
 // (each with its line for file errors) when the running configuration
 // stays.
-func (in *instance) reload() (proxy.ReloadResult, []string) {
+func (in *instance) reload() (server.ReloadResult, []string) {
 	in.reloadMu.Lock()
 	defer in.reloadMu.Unlock()
 	start := time.Now()
 	sdnotify.Reloading()
 	defer sdnotify.Ready()
-	var res proxy.ReloadResult
+	var res server.ReloadResult
 	var errs []string
 	// Operators' actions on backends wait: made on the pools being
 	// replaced, they would be lost.
@@ -98,8 +98,8 @@ func (in *instance) reload() (proxy.ReloadResult, []string) {
 	return res, nil
 }
 
-func (in *instance) apply() (proxy.ReloadResult, []string) {
-	var res proxy.ReloadResult
+func (in *instance) apply() (server.ReloadResult, []string) {
+	var res server.ReloadResult
 	if in.path == "" {
 		return res, []string{"no configuration file to reload (l4lb was started without one)"}
 	}
@@ -109,25 +109,25 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	}
 	cfg, err := config.Parse(in.path, data)
 	if err != nil {
-		return res, proxy.ErrorLines(err)
+		return res, server.ErrorLines(err)
 	}
 	in.mu.Lock()
 	running, oldPools, oldCfg := in.running, in.pools, in.cfg
 	in.mu.Unlock()
-	res.Warnings = proxy.NeedsRestart(running, cfg)
+	res.Warnings = server.NeedsRestart(running, cfg)
 
 	previous := make(map[string]*pool.Pool, len(oldPools))
 	for _, p := range oldPools {
 		previous[p.Name] = p
 	}
-	pools, err := proxy.BuildPools(cfg, in.poolDeps(), previous, nil)
+	pools, err := server.BuildPools(cfg, in.poolDeps(), previous, nil)
 	if err != nil {
-		return res, proxy.ErrorLines(err)
+		return res, server.ErrorLines(err)
 	}
-	byName := proxy.PoolsByName(pools)
-	budget := proxy.BudgetFor(cfg, in.loops, running.Admin)
-	pols := proxy.Policies(cfg, in.policies)
-	st, err := in.server.Reload(proxy.Frontends(cfg, byName, pols), budget.MaxConnections)
+	byName := server.PoolsByName(pools)
+	budget := server.BudgetFor(cfg, in.loops, running.Admin)
+	pols := server.Policies(cfg, in.policies)
+	st, err := in.server.Reload(server.Frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {
 		return res, []string{err.Error()}
 	}
@@ -141,11 +141,11 @@ func (in *instance) apply() (proxy.ReloadResult, []string) {
 	in.runPools(pools)
 	in.mu.Lock()
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
-	in.running = proxy.StillRunning(running, cfg)
+	in.running = server.StillRunning(running, cfg)
 	in.mu.Unlock()
-	hash := proxy.FileHash(data)
+	hash := server.FileHash(data)
 	in.config.Loaded(hash, time.Now())
-	res = proxy.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
-		Pools: len(pools), Warnings: res.Warnings, Changes: proxy.DiffConfigs(oldCfg, cfg)}
+	res = server.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
+		Pools: len(pools), Warnings: res.Warnings, Changes: server.DiffConfigs(oldCfg, cfg)}
 	return res, nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // The property these tests hold check to: every configuration check
@@ -76,11 +76,11 @@ func checkAccepts(src string) (*config.Config, error) {
 }
 
 // mustStart builds cfg's pools and binds its sockets as run does (TCP and
-// UDP listeners through pkg/listener, the same path proxy.New takes, then
+// UDP listeners through pkg/listener, the same path server.New takes, then
 // the admin endpoint on exactly its address), failing when any of it fails.
 func mustStart(t testing.TB, cfg *config.Config, src string) {
 	t.Helper()
-	if _, err := proxy.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil); err != nil {
+	if _, err := server.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil); err != nil {
 		t.Fatalf("check accepted a file whose pools do not build: %v\n%s", err, src)
 	}
 	var open []io.Closer
@@ -182,7 +182,7 @@ func TestBuildPoolsReportsWhatOnlyThePoolSees(t *testing.T) {
 	p.RingVnodes = config.MaxRingVnodes
 	p.Backends = []config.Backend{{Addr: "127.0.0.1:1", Weight: 256}, {Addr: "127.0.0.1:2", Weight: 256}}
 	cfg := &config.Config{Admin: config.Admin{}, Pools: map[string]*config.Pool{"p": p}, PoolNames: []string{"p"}}
-	_, err := proxy.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
+	_, err := server.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pool.p: run cannot build this pool:") || !strings.Contains(err.Error(), "ring too large") {
 		t.Fatalf("buildPools = %v, want the ring refused at pool.p", err)
 	}
@@ -212,7 +212,7 @@ func FuzzCheckThenStart(f *testing.F) {
 		f.Add(seed)
 	}
 	host := ""
-	if h, err := proxy.ThisHost(); err == nil {
+	if h, err := server.ThisHost(); err == nil {
 		for _, p := range h.Addrs {
 			if a := p.Addr(); a.Is4() && !a.IsLoopback() {
 				host = a.String()

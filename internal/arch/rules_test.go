@@ -6,7 +6,7 @@ package arch
 var rules = map[string][]string{
 	// Leaves: one job each, no module imports but the clock.
 	"pkg/clock":      nil,
-	"pkg/splice":     nil,
+	"pkg/rawsys":     nil,
 	"pkg/hashring":   nil,
 	"pkg/breaker":    {"pkg/clock"},
 	"pkg/health":     {"pkg/clock"},
@@ -18,29 +18,40 @@ var rules = map[string][]string{
 	"pkg/proxyproto": nil,
 	"pkg/srclimit":   nil,
 	"pkg/ipset":      nil,
+	"pkg/loopguard":  nil,
+	"pkg/accesslog":  nil,
+	"pkg/memtrim":    nil,
+	"pkg/siginbox":   nil,
 
 	// Built on leaves.
+	"pkg/splice":            {"pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
 	"pkg/breaker/storetest": {"pkg/breaker"},
 	"pkg/pool":              {"pkg/breaker", "pkg/clock", "pkg/config", "pkg/dialer", "pkg/health", "pkg/pick", "pkg/proxyproto", "pkg/sockopt"},
 
-	// The data path.
-	"pkg/loop":      {"pkg/config", "pkg/dialer", "pkg/ipset", "pkg/pool", "pkg/proxyproto", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
-	"pkg/accesslog": {"pkg/loop"},
+	// The data path: the reactor, and the TCP relay and UDP sessions on it.
+	"pkg/reactor":    {"pkg/clock", "pkg/rawsys"},
+	"pkg/relay":      {"pkg/accesslog", "pkg/config", "pkg/dialer", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
+	"pkg/udpsession": {"pkg/dialer", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
 
-	// Wiring and control.
-	"pkg/proxy": {"pkg/listener", "pkg/loop", "pkg/pool", "pkg/sockopt", "pkg/splice"},
-	"pkg/admin": {"pkg/config", "pkg/fleet", "pkg/loop", "pkg/pool", "pkg/proxy", "pkg/splice"},
+	// Wiring and control: the server, the upgrade protocol, the admin API.
+	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},
+	"pkg/handoff": {"pkg/breaker", "pkg/config", "pkg/listener", "pkg/pool", "pkg/sdnotify", "pkg/server"},
+	"pkg/admin":   {"pkg/config", "pkg/fleet", "pkg/pool", "pkg/relay", "pkg/server", "pkg/splice", "pkg/udpsession"},
 
-	// The command, and what only tests and the bench use.
-	"cmd/l4lb":          {"pkg/accesslog", "pkg/admin", "pkg/breaker", "pkg/config", "pkg/fleet", "pkg/health", "pkg/listener", "pkg/loop", "pkg/pool", "pkg/proxy", "pkg/sdnotify", "pkg/sockopt", "pkg/splice"},
-	"bench":             nil,
-	"bench/healthscale": {"pkg/health"},
-	"internal/testnet":  {"pkg/clock"},
-	"internal/arch":     nil,
+	// The command.
+	"cmd/l4lb": {"internal/demo", "pkg/accesslog", "pkg/admin", "pkg/breaker", "pkg/config", "pkg/fleet", "pkg/handoff", "pkg/health", "pkg/memtrim", "pkg/pool", "pkg/relay", "pkg/sdnotify", "pkg/server", "pkg/siginbox", "pkg/splice"},
+	// The demo's echo backends and introduction, for cmd/l4lb only.
+	"internal/demo": {"pkg/config"},
 
-	// Generators run by go generate.
+	// What only tests, the bench and generators use.
+	"e2e":                        nil,
+	"internal/e2eutil":           {"internal/testnet"},
+	"internal/testnet":           {"pkg/clock"},
+	"internal/arch":              nil,
+	"bench":                      nil,
+	"bench/healthscale":          {"pkg/health"},
 	"pkg/config/internal/gendoc": {"pkg/config"},
 }
 
@@ -61,9 +72,10 @@ var fenced = map[string][]string{
 // goroutines of their own on the loops' side of the fence.
 var (
 	dataPath = []string{
-		"pkg/splice", "pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker",
-		"pkg/health", "pkg/pool", "pkg/loop", "pkg/srclimit", "pkg/ipset",
-		"pkg/proxyproto", "pkg/sockopt", "pkg/dialer", "pkg/clock",
+		"pkg/rawsys", "pkg/reactor", "pkg/relay", "pkg/udpsession", "pkg/splice",
+		"pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker", "pkg/health",
+		"pkg/pool", "pkg/srclimit", "pkg/ipset", "pkg/proxyproto", "pkg/sockopt",
+		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog",
 	}
 	badForDataPath = []string{
 		"net/http", "os/exec", "text/template", "html/template",
@@ -73,4 +85,4 @@ var (
 
 // testOnly are packages for tests, the bench and generators; nothing that ships may
 // depend on them.
-var testOnly = []string{"internal/testnet", "internal/arch", "bench", "bench/healthscale", "pkg/config/internal/gendoc"}
+var testOnly = []string{"e2e", "internal/e2eutil", "internal/testnet", "internal/arch", "bench", "bench/healthscale", "pkg/config/internal/gendoc"}

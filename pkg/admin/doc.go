@@ -16,7 +16,7 @@
 // backend is 404, and every error is a JSON object {"error": "..."}.
 //
 // Metrics are read at scrape time from the counters the data path keeps
-// anyway (atomics in pkg/pool, pkg/proxy, pkg/splice), so serving traffic
+// anyway (atomics in pkg/pool, pkg/server, pkg/splice), so serving traffic
 // costs nothing extra for them.
 //
 // Guards:

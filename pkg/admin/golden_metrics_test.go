@@ -24,7 +24,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -136,7 +136,7 @@ func goldenSetup(t *testing.T) http.Handler {
 	dns.BeginDial(b, false)
 	b.ObserveConnect(0)
 
-	s, err := proxy.New(proxy.Config{Loops: 2, MaxConnections: 50, Frontends: []proxy.Frontend{
+	s, err := server.New(server.Config{Loops: 2, MaxConnections: 50, Frontends: []server.Frontend{
 		{Name: "web", Bind: "127.0.0.1:0", Pool: web},
 		{Name: "dns", Bind: "127.0.0.1:0", Protocol: "udp", Pool: dns, SessionTimeout: time.Minute, MaxSessions: 10},
 	}})

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // Per-loop metrics: an event loop is the unit of capacity, so its
@@ -30,7 +30,7 @@ func describeLoops(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func collectLoops(ch chan<- prometheus.Metric, s *proxy.Server) {
+func collectLoops(ch chan<- prometheus.Metric, s *server.Server) {
 	for _, st := range s.LoopStats() {
 		id := strconv.Itoa(st.ID)
 		ch <- prometheus.MustNewConstMetric(descLoopBusy, prometheus.CounterValue, st.Busy.Seconds(), id)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/l4lb/l4lb/pkg/fleet"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 	"github.com/l4lb/l4lb/pkg/splice"
 	"github.com/l4lb/l4lb/pkg/udpsession"
 )
@@ -21,7 +21,7 @@ type Sources struct {
 	Pools  []*pool.Pool
 	Live   func() []*pool.Pool
 	Config *ConfigState // nil: no reloads (tests, an embedded handler)
-	Server *proxy.Server
+	Server *server.Server
 	Pipes  *splice.PipePool
 	// MaxConnections is the effective global cap.
 	MaxConnections int

@@ -16,8 +16,8 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
 	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // /metrics carries build info, closes by reason (every reason, 0 or not),
@@ -34,7 +34,7 @@ func TestObservabilityMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := proxy.New(proxy.Config{Loops: 2, MaxConnections: 10, Frontends: []proxy.Frontend{{Name: "front", Bind: "127.0.0.1:0", Pool: p}}})
+	s, err := server.New(server.Config{Loops: 2, MaxConnections: 10, Frontends: []server.Frontend{{Name: "front", Bind: "127.0.0.1:0", Pool: p}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 func TestUDPMetricsAndPoolProtocol(t *testing.T) {
@@ -30,7 +30,7 @@ func TestUDPMetricsAndPoolProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := proxy.New(proxy.Config{Loops: 1, MaxConnections: 10, Frontends: []proxy.Frontend{{
+	s, err := server.New(server.Config{Loops: 1, MaxConnections: 10, Frontends: []server.Frontend{{
 		Name: "dns", Bind: "127.0.0.1:0", Protocol: "udp", Pool: p, SessionTimeout: time.Minute, MaxSessions: 10,
 	}}})
 	if err != nil {

@@ -6,14 +6,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // Frontends gives each listener the inherited sockets bound to its
-// address (protocol and bind), so proxy.New serves them instead of
-// binding. The slices are the ones the frontends hold: proxy.New marks
+// address (protocol and bind), so server.New serves them instead of
+// binding. The slices are the ones the frontends hold: server.New marks
 // the fds it took with -1, and CloseUntaken closes the rest.
-func (in *Inheritance) Frontends(fronts []proxy.Frontend, log *slog.Logger) {
+func (in *Inheritance) Frontends(fronts []server.Frontend, log *slog.Logger) {
 	for i := range fronts {
 		proto := fronts[i].Protocol
 		if proto == "" {
@@ -29,9 +29,9 @@ func (in *Inheritance) Frontends(fronts []proxy.Frontend, log *slog.Logger) {
 	}
 }
 
-// CloseUntaken closes the inherited sockets of fronts that proxy.New did
+// CloseUntaken closes the inherited sockets of fronts that server.New did
 // not take over (it failed).
-func CloseUntaken(fronts []proxy.Frontend) {
+func CloseUntaken(fronts []server.Frontend) {
 	for _, f := range fronts {
 		for i, fd := range f.FDs {
 			if fd >= 0 {

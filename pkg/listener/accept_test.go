@@ -13,12 +13,12 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // The sockets of Bind as the event loops serve them: accepting is the
 // loop's (pkg/relay), and so is backing off when it fails. This test was
-// the goroutine accept loop's; it runs on proxy.Server now.
+// the goroutine accept loop's; it runs on server.Server now.
 
 // An accept error such as running out of file descriptors does not stop
 // the listener: the loop backs off (5 ms doubling to 1 s) and accepts the
@@ -36,8 +36,8 @@ func TestAcceptBacksOffOnEMFILEAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := proxy.New(proxy.Config{
-		Frontends:      []proxy.Frontend{{Name: "l", Bind: cfg.Listeners[0].Bind, Pool: p}},
+	s, err := server.New(server.Config{
+		Frontends:      []server.Frontend{{Name: "l", Bind: cfg.Listeners[0].Bind, Pool: p}},
 		Loops:          1,
 		MaxConnections: 100,
 	})
@@ -87,7 +87,7 @@ func TestAcceptBacksOffOnEMFILEAndRecovers(t *testing.T) {
 	defer restore()
 
 	s.Serve()
-	stats := func() proxy.ListenerStats { return s.Stats()[0] }
+	stats := func() server.ListenerStats { return s.Stats()[0] }
 	// Two failures: the first, then the retry after the back-off. How the
 	// back-off grows, and that it does not spin, is counted in loop turns
 	// by pkg/relay's TestAcceptBacksOffDoublingOnResourceErrors.

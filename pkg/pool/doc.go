@@ -6,8 +6,8 @@
 // the connection counts into one "usable" answer that the picker
 // (pkg/pick) reads lock-free on every pick.
 //
-// The event loops (pkg/loop) make the client dials themselves, with
-// non-blocking connects; the pool gives them the rules. Plan lists the
+// The event loops (pkg/relay, pkg/udpsession) make the client dials
+// themselves, with non-blocking connects; the pool gives them the rules. Plan lists the
 // picker's candidates within the retry budget, or, when no backend is
 // usable, exactly the one to force-try: the one closest to recovery
 // (DESIGN.md, breaker rule 6). BeginDial counts a dial as load on its

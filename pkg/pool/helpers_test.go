@@ -19,12 +19,12 @@ import (
 	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
-	"github.com/l4lb/l4lb/pkg/proxy"
+	"github.com/l4lb/l4lb/pkg/server"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
 // The pool's tests that need dials run them on the real data path: a pool
-// behind proxy.Server (its event loops dial with Plan, BeginDial, EndDial
+// behind server.Server (its event loops dial with Plan, BeginDial, EndDial
 // and Pending), real client sockets to its listener and real backends.
 
 // poolTOML renders listener "l" on a free port feeding pool "p" over
@@ -95,12 +95,12 @@ func runPoolDeps(t *testing.T, cfg *config.Config, deps pool.Deps) *pool.Pool {
 // lb is pool "p" with the data path in front of it, as l4lb runs it.
 type lb struct {
 	*pool.Pool
-	server *proxy.Server
+	server *server.Server
 	addr   string // the listener's address
 	logs   *logRecorder
 }
 
-// newLB is newPool served by a proxy.Server with two event loops (two
+// newLB is newPool served by a server.Server with two event loops (two
 // SO_REUSEPORT sockets on the listener), until the test ends.
 func newLB(t *testing.T, backends []string, extra string) *lb {
 	t.Helper()
@@ -118,8 +118,8 @@ func newLBOn(t *testing.T, clk clock.Clock, backends []string, extra string) *lb
 	pipes := splice.NewPipePool(splice.PipePoolConfig{MaxOpen: 64, MaxIdle: 8})
 	logs := &logRecorder{}
 	lc := cfg.Listeners[0]
-	s, err := proxy.New(proxy.Config{
-		Frontends:      []proxy.Frontend{{Name: lc.Name, Bind: lc.Bind, Pool: p}},
+	s, err := server.New(server.Config{
+		Frontends:      []server.Frontend{{Name: lc.Name, Bind: lc.Bind, Pool: p}},
 		Loops:          2,
 		MaxConnections: 1000,
 		Pipes:          pipes,
@@ -142,7 +142,7 @@ func newLBOn(t *testing.T, clk clock.Clock, backends []string, extra string) *lb
 }
 
 // stats are the listener's client counters.
-func (l *lb) stats() proxy.ListenerStats { return l.server.Stats()[0] }
+func (l *lb) stats() server.ListenerStats { return l.server.Stats()[0] }
 
 // dial opens a client connection to the listener.
 func (l *lb) dial(t *testing.T) *net.TCPConn {

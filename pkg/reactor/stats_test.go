@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/internal/stepclock"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
@@ -13,7 +13,8 @@ import (
 // turns keeps the stretch going (published at most statsEvery late). On
 // the loop's clock, moved by hand.
 func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
-	clk := stepclock.New()
+	start := time.Now()
+	clk := clock.NewFake(start)
 	l, err := New(Config{ID: 3, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -22,13 +23,13 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	const ms = time.Millisecond
 
 	l.stats.busySince = l.Clock()
-	clk.Add(40 * ms) // work
+	clk.Advance(40 * ms) // work
 	l.beforeWait(true)
 	if b := l.Stats().Busy; b != 40*time.Millisecond {
 		t.Fatalf("busy %v after 40ms of work, want that", b)
 	}
 
-	clk.Add(300 * ms) // the wait
+	clk.Advance(300 * ms) // the wait
 	l.now = l.Clock()
 	l.afterWait(true, 4)
 	l.beforeWait(true)
@@ -44,14 +45,14 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	l.now = l.Clock()
 	l.afterWait(true, 1)
 	before := l.Stats()
-	clk.Add(time.Duration(statsEvery) - 1) // work
+	clk.Advance(time.Duration(statsEvery) - 1) // work
 	l.now = l.Clock()
 	l.afterWait(false, 2)
 	l.beforeWait(false)
 	if got := l.Stats(); got != before {
 		t.Fatalf("a poll less than statsEvery into the work published %+v over %+v", got, before)
 	}
-	clk.Add(1)
+	clk.Advance(1)
 	l.now = l.Clock()
 	l.afterWait(false, 0)
 	l.beforeWait(false)
@@ -68,7 +69,7 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 // A running loop publishes its events, sleeps and coalesced waits, and
 // counts a task's run as busy.
 func TestStatsOfARunningLoop(t *testing.T) {
-	clk := stepclock.New()
+	clk := clock.NewFake(time.Now())
 	l, err := New(Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestStatsOfARunningLoop(t *testing.T) {
 	l.Start()
 	defer func() { l.Stop(); l.Wait() }()
 	start := l.Stats()
-	l.Do(func() { clk.Add(50 * time.Millisecond) }) // a task that works 50ms
+	l.Do(func() { clk.Advance(50 * time.Millisecond) }) // a task that works 50ms
 	if !testnet.WaitUntil(20*time.Second, func() bool { return l.Stats().Busy-start.Busy == 50*time.Millisecond }) {
 		t.Fatalf("busy grew by %v over a 50ms task", l.Stats().Busy-start.Busy)
 	}

@@ -30,7 +30,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
-// The harness runs the TCP relay as l4lb does, minus pkg/proxy: a Shared,
+// The harness runs the TCP relay as l4lb does, minus pkg/server: a Shared,
 // one or more reactors each with its relay Loop, and a Front per listener over a pool built from a
 // TOML text, with the listening sockets from listener.Bind.
 

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/l4lb/l4lb/internal/stepclock"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/rawsys"
 	"github.com/l4lb/l4lb/pkg/splice"
@@ -175,7 +175,8 @@ func TestRelayPassesResetOn(t *testing.T) {
 // loop, which fires what is due.
 func TestIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	clk := stepclock.New()
+	start := time.Now()
+	clk := clock.NewFake(start)
 	k := testnet.StartTaker(t)
 	h := newHarness(t, harnessOpts{clock: clk, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
@@ -210,7 +211,7 @@ func TestIdleTimeout(t *testing.T) {
 			})
 			return q == 0
 		})
-		h.on(l, func() { clk.Add(d) })
+		h.on(l, func() { clk.Advance(d) })
 		// The turn that ran the task fires what is due after it; a task
 		// posted now runs in the next turn.
 		h.on(l, func() {})
@@ -256,7 +257,8 @@ func TestIdleTimeout(t *testing.T) {
 // load, and the cut, were it wrong, would come at a known turn.
 func TestSlowReaderIsNotIdle(t *testing.T) {
 	const idle = 250 * time.Millisecond
-	clk := stepclock.New()
+	start := time.Now()
+	clk := clock.NewFake(start)
 	k := testnet.StartTaker(t)
 	h := newHarness(t, harnessOpts{clock: clk, fronts: []frontSpec{{name: "p", backends: []string{k.Addr},
 		keys: fmt.Sprintf("idle_timeout = %q", idle)}}})
@@ -307,9 +309,9 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 		}
 		testnet.Eventually(t, "the loop's side to move on the read", func() bool {
 			q, active, open := look()
-			return !open || q != q0 || active == int64(clk.Elapsed())
+			return !open || q != q0 || active == int64(clk.Now().Sub(start))
 		})
-		h.on(l, func() { clk.Add(idle / 2) })
+		h.on(l, func() { clk.Advance(idle / 2) })
 		h.on(l, func() {}) // the turn that ran the task fired what was due
 		rounds++
 	}
@@ -319,7 +321,7 @@ func TestSlowReaderIsNotIdle(t *testing.T) {
 	if rounds < 8 {
 		t.Fatalf("the stream took %d half idle timeouts: the test did not outlast the idle timeout", rounds)
 	}
-	t.Logf("%d bytes read in %d rounds: %v of the loop's time", len(got), rounds, clk.Elapsed())
+	t.Logf("%d bytes read in %d rounds: %v of the loop's time", len(got), rounds, clk.Now().Sub(start))
 	testnet.Eventually(t, "the connection to end", func() bool { return h.sh.Active.Load() == 0 })
 	if n := h.logs.count("relay reset"); n != 0 {
 		t.Fatalf("the relay ended with a reset, want completed")

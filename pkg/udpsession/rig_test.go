@@ -19,7 +19,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/reactor"
 )
 
-// udpRig is one UDP listener on its own loops, as pkg/proxy wires it.
+// udpRig is one UDP listener on its own loops, as pkg/server wires it.
 type udpRig struct {
 	t     *testing.T
 	loops []*Loop

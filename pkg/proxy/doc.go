@@ -1,8 +1,0 @@
-// Package proxy is l4lb's server: it wires the data path together. It
-// makes one event loop per CPU (pkg/reactor), each with its TCP relay
-// (pkg/relay) and its UDP sessions (pkg/udpsession), binds the listeners
-// and hands each loop its socket of every one, applies reloads, enforces
-// the global connection cap, hands the listening sockets over on an
-// upgrade, and drains on shutdown: stop accepting, give open relays a
-// deadline, then close what is left.
-package proxy

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/relay"
+)
+
+// SetAccessLog makes the loops hand every ended TCP client (relayed or
+// refused) to q; nil turns the access log off. Safe while serving: a
+// reload may turn it on, off or to another queue. A queue must have been
+// made for at least Loops() loops.
+func (s *Server) SetAccessLog(q *accesslog.Queue) { s.sh.SetAccessLog(q) }
+
+// AccessLogDropped is the number of access records the current queue lost
+// (0 with the access log off).
+func (s *Server) AccessLogDropped() int64 {
+	if q := s.sh.AccessLog(); q != nil {
+		return q.Dropped()
+	}
+	return 0
+}
+
+// ListenerCloses counts one TCP listener's ended clients by how they
+// ended (relay.CloseReason), refused ones included.
+type ListenerCloses struct {
+	Name   string
+	Closed [relay.NumCloseReasons]int64
+	// Queued counts waits for a backend slot by how they ended, in the
+	// order of relay.QueueResults; Sources the client addresses the
+	// per-source limits track now.
+	Queued  [len(relay.QueueResults)]int64
+	Sources int64
+}
+
+// Closes returns the per-listener close counts, in the order of Stats.
+func (s *Server) Closes() []ListenerCloses {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ListenerCloses, len(s.fronts))
+	for i, f := range s.fronts {
+		out[i].Name = f.Name
+		for r := range relay.NumCloseReasons {
+			out[i].Closed[r] = f.Closed[r].Load()
+		}
+		for r := range out[i].Queued {
+			out[i].Queued[r] = f.Queued[r].Load()
+		}
+		if pol := f.Policy(); pol != nil {
+			out[i].Sources = int64(pol.Sources.Sources())
+		}
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/l4lb/l4lb/pkg/config"
+)
+
+// A reload names the listeners, pools and backends it added, removed and
+// changed; moving a table to another line or reordering backends is no
+// change.
+func TestDiffConfigsNamesWhatChanged(t *testing.T) {
+	parse := func(text string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse("t.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	old := parse(`
+[[listener]]
+name = "web"
+bind = "127.0.0.1:18080"
+pool = "web"
+[[listener]]
+name = "gone"
+bind = "127.0.0.1:18081"
+pool = "web"
+[pool.web]
+[[pool.web.backend]]
+addr = "127.0.0.1:9001"
+[[pool.web.backend]]
+addr = "127.0.0.1:9002"
+weight = 2
+[[pool.web.backend]]
+addr = "127.0.0.1:9003"
+`)
+	cfg := parse(`
+# a comment moves every line down
+
+[[listener]]
+name = "web"
+bind = "127.0.0.1:18090"
+pool = "web"
+[[listener]]
+name = "api"
+bind = "127.0.0.1:18082"
+pool = "api"
+[pool.web]
+retries = 3
+[[pool.web.backend]]
+addr = "127.0.0.1:9003"
+[[pool.web.backend]]
+addr = "127.0.0.1:9002"
+weight = 5
+[[pool.web.backend]]
+addr = "127.0.0.1:9004"
+[pool.api]
+[[pool.api.backend]]
+addr = "127.0.0.1:9101"
+`)
+	c := DiffConfigs(old, cfg)
+	for _, tc := range []struct {
+		what      string
+		got, want []string
+	}{
+		{"listeners added", c.ListenersAdded, []string{"api"}},
+		{"listeners removed", c.ListenersRemoved, []string{"gone"}},
+		{"listeners changed", c.ListenersChanged, []string{"web"}},
+		{"pools added", c.PoolsAdded, []string{"api"}},
+		{"pools removed", c.PoolsRemoved, nil},
+		{"pools changed", c.PoolsChanged, []string{"web"}},
+		{"backends added", c.BackendsAdded, []string{"api/127.0.0.1:9101", "web/127.0.0.1:9004"}},
+		{"backends removed", c.BackendsRemoved, []string{"web/127.0.0.1:9001"}},
+		{"backends changed", c.BackendsChanged, []string{"web/127.0.0.1:9002"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
+		}
+	}
+	if c := DiffConfigs(old, old); !c.None() {
+		t.Fatalf("a configuration against itself: %+v, want no change", c)
+	}
+
+	// As the log line and the API's JSON say it.
+	var line strings.Builder
+	slog.New(slog.NewTextHandler(&line, nil)).Info("configuration reloaded", c.LogAttr())
+	for _, want := range []string{"changes.listeners_added=[api]", "changes.backends_changed=[web/127.0.0.1:9002]"} {
+		if !strings.Contains(line.String(), want) {
+			t.Errorf("log line %q lacks %s", line.String(), want)
+		}
+	}
+	if strings.Contains(line.String(), "pools_removed") {
+		t.Errorf("log line names a change that did not happen: %q", line.String())
+	}
+	doc, _ := json.Marshal(ReloadResult{Changes: c})
+	if !strings.Contains(string(doc), `"backends_removed":["web/127.0.0.1:9001"]`) {
+		t.Errorf("the API's JSON: %s", doc)
+	}
+}
