@@ -12,7 +12,7 @@
 //	go run ./bench/healthscale -mode both -stall 3s -window 8   # SIGSTOP for 3 s, then how soon checks spread again
 //
 // About 20 s a mode with the defaults (2 intervals of warm-up, 5 measured).
-// docs/bench.md ("health checks at scale") has the figures.
+// docs/bench-notes.md ("health checks at scale") has the figures.
 //
 // Everything listens and connects on 127.0.0.1 only. The listener child is
 // this binary (-role listeners), in its own process group with Pdeathsig,

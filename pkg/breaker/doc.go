@@ -2,7 +2,8 @@
 // backend, whether client dials may go out, and it brings a tripped backend
 // back only on evidence gathered after the trip.
 //
-// The rules are DESIGN.md "The breaker (normative)". In short:
+// The rules are docs/breaker.md, each with the tests that check it. In
+// short:
 //
 //   - Closed: failed dials are counted in a sliding window; successes do not
 //     clear it. The Config.Failures-th failure in the window trips the

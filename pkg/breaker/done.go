@@ -9,7 +9,7 @@ import (
 // Done applies the rules to the result of a dial that captured a. It never
 // blocks on anything but Store calls at transitions (trip, close, re-open).
 //
-// Outcomes (current generation g, DESIGN.md table):
+// Outcomes (current generation g; docs/breaker.md, "Outcomes at a glance"):
 //   - a.Generation < g: stale, ignored, counted (Events.Stale).
 //   - closed, g: a client failure goes into the window and may trip; a
 //     success does nothing (it does not clear the window); a force-try (the

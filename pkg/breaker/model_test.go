@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// model is a small reference model of DESIGN.md section 5, written from the
-// rules and the outcome table rather than from the code, for
+// model is a small reference model of docs/breaker.md's rules, written
+// from the rules and the outcome table rather than from the code, for
 // FuzzBreakerModel. It keeps what the Store keeps (generation, open entry
 // with its cooldown deadline, probe lock, disable) and, per instance, what
 // the rules say an instance keeps locally: its snapshot of the Store, its

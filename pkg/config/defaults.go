@@ -82,7 +82,7 @@ func Stores() []string { return []string{StoreMemory, StoreRedis} }
 func RedisSchemes() []string { return []string{"redis", "rediss", "unix", "valkey", "valkeys"} }
 
 // DefaultWakeCoalesce is [global] wake_coalesce when the file leaves it
-// out: measured on the bench's redis scenario (docs/design.md, "Wake-up
+// out: measured on the bench's redis scenario (docs/architecture.md, "Wake-up
 // coalescing").
 const DefaultWakeCoalesce = 20 * time.Microsecond
 

@@ -10,7 +10,7 @@
 // themselves, with non-blocking connects; the pool gives them the rules. Plan lists the
 // picker's candidates within the retry budget, or, when no backend is
 // usable, exactly the one to force-try: the one closest to recovery
-// (DESIGN.md, breaker rule 6). BeginDial counts a dial as load on its
+// (docs/breaker.md, rule 6). BeginDial counts a dial as load on its
 // backend from before connect(2) and captures the breaker generation then;
 // EndDial records the outcome in the dial counters and with the breaker;
 // Pending leaves a connected dial's result open for the relay to Settle

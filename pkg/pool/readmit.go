@@ -14,7 +14,7 @@ import (
 // the backend back (down -> up) and that generation is the breaker's open
 // one, every check of the streak began after the trip: fresh evidence, so
 // the breaker probes at once instead of waiting out its cooldown. The probe
-// still decides (DESIGN rule 3); health results never reach the breaker.
+// still decides (docs/breaker.md, rule 3); health results never reach the breaker.
 type readmission struct {
 	// streakFrom is the generation + 1 captured by the streak's first
 	// check; 0: no passing streak.

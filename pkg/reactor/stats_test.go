@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // Busy time is the stretch from a wake-up to the next wait that may sleep:

@@ -20,7 +20,7 @@ import (
 // (completed) or reset (backend-reset, and the client is reset too where
 // that can still reach it). The client's own socket cannot learn of it:
 // its FIN was acknowledged by this host's kernel before the reset came
-// back, as a direct connection's would not have been (docs/design.md,
+// back, as a direct connection's would not have been (docs/architecture.md,
 // "How a client ends").
 
 // backendLinger bounds the wait: beyond a few round trips a reset is

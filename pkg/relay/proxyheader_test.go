@@ -27,7 +27,7 @@ func stubHeaderWrite(t *testing.T, w func(fd int, b []byte) (int, error)) {
 
 // frontCounts checks a front's results against want (ok, failed,
 // rejected) and its close reasons against wantClosed, every other reason
-// at 0; and that the results add up to the closes, as design.md promises.
+// at 0; and that the results add up to the closes, as docs/architecture.md promises.
 func frontCounts(t *testing.T, f *Front, ok, failed, rejected int64, wantClosed map[CloseReason]int64) {
 	t.Helper()
 	if g := [3]int64{f.OK.Load(), f.Failed.Load(), f.Rejected.Load()}; g != [3]int64{ok, failed, rejected} {

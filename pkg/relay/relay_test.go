@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/rawsys"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
