@@ -120,8 +120,8 @@ type Listener struct {
 	// RatePerSource is the new connections a second of one client IP (a
 	// token bucket of BurstPerSource tokens); 0: no limit.
 	RatePerSource float64
-	// BurstPerSource is the bucket's size; 0 means max(1, ceil(rate)):
-	// see SourceBurst.
+	// BurstPerSource is the bucket's size; 0 leaves it to pkg/srclimit,
+	// which makes it max(1, ceil(rate)).
 	BurstPerSource int
 	// SourceIPv4Prefix and SourceIPv6Prefix are how many leading bits of
 	// a client address name the source the two limits above count: 32

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -61,19 +60,6 @@ const (
 	DefaultSourceIPv4Prefix = 32
 	DefaultSourceIPv6Prefix = 64
 )
-
-// SourceBurst is the size of a client IP's token bucket: BurstPerSource,
-// or when that is 0, max(1, ceil(RatePerSource)). 0 when RatePerSource is
-// 0 (no rate limit).
-func (l Listener) SourceBurst() int {
-	if l.RatePerSource <= 0 {
-		return 0
-	}
-	if l.BurstPerSource > 0 {
-		return l.BurstPerSource
-	}
-	return max(1, int(math.Ceil(l.RatePerSource)))
-}
 
 // decodeListenerPolicy reads the traffic-policy keys of a [[listener]].
 // tcp is false when the listener is known to be UDP: the keys of TCP

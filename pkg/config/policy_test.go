@@ -1,7 +1,6 @@
 package config
 
 import (
-	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -55,7 +54,7 @@ func TestPolicyDefaults(t *testing.T) {
 		cfg := mustParse(t, src)
 		l := cfg.Listeners[0]
 		if l.AcceptProxy || l.TrustedProxies != nil || l.ProxyTimeout != 3*time.Second || l.Allow != nil || l.Deny != nil ||
-			l.MaxConnsPerSource != 0 || l.RatePerSource != 0 || l.BurstPerSource != 0 || l.SourceBurst() != 0 ||
+			l.MaxConnsPerSource != 0 || l.RatePerSource != 0 || l.BurstPerSource != 0 ||
 			l.Keepalive != 0 || l.KeepaliveInterval != 0 || l.KeepaliveCount != 0 {
 			t.Errorf("listener policy defaults: %+v", l)
 		}
@@ -202,17 +201,17 @@ func TestPolicyAccepts(t *testing.T) {
 		{"max_connections_per_source 0", withTCPListener("max_connections_per_source = 0\n"),
 			func(c *Config) bool { return c.Listeners[0].MaxConnsPerSource == 0 }},
 		{"rate as an integer", withTCPListener("rate_per_source = 10\n"),
-			func(c *Config) bool { l := c.Listeners[0]; return l.RatePerSource == 10 && l.SourceBurst() == 10 }},
+			func(c *Config) bool { l := c.Listeners[0]; return l.RatePerSource == 10 && l.BurstPerSource == 0 }},
 		{"fractional rate", withTCPListener("rate_per_source = 0.5\n"),
-			func(c *Config) bool { l := c.Listeners[0]; return l.RatePerSource == 0.5 && l.SourceBurst() == 1 }},
+			func(c *Config) bool { l := c.Listeners[0]; return l.RatePerSource == 0.5 && l.BurstPerSource == 0 }},
 		{"highest rate", withTCPListener("rate_per_source = 1e6\n"),
 			func(c *Config) bool { return c.Listeners[0].RatePerSource == 1e6 }},
 		{"rate 0 written", withTCPListener("rate_per_source = 0.0\n"),
 			func(c *Config) bool { return c.Listeners[0].RatePerSource == 0 }},
 		{"burst with a rate", withTCPListener("rate_per_source = 2.5\nburst_per_source = 50\n"),
-			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 50 && l.SourceBurst() == 50 }},
+			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 50 }},
 		{"burst 0 with a rate", withTCPListener("rate_per_source = 2.5\nburst_per_source = 0\n"),
-			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 0 && l.SourceBurst() == 3 }},
+			func(c *Config) bool { l := c.Listeners[0]; return l.BurstPerSource == 0 }},
 		{"source prefixes left out", withTCPListener("max_connections_per_source = 4\n"),
 			func(c *Config) bool { l := c.Listeners[0]; return l.SourceIPv4Prefix == 32 && l.SourceIPv6Prefix == 64 }},
 		{"source prefixes at their bounds, with a cap", withTCPListener("max_connections_per_source = 4\nsource_ipv4_prefix = 1\nsource_ipv6_prefix = 128\n"),
@@ -580,22 +579,6 @@ func TestParsePrefix(t *testing.T) {
 		p, err := parsePrefix(in)
 		if err != nil || p.String() != want || p.Addr().Is4In6() || p != p.Masked() {
 			t.Errorf("parsePrefix(%q) = %v, %v; want %s", in, p, err, want)
-		}
-	}
-}
-
-func TestSourceBurst(t *testing.T) {
-	for _, tt := range []struct {
-		rate  float64
-		burst int
-		want  int
-	}{
-		{0, 0, 0}, {0, 5, 0}, {0.01, 0, 1}, {0.5, 0, 1}, {1, 0, 1}, {1.01, 0, 2}, {2.5, 0, 3}, {100, 0, 100},
-		{1e6, 0, 1_000_000}, {2.5, 1, 1}, {2.5, 50, 50}, {math.SmallestNonzeroFloat64, 0, 1},
-	} {
-		l := Listener{RatePerSource: tt.rate, BurstPerSource: tt.burst}
-		if got := l.SourceBurst(); got != tt.want {
-			t.Errorf("rate %v burst %d: SourceBurst() = %d, want %d", tt.rate, tt.burst, got, tt.want)
 		}
 	}
 }
