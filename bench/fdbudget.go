@@ -32,7 +32,7 @@ func idleBudget(limit uint64, fdsPerConn, capN int) int {
 }
 
 // haproxyMaxconn keeps HAProxy's computed maxsock (2 per connection plus
-// 2 per pipe plus a few) under limit, as bench-method.md §3 does.
+// 2 per pipe plus a few) under limit, as ../shared/bench-method.md §3 does.
 func haproxyMaxconn(limit uint64, maxpipes int) int {
 	n := (int(limit) - 2*maxpipes - 500) / 2
 	return max(n, 100)

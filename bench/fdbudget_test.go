@@ -26,7 +26,7 @@ func TestIdleBudget(t *testing.T) {
 }
 
 func TestPeerSizing(t *testing.T) {
-	// bench-method.md §3: maxconn 9500 with maxpipes 250 under 20000 fds.
+	// ../shared/bench-method.md §3: maxconn 9500 with maxpipes 250 under 20000 fds.
 	if got := haproxyMaxconn(20000, 250); got != 9500 {
 		t.Errorf("haproxyMaxconn = %d, want 9500", got)
 	}

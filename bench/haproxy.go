@@ -12,7 +12,7 @@ const installHint = "apt-get install haproxy nginx libnginx-mod-stream"
 // haproxyNoUDP is why HAProxy has no row in the udp scenario.
 const haproxyNoUDP = "HAProxy's community edition has no UDP proxying (UDP load balancing is in HAProxy Enterprise only)"
 
-// haproxyMaxpipes bounds HAProxy's pipe pool (bench-method.md §3).
+// haproxyMaxpipes bounds HAProxy's pipe pool (../shared/bench-method.md §3).
 const haproxyMaxpipes = 250
 
 // haproxyConfig renders mode tcp with forced splice (splice-auto never

@@ -16,8 +16,8 @@ const (
 	l4lbBreakerCooldown = "5s"
 )
 
-// l4lbConfig renders the TOML of DESIGN.md: one listener and one pool per
-// route; health checks off where they would add connections the scenarios
+// l4lbConfig renders an l4lb config (docs/configuration.md): one
+// listener and one pool per route; health checks off where they would add connections the scenarios
 // count, and the breaker as l4lb's own detection on the failover pool.
 // UDP routes (udp scenario) get protocol = "udp", nginx's proxy_timeout as
 // session_timeout, and on request/response responses = 1 (the session ends

@@ -12,7 +12,7 @@ const nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
 
 // nginxConfig renders a stream-only nginx. Listeners use reuseport so each
 // worker has its own accept queue: without it one worker tends to take a
-// whole burst of streams (bench-method.md §7.3). The failover upstream uses
+// whole burst of streams (../shared/bench-method.md §7.3). The failover upstream uses
 // nginx's passive detection, max_fails=3 fail_timeout=5s. proxy_half_close
 // passes the client's FIN on (nginx >= 1.21.4), as the bulk sink needs.
 // UDP routes listen with "udp reuseport", and proxy_timeout bounds a

@@ -13,7 +13,7 @@ import (
 
 // cmdCheck validates a configuration file as run would, without serving:
 // it parses the file, checks it against this host and builds every pool
-// (buildPools, which run calls too). It binds nothing, so it can check the
+// (server.BuildPools, which run calls too). It binds nothing, so it can check the
 // next file beside a running l4lb that holds the ports.
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "-config FILE", "Validate FILE as run would, without serving: print every error with its line;\nexit 1 on any error, 0 when the file is good.", stderr)

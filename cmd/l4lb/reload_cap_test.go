@@ -11,8 +11,9 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
-// A reload that changes max_connections applies the cap at once (design
-// §3 Reload); the metric that shows the cap must say the same.
+// A reload that changes max_connections applies the cap at once
+// (docs/operations.md, "Reloading the configuration"); the metric that
+// shows the cap must say the same.
 func TestReloadUpdatesTheConnectionCapMetric(t *testing.T) {
 	b1 := testnet.StartBackend(t, "b1", "")
 	front, adm := testnet.FreeAddr(t), testnet.FreeAddr(t)

@@ -184,7 +184,7 @@ func TestBuildPoolsReportsWhatOnlyThePoolSees(t *testing.T) {
 	cfg := &config.Config{Admin: config.Admin{}, Pools: map[string]*config.Pool{"p": p}, PoolNames: []string{"p"}}
 	_, err := server.BuildPools(cfg, pool.Deps{Store: breaker.NewMemoryStore(nil)}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "pool.p: run cannot build this pool:") || !strings.Contains(err.Error(), "ring too large") {
-		t.Fatalf("buildPools = %v, want the ring refused at pool.p", err)
+		t.Fatalf("server.BuildPools = %v, want the ring refused at pool.p", err)
 	}
 }
 

@@ -1,5 +1,7 @@
-// Package testnet holds helpers for tests on real sockets: free ports,
-// tagged echo backends and polling with a generous deadline.
+// Package testnet holds helpers for tests on real sockets and real
+// programs: free ports, tagged echo and frozen backends, polling with a
+// generous deadline (on the real or a fake clock), fd and goroutine leak
+// checks, dnsmasq and dig, redis-server, IPv6 and tool checks.
 package testnet
 
 import (

@@ -88,7 +88,7 @@ func TestListPoolsShape(t *testing.T) {
 
 func TestDisableEnable(t *testing.T) {
 	srv, p := newTestServer(t)
-	// [::1]:9001 path-escaped, as DESIGN.md shows.
+	// [::1]:9001 path-escaped, as docs/contracts.md shows.
 	url := srv.URL + "/api/v1/pools/web/backends/%5B::1%5D:9001/"
 	for _, round := range []struct {
 		action   string

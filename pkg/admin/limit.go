@@ -19,7 +19,7 @@ import (
 // would hang instead of failing, the backlog would fill and then drop
 // SYNs, and once a slot freed the server would first serve connections
 // whose clients gave up long ago. Closing costs one fd for an instant,
-// which the fd budget reserves (cmd/l4lb deriveBudget).
+// which the fd budget reserves (pkg/server, DeriveBudget).
 type limitListener struct {
 	net.Listener
 	max      int64

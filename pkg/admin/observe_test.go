@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,20 +52,26 @@ func TestObservabilityMetrics(t *testing.T) {
 			t.Fatalf("%q, %v", tag, err)
 		}
 	}
+	// The loops count a client until they have seen it end.
+	testnet.Eventually(t, "the three clients to end", func() bool { return s.Active() == 0 })
 	// And one client reset.
 	c, err := net.DialTCP("tcp", nil, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bufio.NewReader(c).ReadString('\n')
+	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Server: s, MaxConnections: 10, Version: "v1.2.3+abc"}, "", nil))
+	defer srv.Close()
+	// While it relays, the loop that holds it counts it.
+	if n := loopConnections(t, srv.URL); n != 1 {
+		t.Fatalf("l4lb_loop_connections sum to %d with one client relaying, want 1", n)
+	}
 	c.SetLinger(0)
 	c.Close()
 	testnet.Eventually(t, "every client to end", func() bool {
 		return s.Active() == 0 && s.Closes()[0].Closed[relay.CloseClientReset] == 1
 	})
 
-	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}, Server: s, MaxConnections: 10, Version: "v1.2.3+abc"}, "", nil))
-	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -117,4 +124,27 @@ func TestObservabilityMetrics(t *testing.T) {
 	if !strings.Contains(body, `l4lb_backend_connect_seconds_sum{backend="`+be.Addr+`",pool="web"} `) {
 		t.Error("/metrics lacks the connect-time sum")
 	}
+}
+
+// loopConnections is the sum of l4lb_loop_connections over every loop.
+func loopConnections(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	sum := 0
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "l4lb_loop_connections{"); ok {
+			_, v, _ := strings.Cut(strings.TrimSpace(rest), "} ")
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("l4lb_loop_connections line %q: %v", line, err)
+			}
+			sum += n
+		}
+	}
+	return sum
 }

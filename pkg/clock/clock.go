@@ -1,6 +1,7 @@
 // Package clock is the time source every rule and timer of l4lb reads:
 // the breaker's windows and cooldowns, the health checker's intervals, the
-// pool's slow start and drains, the event loops' deadlines. Production
+// pool's slow start and drains, the event loops' deadlines (pkg/reactor
+// takes one; the server leaves it nil, the real clock). Production
 // passes Real; tests run under testing/synctest (where Real follows the
 // bubble's clock) or, where goroutines wait on real sockets, pass a Fake,
 // so rule and timer logic is checked without sleeping.

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// TestParseFillsDefaults checks the defaults of DESIGN.md, written out as
-// literals so that a changed default fails here.
+// TestParseFillsDefaults checks the defaults of docs/configuration.md,
+// written out as literals so that a changed default fails here.
 func TestParseFillsDefaults(t *testing.T) {
 	cfg := mustParse(t, validBase)
 	want := &Config{

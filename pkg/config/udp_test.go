@@ -186,7 +186,8 @@ func TestParseAcceptsUDP(t *testing.T) {
 }
 
 // TestUDPListenerDefaults checks a UDP listener's keys, left out, take the
-// defaults of the design (literals, so a changed default fails here).
+// defaults of docs/configuration.md (literals, so a changed default fails
+// here).
 func TestUDPListenerDefaults(t *testing.T) {
 	cfg := mustParse(t, validUDP)
 	want := Listener{Name: "dns", Bind: "127.0.0.1:5353", Protocol: "udp", Pool: "dns", Line: 1,

@@ -1,8 +1,8 @@
-// Package handoff is what one l4lb process passes to another: the binary
-// upgrade (the old process's side, Upgrader; the new process's side,
-// Inheritance, which also takes systemd's socket activation), the state
-// document and breaker feed of an upgrade, the pid file, and the state
-// file that keeps operators' changes across restarts. Its job is the
+// Package handoff is what one l4lb process passes to another, or to its
+// own next start: the binary upgrade (the old process's side, Upgrader;
+// the new process's side, Inheritance, which also takes systemd's socket
+// activation), the state document and breaker feed of an upgrade, the pid
+// file, and the state file that keeps operators' changes across restarts. Its job is the
 // protocol between two builds of l4lb; what each process serves is the
 // caller's.
 //

@@ -1,4 +1,6 @@
-// Package listener opens TCP listening sockets for the event loops.
+// Package listener opens the TCP and UDP listening sockets of the event
+// loops (one per loop, SO_REUSEPORT) and adopts inherited ones (an
+// upgrade's, systemd's socket activation).
 //
 // Bind turns one configured address into several sockets bound with
 // SO_REUSEPORT, one per event loop, so the kernel spreads new connections

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// socketAddress must lay an address out as the kernel reads it, for both
+// SockaddrOf must lay an address out as the kernel reads it, for both
 // families and for an IPv4-mapped IPv6 address (connected as IPv4): a
 // blocking connect to a real listener says whether it did.
 func TestRawConnectReachesListenersOfBothFamilies(t *testing.T) {

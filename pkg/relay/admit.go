@@ -43,7 +43,8 @@ func (c *conn) admitted() {
 		// The event that brought the PROXY header also reported a reset
 		// (or a socket closed both ways): the client has left, and no
 		// later event will say so. A dial now would judge a backend for
-		// a client that is gone (DESIGN, data path rule 5).
+		// a client that is gone (docs/breaker.md, "Local trouble vs
+		// backend failure").
 		c.debug("client left with its PROXY header", unix.ECONNRESET)
 		c.refuseBy(CloseClientLeft, false)
 		return

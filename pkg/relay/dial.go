@@ -182,7 +182,8 @@ func (c *conn) dialFailed(err error) {
 }
 
 // clientLeftMidDial calls off the dial of a client that reset: local
-// trouble, no backend blamed (DESIGN, data path rule 5).
+// trouble, no backend blamed (docs/breaker.md, "Local trouble vs backend
+// failure").
 func (c *conn) clientLeftMidDial() {
 	c.f.Rejected.Add(1)
 	c.debug("client left while its backend was being dialed", unix.ECONNRESET)

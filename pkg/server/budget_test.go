@@ -49,7 +49,7 @@ func TestAdminConnectionsAreReserved(t *testing.T) {
 		t.Fatalf("AdminConns(default) = %d, want the cap %d plus the fd of a refusal in progress", got, def.MaxConnections)
 	}
 	if got := AdminConns(config.Admin{Listen: "", MaxConnections: 64}); got != 0 {
-		t.Fatalf("adminConns with the endpoint off = %d, want 0", got)
+		t.Fatalf("AdminConns with the endpoint off = %d, want 0", got)
 	}
 	small := DeriveBudget(4096, 0, 2, 3, AdminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 10}), 0)
 	large := DeriveBudget(4096, 0, 2, 3, AdminConns(config.Admin{Listen: "127.0.0.1:9090", MaxConnections: 210}), 0)
@@ -90,7 +90,7 @@ addr = "127.0.0.1:9053"
 		t.Fatal(err)
 	}
 	if got, want := UDPSessions(cfg), 1000+config.DefaultMaxSessions; got != want {
-		t.Fatalf("udpSessions = %d, want %d (the TCP listener holds none)", got, want)
+		t.Fatalf("UDPSessions = %d, want %d (the TCP listener holds none)", got, want)
 	}
 	without := DeriveBudget(40000, 0, 3, 2, 65, 0)
 	with := DeriveBudget(40000, 0, 3, 2, 65, UDPSessions(cfg))
