@@ -97,16 +97,12 @@ var (
 // FreeAddr is "127.0.0.1:PORT" with a free port.
 func FreeAddr(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
 
-// Eventually polls cond every 10 ms until it holds, failing the test after
+// Eventually polls cond (WaitUntil) until it holds, failing the test after
 // a generous deadline: kernel sockets are not on a test's clock.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !WaitUntil(20*time.Second, cond) {
+		t.Fatalf("timed out waiting: %s", what)
 	}
 }
 
