@@ -22,9 +22,10 @@ var rules = map[string][]string{
 	"pkg/accesslog":  nil,
 	"pkg/memtrim":    nil,
 	"pkg/siginbox":   nil,
+	"pkg/flow":       nil,
 
 	// Built on leaves.
-	"pkg/splice":            {"pkg/rawsys"},
+	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
 	"pkg/breaker/storetest": {"pkg/breaker"},
@@ -32,12 +33,12 @@ var rules = map[string][]string{
 
 	// The data path: the reactor, and the TCP relay and UDP sessions on it.
 	"pkg/reactor":    {"pkg/clock", "pkg/rawsys"},
-	"pkg/relay":      {"pkg/accesslog", "pkg/config", "pkg/dialer", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
-	"pkg/udpsession": {"pkg/dialer", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
+	"pkg/relay":      {"pkg/accesslog", "pkg/config", "pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
+	"pkg/udpsession": {"pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
 
 	// Wiring and control: the server, the upgrade protocol, the admin API.
-	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},
-	"pkg/handoff": {"pkg/breaker", "pkg/config", "pkg/listener", "pkg/pool", "pkg/sdnotify", "pkg/server"},
+	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/flow", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},
+	"pkg/handoff": {"pkg/breaker", "pkg/config", "pkg/flow", "pkg/listener", "pkg/pool", "pkg/sdnotify", "pkg/server"},
 	"pkg/admin":   {"pkg/config", "pkg/fleet", "pkg/pool", "pkg/relay", "pkg/server", "pkg/splice", "pkg/udpsession"},
 
 	// The command.
@@ -75,7 +76,7 @@ var (
 		"pkg/rawsys", "pkg/reactor", "pkg/relay", "pkg/udpsession", "pkg/splice",
 		"pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker", "pkg/health",
 		"pkg/pool", "pkg/srclimit", "pkg/ipset", "pkg/proxyproto", "pkg/sockopt",
-		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog",
+		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog", "pkg/flow",
 	}
 	badForDataPath = []string{
 		"net/http", "os/exec", "text/template", "html/template",

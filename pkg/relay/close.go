@@ -20,6 +20,10 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	if c.phase == phaseClosed {
 		return
 	}
+	if c.phase == phaseAdopting {
+		c.dropAdopted()
+		return
+	}
 	o := why.outcome()
 	relaying := c.phase == phaseRelaying
 	c.phase = phaseClosed
@@ -164,4 +168,17 @@ func (c *conn) forgetOwnDial() {
 		c.l.sh.Guard.Remove(c.own)
 		c.owned = false
 	}
+}
+
+// dropAdopted closes a connection adopted from another process that never
+// went (the loop stopped first): nothing of it was counted yet, and a cut
+// stream must not look complete.
+func (c *conn) dropAdopted() {
+	l := c.l
+	c.phase = phaseClosed
+	c.streams[0].Release(l.scratch)
+	c.streams[1].Release(l.scratch)
+	closeEnd(l, &c.cl, true)
+	closeEnd(l, &c.be, true)
+	l.held.remove(c)
 }

@@ -21,6 +21,9 @@ const (
 	phaseClosed
 	phaseProxy  // reading the client's PROXY header (accept_proxy)
 	phaseQueued // waiting for a backend slot (queue_timeout)
+	// phaseAdopting: handed over by another process and held still until
+	// it knows this one has it (handover.go); nothing counted yet.
+	phaseAdopting
 )
 
 // endpoint is one socket of a connection with the readiness the loop
@@ -91,6 +94,12 @@ type conn struct {
 	backend *pool.Backend
 	settle  *pool.Settlement // count_early_reset: the dial's result is still open
 	early   *earlyWatch
+	// earlyLeft: an adopted connection's early_reset_window left, armed
+	// once it goes.
+	earlyLeft int64
+	// stays: adopted back after a hand-over failed for it; never detached
+	// again.
+	stays bool
 
 	// Loop detection: the backend connection's ends, recorded while it
 	// exists when the backend is a local address.

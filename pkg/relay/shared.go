@@ -39,6 +39,10 @@ type Front struct {
 	OnLocalError func()
 
 	policy atomic.Pointer[Policy]
+	// HandedOut counts connections this process passed to the next in a
+	// binary upgrade (relays and queued clients), HandedIn the ones it
+	// took from the previous process; neither is a client's result.
+	HandedOut, HandedIn atomic.Int64
 	// Queued counts clients that waited for a backend slot (queue_timeout),
 	// by how the wait ended: served (a slot came free), timeout, left
 	// (the client went away).

@@ -261,9 +261,12 @@ func (s *Stream) deliver(dst int, sc *Scratch) (int, error) {
 // (the connection was cut) cannot be reused and is closed.
 func (s *Stream) Release(sc *Scratch) {
 	if s.p != nil {
-		if s.inPipe == 0 {
+		switch {
+		case sc.Pipes == nil: // adopted in a hand-over by a loop that copies only
+			s.p.close()
+		case s.inPipe == 0:
 			sc.Pipes.put(s.p)
-		} else {
+		default:
 			sc.Pipes.discard(s.p)
 		}
 		s.p, s.inPipe = nil, 0

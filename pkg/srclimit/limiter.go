@@ -149,3 +149,22 @@ func (l *Limiter) Sources() int {
 	}
 	return n
 }
+
+// Hold counts a connection of addr that is open already (handed over by
+// another process in a binary upgrade) until Release(addr): above the
+// cap if need be, since refusing it would cut it, and with no token taken
+// (it arrived long ago). Without a cap it does nothing.
+func (l *Limiter) Hold(addr netip.Addr) {
+	if l == nil || l.p.maxConns == 0 {
+		return
+	}
+	k := l.key(addr)
+	s := l.shardOf(&k)
+	s.mu.Lock()
+	if i, ok := s.idx[k]; ok {
+		s.ents[i].conns++
+	} else {
+		s.insert(k).conns = 1
+	}
+	s.mu.Unlock()
+}

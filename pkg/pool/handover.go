@@ -1,0 +1,49 @@
+package pool
+
+import "github.com/l4lb/l4lb/pkg/breaker"
+
+// A binary upgrade hands established connections to the new process
+// (pkg/flow): the old process's loops detach them, giving back their
+// counts here, and the new process's loops adopt them, taking the counts
+// up on their backend and resuming a breaker verdict still open with the
+// generation its dial captured.
+
+// Adopt counts a connection (or UDP session) handed over by another
+// process on b, as an established one: above max_connections if need be,
+// since it is open already and refusing it would cut it.
+func (p *Pool) Adopt(b *Backend) {
+	b.active.Add(1)
+	b.loadChanged()
+}
+
+// Detach gives back the count of a connection handed over to another
+// process: its relay goes on there, not here.
+func (p *Pool) Detach(b *Backend) { p.EndRelay(b) }
+
+// Open reports the dial a still-open settlement judges: whether it was a
+// force-try, and the breaker generation it captured before connect(2).
+// ok is false for a nil or settled one (nothing to hand over).
+func (s *Settlement) Open() (force bool, generation uint64, ok bool) {
+	if s == nil || s.done.Load() {
+		return false, 0, false
+	}
+	return s.d.kind == DialForce, s.d.attempt.Generation, true
+}
+
+// Resume is a settlement handed over by another process: the dial to b
+// it captured generation for, its result still open. Settled here, it
+// counts as that dial's result would have there: a success captured
+// before a trip that came since is stale and closes nothing.
+func (p *Pool) Resume(b *Backend, force bool, generation uint64) *Settlement {
+	k, bk := DialClient, breaker.KindClient
+	if force {
+		k, bk = DialForce, breaker.KindForce
+	}
+	return &Settlement{d: Dial{Backend: b, kind: k, attempt: breaker.Attempt{Kind: bk, Generation: generation}}}
+}
+
+// ByIdentity finds a backend by its hashing identity (Backend.ID).
+func (p *Pool) ByIdentity(id string) (*Backend, bool) {
+	b := p.backend(id)
+	return b, b != nil
+}
