@@ -512,7 +512,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		if err != nil || newPID == current {
 			t.Fatalf("upgrade %d: pid file names %d (%v), want a new process; l4lb upgrade said %q", gen, newPID, err, out)
 		}
-		if want := fmt.Sprintf("upgraded: pid %d serves; pid %d drains", newPID, current); !strings.Contains(out, want) {
+		if want := fmt.Sprintf("upgraded: pid %d serves; pid %d hands its connections over", newPID, current); !strings.Contains(out, want) {
 			t.Fatalf("upgrade %d: l4lb upgrade said %q, want %q", gen, out, want)
 		}
 		pidsMu.Lock()

@@ -32,6 +32,13 @@ func (in *instance) shutdownTimeout() time.Duration {
 	return in.cfg.Global.ShutdownTimeout
 }
 
+// upgradeDrainTimeout is the running configuration's.
+func (in *instance) upgradeDrainTimeout() time.Duration {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.cfg.Global.UpgradeDrainTimeout
+}
+
 // livePools are the pools served now (for the admin endpoint).
 func (in *instance) livePools() []*pool.Pool {
 	in.mu.Lock()

@@ -63,6 +63,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	}
 	in.useFile(path)
 	up.Started(inh)
+	inh.AdoptFlows(in.server, log)
 	in.serving()
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
@@ -79,30 +80,38 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			in.reload() // logs what it did, or every error
 			continue
 		}
+		handed := false
 		if sig == syscall.SIGUSR2 {
-			handed, stop := in.upgrade(up, sigs, notifier.Stop)
-			if handed {
-				log.Info("handed over: draining open connections", "open", in.server.Active(),
-					"shutdown_timeout", in.shutdownTimeout().String())
-			}
+			var stop os.Signal
+			handed, stop = in.upgrade(up, sigs, notifier.Stop)
 			if !handed && stop == nil {
 				continue
 			}
 			sig = stop
 		}
-		if sig != nil {
+		timeout := in.shutdownTimeout()
+		if handed {
+			timeout = in.upgradeDrainTimeout()
+			log.Info("handed over: passing the established connections to the new process", "open", in.server.Active())
+		} else {
 			log.Info("shutting down: draining open connections", "signal", sig.String(),
-				"open", in.server.Active(), "shutdown_timeout", in.shutdownTimeout().String())
+				"open", in.server.Active(), "shutdown_timeout", timeout.String())
 			sdnotify.Stopping()
 			notifier.Draining()
 		}
-		// The drain ends at shutdown_timeout or at a second signal; the
-		// cause tells the two apart, so the log can say which it was.
+		// The drain ends at its timeout or at a second signal; the cause
+		// tells the two apart, so the log can say which it was.
 		cut, drained := siginbox.UntilStop(context.Background(), sigs, func(s os.Signal) error {
 			return &secondSignal{sig: s, open: in.server.Active()}
 		})
-		ctx, cancel := context.WithTimeout(cut, in.shutdownTimeout())
+		ctx, cancel := drainContext(cut, timeout, handed)
 		start := time.Now()
+		if handed {
+			// Before the drain closes the listeners: UDP sessions close
+			// with them.
+			res := up.HandOverFlows(ctx, in.server)
+			handoff.LogFlows(log, res, in.server.Active(), timeout)
+		}
 		err := in.shutdown(ctx)
 		drained()
 		cancel()
@@ -122,6 +131,16 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		return 0
 	}
 	return 0
+}
+
+// drainContext bounds a drain: by timeout (shutdown_timeout), or after a
+// hand-over by upgrade_drain_timeout, whose 0 waits until the connections
+// close.
+func drainContext(parent context.Context, timeout time.Duration, upgrade bool) (context.Context, context.CancelFunc) {
+	if upgrade && timeout <= 0 {
+		return context.WithCancel(parent)
+	}
+	return context.WithTimeout(parent, timeout)
 }
 
 // secondSignal is why a drain was cut short: a second SIGTERM or SIGINT.

@@ -22,7 +22,8 @@ func cmdUpgrade(args []string, stdout, stderr io.Writer) int {
 		`Ask the running l4lb to replace itself with the executable now at the path
 it was started from (SIGUSR2). It keeps serving until the new process serves,
 hands it every listening socket, breaker state, disables and health, then
-stops accepting and drains. A new process that fails leaves it serving.
+stops accepting, hands it every established connection and exits. A new
+process that fails leaves it serving.
 
 The process is the one in -pidfile (the file l4lb run -pidfile writes), or
 -pid, or $MAINPID (set by systemd for ExecReload= and the like). With
@@ -74,7 +75,8 @@ func (o *upgradeOptions) take(log *slog.Logger) (*handoff.Upgrader, *handoff.Inh
 
 // upgrade runs one binary upgrade of in (handoff.Upgrader.Attempt). ok:
 // the new process serves, and in has stopped watching its listeners and
-// closed its admin endpoint; the caller drains and exits. Otherwise in
+// closed its admin endpoint; the caller hands its connections over
+// (handoff.Upgrader.HandOverFlows), drains what stays and exits. Otherwise in
 // goes on serving; stop is a SIGTERM or SIGINT that came meanwhile.
 // commit runs once the new process serves.
 func (in *instance) upgrade(up *handoff.Upgrader, sigs <-chan os.Signal, commit func()) (ok bool, stop os.Signal) {

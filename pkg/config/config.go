@@ -26,6 +26,9 @@ type Global struct {
 	// ShutdownTimeout is how long open relays get to finish after SIGTERM;
 	// 0 closes them at once.
 	ShutdownTimeout time.Duration
+	// UpgradeDrainTimeout is how long an upgrade's old process keeps the
+	// connections the new process did not adopt; 0 until they close.
+	UpgradeDrainTimeout time.Duration
 	// MaxConnections caps concurrent client connections; 0 asks the caller
 	// to derive the cap from RLIMIT_NOFILE.
 	MaxConnections int

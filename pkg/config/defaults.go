@@ -96,13 +96,14 @@ const DefaultMaxSessions = 4096
 // DefaultGlobal returns [global] with every key at its default.
 func DefaultGlobal() Global {
 	return Global{
-		ShutdownTimeout: def[time.Duration]("global.shutdown_timeout"),
-		MaxConnections:  def[int]("global.max_connections"),
-		EventLoops:      def[int]("global.event_loops"),
-		PipeSize:        def[int]("global.pipe_size"),
-		BusyPoll:        def[time.Duration]("global.busy_poll"),
-		WakeCoalesce:    def[time.Duration]("global.wake_coalesce"),
-		StateFile:       def[string]("global.state_file"),
+		ShutdownTimeout:     def[time.Duration]("global.shutdown_timeout"),
+		UpgradeDrainTimeout: def[time.Duration]("global.upgrade_drain_timeout"),
+		MaxConnections:      def[int]("global.max_connections"),
+		EventLoops:          def[int]("global.event_loops"),
+		PipeSize:            def[int]("global.pipe_size"),
+		BusyPoll:            def[time.Duration]("global.busy_poll"),
+		WakeCoalesce:        def[time.Duration]("global.wake_coalesce"),
+		StateFile:           def[string]("global.state_file"),
 	}
 }
 

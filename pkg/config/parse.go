@@ -104,6 +104,7 @@ func isEmptyArray(v any) bool {
 
 func decodeGlobal(t *table, g *Global) {
 	t.durationIn("shutdown_timeout", &g.ShutdownTimeout)
+	t.durationIn("upgrade_drain_timeout", &g.UpgradeDrainTimeout)
 	t.integer("max_connections", &g.MaxConnections)
 	// accept_loops named the same number when each listener had its own
 	// accept loops; it stays accepted so existing files keep working.

@@ -1,8 +1,8 @@
 // Package handoff is what one l4lb process passes to another, or to its
 // own next start: the binary upgrade (the old process's side, Upgrader;
 // the new process's side, Inheritance, which also takes systemd's socket
-// activation), the state document and breaker feed of an upgrade, the pid
-// file, and the state file that keeps operators' changes across restarts. Its job is the
+// activation), the state document, breaker feed and hand-over of
+// established connections of an upgrade, the pid file, and the state file that keeps operators' changes across restarts. Its job is the
 // protocol between two builds of l4lb; what each process serves is the
 // caller's.
 //
@@ -28,7 +28,9 @@
 //     for "READY <pid>\n" on the readiness pipe, pid being the new
 //     process's. Once it comes (and the new process has not exited), the
 //     old process tells systemd MAINPID=<new pid>, stops accepting, closes
-//     its admin endpoint, drains and exits, writing the feed until then.
+//     its admin endpoint, hands its established connections over on the
+//     flows socket (below), drains what stays with it and exits, writing
+//     the feed until then.
 //     If the new process exits first, closes the pipe, says anything else
 //     or the time runs out, it is killed (SIGKILL) and reaped, the old
 //     process serves on, allows reloads and actions again, and rewrites
@@ -39,8 +41,9 @@
 // The new process reads the state document whole before it builds
 // anything, serves the inherited sockets instead of binding, refuses
 // actions and reloads on the shared admin socket until it has written
-// READY, takes the pid file, and follows the breaker feed until the old
-// process closes it (it exited).
+// READY (after its hello on the flows socket), takes the pid file,
+// adopts the connections the old process passes, and follows the breaker
+// feed until the old process closes it (it exited).
 //
 // # Environment
 //
@@ -63,6 +66,11 @@
 //	                           Redis). A build without the feed leaves the
 //	                           variable set; the pid keeps the processes it
 //	                           starts from taking the fd.
+//	L4LB_UPGRADE_FLOWS         "FD:PID": fd of the new process's end of
+//	                           the flows socket (the last fd passed, so
+//	                           every other keeps the number older builds
+//	                           expect) and the old process's pid, as the
+//	                           feed's.
 //
 // An fd below 3 is never taken. The old process passes nothing else of
 // these names, nor LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES or WATCHDOG_PID
@@ -88,6 +96,9 @@
 //	                non-blocking; a new process that does not read costs
 //	                it a write given up at exit (2 s grace for what is
 //	                pending).
+//	flows socket    both ways, a unix SOCK_SEQPACKET pair: one JSON object
+//	                per message, a batch's descriptors with it
+//	                (SCM_RIGHTS). Below.
 //
 // # Documents and their versions
 //
@@ -106,6 +117,33 @@
 // state document's breaker entries are written. A follower that does not
 // know the header follows nothing and logs why; the old process's
 // document still applies.
+//
+// # Hand-over of established connections: the flows socket
+//
+// The new process writes its hello, {"format":"l4lb-flows","version":1,
+// "pid":…}, before READY, so the old process finds it there the moment
+// READY comes; a READY with no hello before it (a build without the
+// hand-over, which leaves the fd unread) or a hello of another format or
+// version leaves every connection with the old process, which drains
+// them for [global] upgrade_drain_timeout (0: until they close). With a
+// hello of its own version, the old process sends batches, each
+// {"type":"batch","seq":N,"fds":K,"relays":[…],"queued":[…],
+// "sessions":[…]} with its K descriptors: pkg/flow's records (Relay,
+// Queued, Session), whose FD fields index the descriptors, at most
+// flow.MaxRecords records and flow.MaxFDs descriptors a batch. It waits
+// for {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],
+// "sessions":[…]}} before the next, keeping its own descriptors until
+// then; it closes them after the ack, and adopts back the refused records
+// (the new process closed its copies of those). The new process registers
+// a batch held still, acknowledges it, then lets it run: a connection is
+// run by one process at a time, and one batch unacknowledged when the new
+// process dies goes back to the old one whole. Clients still being set up
+// in the old process go in later batches, once established; when it holds
+// nothing more to pass it writes {"type":"done","relays_total":R,
+// "queued_total":Q,"sessions_total":S} and closes its end. A batch whose
+// descriptors did not all arrive (MSG_CTRUNC: the new process is out of
+// fds) is refused whole. Times in the records are durations measured by
+// the old process, never timestamps.
 //
 // The pid file (run -pidfile) holds the serving process's pid in decimal
 // and a newline, always replaced by a rename: written once a process

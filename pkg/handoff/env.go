@@ -15,6 +15,7 @@ const (
 	EnvReady       = "L4LB_UPGRADE_READY"
 	EnvSockets     = "L4LB_UPGRADE_SOCKETS"
 	EnvBreakerFeed = "L4LB_UPGRADE_BREAKER_FEED"
+	EnvFlows       = "L4LB_UPGRADE_FLOWS"
 )
 
 // systemd's socket activation (sd_listen_fds(3)).
@@ -30,7 +31,7 @@ const (
 // inheritedVars are the variables that name what a process inherits: a
 // process clears them at start, and passes none of its own to a
 // successor.
-var inheritedVars = []string{EnvParent, EnvState, EnvReady, EnvSockets, EnvBreakerFeed,
+var inheritedVars = []string{EnvParent, EnvState, EnvReady, EnvSockets, EnvBreakerFeed, EnvFlows,
 	envListenPID, envListenFDs, envListenFDNames}
 
 // The fds of a successor, as the old process numbers them.
@@ -41,10 +42,10 @@ const (
 )
 
 // successorEnv is the environment of a successor: the upgrade's variables
-// (feedFD < 0: no feed), then this process's environment without the
+// (feedFD < 0: no feed; flowsFD < 0: no flows socket), then this process's environment without the
 // variables that name what it inherited, nor WATCHDOG_PID, which names it
 // (the successor pings systemd once it is the main process).
-func successorEnv(sockets, feedFD int) []string {
+func successorEnv(sockets, feedFD, flowsFD int) []string {
 	env := []string{
 		EnvParent + "=" + strconv.Itoa(os.Getpid()),
 		EnvState + "=" + strconv.Itoa(stateFD),
@@ -53,6 +54,9 @@ func successorEnv(sockets, feedFD int) []string {
 	}
 	if feedFD >= 0 {
 		env = append(env, EnvBreakerFeed+"="+strconv.Itoa(feedFD)+":"+strconv.Itoa(os.Getpid()))
+	}
+	if flowsFD >= 0 {
+		env = append(env, EnvFlows+"="+strconv.Itoa(flowsFD)+":"+strconv.Itoa(os.Getpid()))
 	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -95,9 +99,9 @@ func socketFDs(v string) []int {
 	return fds
 }
 
-// feedFD reads EnvBreakerFeed's "FD:PID": the fd, if the process that set
-// it is parent.
-func feedFD(v string, parent int) (int, bool) {
+// parentFD reads an "FD:PID" variable (EnvBreakerFeed, EnvFlows): the fd,
+// if the process that set it is parent.
+func parentFD(v string, parent int) (int, bool) {
 	fdText, pidText, ok := strings.Cut(v, ":")
 	if !ok {
 		return -1, false

@@ -107,8 +107,8 @@ func TestFeedFDOnlyFromTheParent(t *testing.T) {
 		{"x:100", 100, -1, false},
 		{"", 100, -1, false},
 	} {
-		if fd, ok := feedFD(tc.v, tc.parent); fd != tc.fd || ok != tc.ok {
-			t.Errorf("feedFD(%q, %d) = %d %v, want %d %v", tc.v, tc.parent, fd, ok, tc.fd, tc.ok)
+		if fd, ok := parentFD(tc.v, tc.parent); fd != tc.fd || ok != tc.ok {
+			t.Errorf("parentFD(%q, %d) = %d %v, want %d %v", tc.v, tc.parent, fd, ok, tc.fd, tc.ok)
 		}
 	}
 }

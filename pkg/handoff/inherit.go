@@ -21,10 +21,11 @@ import (
 type Inheritance struct {
 	From    string // "upgrade", "systemd" or "" (nothing inherited)
 	Sockets *listener.InheritedSet
-	State   *State // nil: none, or none that could be read
-	Parent  int    // the old process's pid (an upgrade)
-	ready   int    // the upgrade's readiness pipe; -1: none
-	feed    int    // the upgrade's breaker feed (feed.go); -1: none
+	State   *State     // nil: none, or none that could be read
+	Parent  int        // the old process's pid (an upgrade)
+	ready   int        // the upgrade's readiness pipe; -1: none
+	feed    int        // the upgrade's breaker feed (feed.go); -1: none
+	flows   *flowsConn // the upgrade's flows socket (flows.go); nil: none
 }
 
 // None is a plain start.
@@ -59,9 +60,13 @@ func (in *Inheritance) fromUpgrade(log *slog.Logger) {
 	if in.ready >= 0 {
 		unix.CloseOnExec(in.ready)
 	}
-	if fd, ok := feedFD(os.Getenv(EnvBreakerFeed), parent); ok {
+	if fd, ok := parentFD(os.Getenv(EnvBreakerFeed), parent); ok {
 		unix.CloseOnExec(fd)
 		in.feed = fd
+	}
+	if fd, ok := parentFD(os.Getenv(EnvFlows), parent); ok {
+		unix.CloseOnExec(fd)
+		in.flows = newFlowsConn(fd)
 	}
 	stateFD, ok := envFD(EnvState)
 	if !ok {
@@ -230,6 +235,7 @@ func (in *Inheritance) TellReady(log *slog.Logger) {
 	if in.ready < 0 {
 		return
 	}
+	in.sayHello(log)
 	f := os.NewFile(uintptr(in.ready), "upgrade-ready")
 	in.ready = -1
 	defer f.Close()

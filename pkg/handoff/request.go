@@ -66,7 +66,7 @@ func (r Request) Send(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "upgraded: pid %d serves; pid %d drains its connections and exits\n", next, target)
+	fmt.Fprintf(w, "upgraded: pid %d serves; pid %d hands its connections over and exits\n", next, target)
 	return nil
 }
 

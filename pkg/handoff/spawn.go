@@ -44,6 +44,7 @@ type newProcess struct {
 	exited chan struct{}
 	status syscall.WaitStatus
 	feed   *breakerFeed // nil: a fleet, whose breaker state is in Redis
+	flows  *flowsConn   // this end of the flows socket; nil once taken or released
 }
 
 type readyMsg struct{ err error }
@@ -65,6 +66,10 @@ func (c *newProcess) kill() {
 }
 
 func (c *newProcess) release() {
+	if c.flows != nil {
+		c.flows.close()
+		c.flows = nil
+	}
 	if c.pidfd >= 0 {
 		unix.Close(c.pidfd)
 		c.pidfd = -1
@@ -116,7 +121,17 @@ func (u *Upgrader) spawn(offer func() (Offer, error)) (*newProcess, error) {
 		feedFD = len(files)
 		files = append(files, uintptr(feedR))
 	}
-	env := successorEnv(len(fds), feedFD)
+	flowsMine, flowsTheirs, err := newFlowsPair()
+	if err != nil {
+		closeAll(statePipe[:])
+		closeAll(readyPipe[:])
+		feed.stop(0)
+		return nil, err
+	}
+	defer unix.Close(flowsTheirs) // the new process has its copy
+	flowsFD := len(files)         // last: every other fd keeps the number older builds expect
+	files = append(files, uintptr(flowsTheirs))
+	env := successorEnv(len(fds), feedFD, flowsFD)
 	pid, err := syscall.ForkExec(u.exe, append([]string{u.exe}, u.args...), &syscall.ProcAttr{Env: env, Files: files})
 	// The new process has its copies (or none): drop this one's.
 	unix.Close(statePipe[0])
@@ -124,10 +139,12 @@ func (u *Upgrader) spawn(offer func() (Offer, error)) (*newProcess, error) {
 	if err != nil {
 		unix.Close(statePipe[1])
 		unix.Close(readyPipe[0])
+		unix.Close(flowsMine)
 		feed.stop(0)
 		return nil, err
 	}
-	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{}), feed: feed}
+	c := &newProcess{pid: pid, pidfd: -1, ready: make(chan readyMsg, 1), exited: make(chan struct{}), feed: feed,
+		flows: newFlowsConn(flowsMine)}
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil { // before anything can reap it
 		c.pidfd = fd
 	}

@@ -33,6 +33,7 @@ type Upgrader struct {
 	version string // this build's, written in the state document
 	log     *slog.Logger
 	feed    *breakerFeed // after a hand-over, to the new process; nil: none
+	flows   *flowsConn   // after a hand-over, to pass connections on (HandOverFlows); nil: none
 }
 
 // NewUpgrader is the upgrader of this process: pidfile is run -pidfile
@@ -158,6 +159,7 @@ func (u *Upgrader) Attempt(w Window, sigs <-chan os.Signal) (ok bool, stop os.Si
 			// systemd follows the new process; this one says nothing more.
 			w.Commit()
 			u.feed = child.feed // until this process exits
+			u.flows, child.flows = child.flows, nil
 			if err := sdnotify.Notify("MAINPID=" + strconv.Itoa(child.pid)); err != nil {
 				u.log.Warn("cannot notify systemd", "error", err)
 			}

@@ -1,0 +1,288 @@
+package handoff
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/flow"
+)
+
+// The hand-over of established connections (the flows socket, flowwire.go):
+// once the new process serves, the old one detaches its connections in
+// batches and passes each to it, keeping its own descriptors until the new
+// process acknowledges the batch. The new process puts a batch's
+// connections together held still (nothing moves), acknowledges it,
+// naming what it refuses, and only then lets them run; the old process
+// then closes its copies (the connections go on: the new process holds
+// the same sockets) and adopts back what was refused, to drain it. So a
+// connection is run by one process at a time, and a new process that dies
+// before it acknowledges a batch loses none of it: the old one adopts it
+// back. A batch it acknowledged died with it, and the old process's log
+// says how many connections that was.
+//
+// The new process says hello, with its version, before it says READY; a
+// READY without a hello before it (an older build, or none that speaks
+// this version) leaves the connections with the old process, to drain.
+
+// FlowHolder is a serving process's connections as the hand-over moves
+// them (pkg/server.Server).
+type FlowHolder interface {
+	// DetachFlows moves established connections into b while it has
+	// room; pending counts the connections still being set up (a dial, a
+	// PROXY header), handed over once established, and is 0 only when
+	// nothing more is left to hand over.
+	DetachFlows(b *flow.Batch) (pending int)
+	// AdoptFlows puts b's connections together held still and returns the
+	// function that lets them run, and the records it refuses (whose
+	// descriptors it did not take). stay: adopted back, never detached
+	// again.
+	AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.Refused)
+}
+
+// flowsPoll is how often the old process looks again for connections
+// still being set up.
+const flowsPoll = 20 * time.Millisecond
+
+// FlowsResult is what a hand-over did, for the old process's log.
+type FlowsResult struct {
+	Adopting                 bool   // the new process speaks this protocol
+	Reason                   string // !Adopting: why not
+	Relays, Queued, Sessions int
+	// Kept counts connections the new process refused, and Lost the ones
+	// it had acknowledged when it died (they died with it).
+	Kept, Lost int
+	Err        error // the hand-over ended early (the new process died)
+	Took       time.Duration
+}
+
+// Handed is the number of connections handed over.
+func (r FlowsResult) Handed() int { return r.Relays + r.Queued + r.Sessions }
+
+// HandOverFlows passes h's established connections to the new process of
+// the upgrade Attempt just made, until h has none left to pass or ctx
+// ends (what was not passed then stays here). Call it once, after Attempt
+// returned ok, before the listeners and sessions close.
+func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult {
+	c := u.flows
+	u.flows = nil
+	if c == nil {
+		return FlowsResult{Reason: "no flows socket (the upgrade was not made)"}
+	}
+	defer c.close()
+	start := time.Now()
+	if reason := c.awaitHello(); reason != "" {
+		return FlowsResult{Reason: reason}
+	}
+	res := FlowsResult{Adopting: true}
+	acked := 0
+	for seq := 1; ctx.Err() == nil; seq++ {
+		b := &flow.Batch{}
+		pending := h.DetachFlows(b)
+		if b.Len() == 0 {
+			if pending == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(flowsPoll):
+			}
+			continue
+		}
+		refused, err := c.pass(ctx, seq, b)
+		if err != nil {
+			res.Err, res.Lost = err, acked
+			if ctx.Err() == nil {
+				// Unacknowledged: the new process took none of it.
+				run, _ := h.AdoptFlows(b, true)
+				run()
+				res.Kept += b.Len()
+			}
+			// Else the batch is in flight at the drain's end: this
+			// process exits, closing its copies; if the new process
+			// takes it, the connections live on there.
+			break
+		}
+		kept, taken := b.Split(refused)
+		closeFDs(taken)
+		if kept.Len() > 0 {
+			run, _ := h.AdoptFlows(kept, true)
+			run()
+		}
+		res.Kept += kept.Len()
+		res.Relays += len(b.Relays) - len(kept.Relays)
+		res.Queued += len(b.Queued) - len(kept.Queued)
+		res.Sessions += len(b.Sessions) - len(kept.Sessions)
+		acked = res.Handed()
+	}
+	if res.Err == nil {
+		c.send(flowsMessage{Type: "done", Relays: res.Relays, Queued: res.Queued, Sessions: res.Sessions}, nil)
+	}
+	res.Took = time.Since(start)
+	return res
+}
+
+// awaitHello reads the new process's hello, which it sent before READY:
+// already here, or never coming. It returns why the new process does not
+// adopt, or "".
+func (c *flowsConn) awaitHello() string {
+	data, fds, err := c.recv(unix.MSG_DONTWAIT)
+	closeFDs(fds)
+	switch {
+	case err == unix.EAGAIN:
+		return "it did not offer to (a build without the hand-over of connections)"
+	case err != nil:
+		return fmt.Sprintf("its offer could not be read: %v", err)
+	}
+	var h flowsHello
+	if err := json.Unmarshal(data, &h); err != nil || h.Format != flowsFormat {
+		return fmt.Sprintf("its offer is not one this build reads: %.100q", data)
+	}
+	if h.Version != flowsVersionNumber() {
+		return fmt.Sprintf("it speaks version %d of the hand-over, this build %s", h.Version, flowsVersion)
+	}
+	return ""
+}
+
+// pass sends one batch and waits for its acknowledgement.
+func (c *flowsConn) pass(ctx context.Context, seq int, b *flow.Batch) (flow.Refused, error) {
+	if err := c.send(flowsMessage{Type: "batch", Seq: seq, FDs: len(b.FDs), Batch: b}, b.FDs); err != nil {
+		return flow.Refused{}, fmt.Errorf("send batch %d: %w", seq, err)
+	}
+	for !c.readable(100) {
+		if ctx.Err() != nil {
+			return flow.Refused{}, fmt.Errorf("batch %d unacknowledged when the drain ended: %w", seq, context.Cause(ctx))
+		}
+	}
+	data, fds, err := c.recv(unix.MSG_DONTWAIT)
+	closeFDs(fds)
+	if err != nil {
+		return flow.Refused{}, fmt.Errorf("batch %d: the new process is gone: %w", seq, err)
+	}
+	var m flowsMessage
+	if err := json.Unmarshal(data, &m); err != nil || m.Type != "ack" || m.Seq != seq {
+		return flow.Refused{}, fmt.Errorf("batch %d: not its acknowledgement: %.100q", seq, data)
+	}
+	if m.Refused == nil {
+		return flow.Refused{}, nil
+	}
+	return *m.Refused, nil
+}
+
+// LogFlows writes the old process's line for what HandOverFlows did.
+func LogFlows(log *slog.Logger, res FlowsResult, open int64, drain time.Duration) {
+	if !res.Adopting {
+		log.Info("upgrade: the new process does not adopt connections; they stay here and drain",
+			"reason", res.Reason, "open", open, "upgrade_drain_timeout", drainText(drain))
+		return
+	}
+	args := []any{"relays", res.Relays, "queued", res.Queued, "sessions", res.Sessions,
+		"took", res.Took.Round(time.Millisecond).String()}
+	if res.Kept > 0 {
+		args = append(args, "kept", res.Kept)
+	}
+	if res.Err != nil {
+		log.Error("upgrade: the hand-over of established connections ended early; what was not handed over stays here and drains",
+			append(args, "lost_with_the_new_process", res.Lost, "error", res.Err)...)
+		return
+	}
+	log.Info("upgrade: handed over established connections", args...)
+}
+
+func drainText(d time.Duration) string {
+	if d <= 0 {
+		return "0 (until they close)"
+	}
+	return d.String()
+}
+
+// AdoptFlows is the new process's side: once it serves, it takes the
+// connections the old process passes into h until the old one is done
+// (or gone), then logs what it adopted. It returns at once; the work goes
+// on in a goroutine. Nothing to do without an upgrade that passes them.
+func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) {
+	if in.flows == nil {
+		return
+	}
+	c := in.flows
+	in.flows = nil
+	go func() {
+		defer c.close()
+		n, err := c.adopt(h, log)
+		if err != nil {
+			log.Warn("upgrade: the old process ended the hand-over of connections early", "error", err,
+				"relays", n.Relays, "queued", n.Queued, "sessions", n.Sessions, "from_pid", in.Parent)
+			return
+		}
+		log.Info("upgrade: adopted connections from the old process", "relays", n.Relays, "queued", n.Queued,
+			"sessions", n.Sessions, "refused", n.Kept, "from_pid", in.Parent)
+	}()
+}
+
+// adopt takes batches until "done" or the old process's close.
+func (c *flowsConn) adopt(h FlowHolder, log *slog.Logger) (FlowsResult, error) {
+	var n FlowsResult
+	for {
+		data, fds, err := c.recv(0)
+		if err != nil && !errors.Is(err, errFDsLost) {
+			return n, err
+		}
+		var m flowsMessage
+		if jerr := json.Unmarshal(data, &m); jerr != nil {
+			closeFDs(fds)
+			return n, fmt.Errorf("not a flows message: %w", jerr)
+		}
+		if m.Type == "done" {
+			closeFDs(fds)
+			return n, nil
+		}
+		if m.Type != "batch" || m.Batch == nil {
+			closeFDs(fds)
+			return n, fmt.Errorf("unexpected flows message %q", m.Type)
+		}
+		b := m.Batch
+		b.FDs = fds
+		var run func()
+		var refused flow.Refused
+		if err != nil || len(fds) != m.FDs {
+			// Which records the missing descriptors belonged to is
+			// unknown: the old process keeps the whole batch.
+			refused, run = flow.All(b), func() {}
+			log.Warn("upgrade: a batch of connections refused: its descriptors did not all arrive", "error", err,
+				"want", m.FDs, "got", len(fds))
+		} else {
+			run, refused = h.AdoptFlows(b, false)
+		}
+		closeFDs(b.FDsOf(refused)) // the old process keeps its own
+		if err := c.send(flowsMessage{Type: "ack", Seq: m.Seq, Refused: &refused}, nil); err != nil {
+			// The old process is gone: nobody else holds them now.
+			run()
+			return n, fmt.Errorf("acknowledge batch %d: %w", m.Seq, err)
+		}
+		run()
+		n.Kept += refused.Len()
+		n.Relays += len(b.Relays) - len(refused.Relays)
+		n.Queued += len(b.Queued) - len(refused.Queued)
+		n.Sessions += len(b.Sessions) - len(refused.Sessions)
+	}
+}
+
+// sayHello tells the old process this one adopts connections, in this
+// protocol's version; before READY, so the old process finds it there.
+func (in *Inheritance) sayHello(log *slog.Logger) {
+	if in.flows == nil {
+		return
+	}
+	h := flowsHello{Format: flowsFormat, Version: flowsVersionNumber(), PID: os.Getpid()}
+	if err := in.flows.send(h, nil); err != nil {
+		log.Warn("upgrade: cannot offer to adopt the old process's connections; they stay there", "error", err)
+		in.flows.close()
+		in.flows = nil
+	}
+}

@@ -1,0 +1,179 @@
+package handoff
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/pkg/flow"
+)
+
+// The flows socket: how the old process of an upgrade passes its
+// established connections to the new one (flows.go). It is a unix
+// SOCK_SEQPACKET pair: each message is one JSON object, a batch's
+// descriptors travel with it (SCM_RIGHTS), and the boundaries the kernel
+// keeps are the messages'. The new process's end travels in EnvFlows.
+//
+//	new -> old  hello  {"format":"l4lb-flows","version":1,"pid":P}, before READY
+//	old -> new  batch  {"type":"batch","seq":N,"fds":K,"relays":[…],"queued":[…],"sessions":[…]} + K fds
+//	new -> old  ack    {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],"sessions":[…]}}
+//	old -> new  done   {"type":"done","relays":R,"queued":Q,"sessions":S}, then EOF
+
+const flowsFormat = "l4lb-flows"
+
+// flowsVersion is the version of the flows protocol this build speaks. A
+// string so that a test build can claim another one (go build
+// -ldflags=-X=github.com/l4lb/l4lb/pkg/handoff.flowsVersion=99).
+var flowsVersion = "1"
+
+// flowsVersionNumber is flowsVersion as a number (0 when a build set it to
+// something that is not one: it then speaks with nobody).
+func flowsVersionNumber() int {
+	v, _ := strconv.Atoi(flowsVersion)
+	return v
+}
+
+type flowsHello struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	PID     int    `json:"pid"`
+}
+
+// flowsMessage is every message but the hello.
+type flowsMessage struct {
+	Type string `json:"type"` // "batch", "ack", "done"
+	Seq  int    `json:"seq,omitempty"`
+	FDs  int    `json:"fds,omitempty"`
+	*flow.Batch
+	Refused *flow.Refused `json:"refused,omitempty"`
+	// done: what was handed over in all.
+	Relays   int `json:"relays_total,omitempty"`
+	Queued   int `json:"queued_total,omitempty"`
+	Sessions int `json:"sessions_total,omitempty"`
+}
+
+// flowsBuffer bounds a message (flow.Batch's bounds keep batches under it).
+const flowsBuffer = 1 << 20
+
+// newFlowsPair is the flows socket: this process's end and the new
+// process's (both close-on-exec; ForkExec's Files passes the new one's).
+func newFlowsPair() (mine, theirs int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("flows socket: %w", err)
+	}
+	for _, fd := range fds {
+		// As large as the kernel lets: a batch with held bytes is a few
+		// hundred KiB. Privileged, past net.core.wmem_max.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+		}
+	}
+	return fds[0], fds[1], nil
+}
+
+// flowsConn is one end of the flows socket, blocking.
+type flowsConn struct {
+	fd  int
+	buf []byte
+	oob []byte
+}
+
+func newFlowsConn(fd int) *flowsConn {
+	return &flowsConn{fd: fd, buf: make([]byte, flowsBuffer), oob: make([]byte, unix.CmsgSpace(4*(flow.MaxFDs+8)))}
+}
+
+func (c *flowsConn) close() { unix.Close(c.fd) }
+
+// send writes one message with fds.
+func (c *flowsConn) send(msg any, fds []int) error {
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err = unix.Sendmsg(c.fd, data, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// errFDsLost: the kernel dropped descriptors of a message (the receiver
+// was out of fds, RLIMIT_NOFILE): which records they belonged to is
+// unknown, so the whole batch is refused.
+var errFDsLost = errors.New("descriptors of the message were lost (out of fds?)")
+
+// recv reads one message: its bytes (valid until the next recv) and its
+// descriptors (this process's, close-on-exec). io.EOF: the other end
+// closed. flags are recvmsg's (unix.MSG_DONTWAIT to not wait).
+func (c *flowsConn) recv(flags int) ([]byte, []int, error) {
+	var n, oobn, rflags int
+	var err error
+	for {
+		n, oobn, rflags, _, err = unix.Recvmsg(c.fd, c.buf, c.oob, flags|unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fds, ferr := parseRights(c.oob[:oobn])
+	switch {
+	case ferr != nil:
+		closeFDs(fds)
+		return nil, nil, ferr
+	case rflags&unix.MSG_TRUNC != 0:
+		closeFDs(fds)
+		return nil, nil, fmt.Errorf("a flows message over %d bytes", len(c.buf))
+	case rflags&unix.MSG_CTRUNC != 0:
+		return c.buf[:n], fds, errFDsLost
+	case n == 0 && len(fds) == 0:
+		return nil, nil, io.EOF
+	}
+	return c.buf[:n], fds, nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("flows message: control data: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue // not SCM_RIGHTS
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// readable waits up to ms milliseconds for a message (or the other end's
+// close) on c.
+func (c *flowsConn) readable(ms int) bool {
+	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, ms)
+	return err == nil && n > 0
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}

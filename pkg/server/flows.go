@@ -1,0 +1,148 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/l4lb/l4lb/pkg/flow"
+	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
+)
+
+// The server's side of a binary upgrade's hand-over of established
+// connections (handoff.FlowHolder): the old process's server detaches
+// them loop by loop; the new process's server finds each one's listener,
+// pool and backend among its own and spreads the connections over its
+// loops, each adopting its share.
+
+// DetachFlows moves established connections off the loops into b while
+// it has room (handoff.FlowHolder). The loops must be running.
+func (s *Server) DetachFlows(b *flow.Batch) (pending int) {
+	for _, l := range s.loops {
+		if !b.Room() {
+			return pending + 1
+		}
+		l.Do(func() { pending += l.tcp.Detach(b) })
+	}
+	return pending
+}
+
+// AdoptFlows puts b's connections together on the loops, held still, and
+// returns what lets them run and the records no listener, pool or backend
+// of this server can carry on (handoff.FlowHolder).
+func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.Refused) {
+	var firstErr error
+	refuse := func(list *[]int, i int, err error) {
+		*list = append(*list, i)
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	// Each loop adopts its share: the records go round the loops.
+	jobs := make([][]adoptJob, len(s.loops))
+	next := 0
+	add := func(j adoptJob) {
+		jobs[next%len(s.loops)] = append(jobs[next%len(s.loops)], j)
+		next++
+	}
+	for i := range b.Relays {
+		r := &b.Relays[i]
+		f, p, be, err := s.relayHome(r.Listener, r.Pool, r.Backend, r.BackendAddr)
+		if err != nil {
+			refuse(&refused.Relays, i, err)
+			continue
+		}
+		add(adoptJob{func(l *cpuLoop) (*relay.Adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i})
+	}
+	for i := range b.Queued {
+		q := &b.Queued[i]
+		f, p, _, err := s.relayHome(q.Listener, q.Pool, "", "")
+		if err != nil {
+			refuse(&refused.Queued, i, err)
+			continue
+		}
+		add(adoptJob{func(l *cpuLoop) (*relay.Adopted, error) { return l.tcp.AdoptQueued(q, b, f, p) }, &refused.Queued, i})
+	}
+	adopted := make([][]*relay.Adopted, len(s.loops))
+	for k, l := range s.loops {
+		if len(jobs[k]) == 0 {
+			continue
+		}
+		errs := make([]error, len(jobs[k]))
+		ran := l.Do(func() {
+			for n, j := range jobs[k] {
+				a, err := j.adopt(l)
+				if err != nil {
+					errs[n] = err
+					continue
+				}
+				if stay {
+					a.Stay()
+				}
+				adopted[k] = append(adopted[k], a)
+			}
+		})
+		for n, j := range jobs[k] {
+			if !ran {
+				refuse(j.refused, j.i, errLoopStopped)
+			} else if errs[n] != nil {
+				refuse(j.refused, j.i, errs[n])
+			}
+		}
+	}
+	if refused.Len() > 0 {
+		s.log.Warn("upgrade: connections refused in a hand-over; the process that passed them keeps them",
+			"refused", refused.Len(), "first_reason", firstErr)
+	}
+	return func() {
+		for k, l := range s.loops {
+			if as := adopted[k]; len(as) > 0 {
+				l.Post(func() {
+					for _, a := range as {
+						a.Go()
+					}
+				})
+			}
+		}
+	}, refused
+}
+
+// adoptJob is one record's adoption on a loop, and the refusal list its
+// index joins if it fails.
+type adoptJob struct {
+	adopt   func(*cpuLoop) (*relay.Adopted, error)
+	refused *[]int
+	i       int
+}
+
+// relayHome finds a handed-over TCP connection's listener, pool and
+// backend (none asked for: backendID ""). The pool may be one the
+// listener no longer feeds (a reload moved it while the connection was
+// open), as long as some listener still does.
+func (s *Server) relayHome(listener, poolName, backendID, backendAddr string) (*relay.Front, *pool.Pool, *pool.Backend, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var f *relay.Front
+	var p *pool.Pool
+	for _, fr := range s.fronts {
+		if fr.Name == listener {
+			f = fr.Front
+		}
+		if fp := fr.Pool(); fp.Name == poolName && p == nil {
+			p = fp
+		}
+	}
+	if f == nil {
+		return nil, nil, nil, fmt.Errorf("no TCP listener %q", listener)
+	}
+	if p == nil {
+		return nil, nil, nil, fmt.Errorf("no pool %q behind a TCP listener", poolName)
+	}
+	if backendID == "" {
+		return f, p, nil, nil
+	}
+	be, ok := p.ByIdentity(backendID)
+	if !ok || be.Addr != backendAddr {
+		return nil, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
+	}
+	return f, p, be, nil
+}
