@@ -1,0 +1,127 @@
+package server
+
+import (
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/flow"
+)
+
+// The hand-over between two servers of one process (as two processes'
+// would be, minus the unix socket): one detaches, the other finds each
+// connection's listener, pool and backend among its own and adopts it;
+// what it has no home for is refused, and adopted back by the first.
+
+func echoVia(t *testing.T, c net.Conn, backend net.Conn, msg string) {
+	t.Helper()
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(backend, got); err != nil || string(got) != msg {
+		t.Fatalf("backend read %q, %v; want %q", got, err, msg)
+	}
+	backend.Write(got)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+		t.Fatalf("client read %q, %v; want %q", got, err, msg)
+	}
+}
+
+func TestServerHandsConnectionsToAnother(t *testing.T) {
+	k := testnet.StartTaker(t)
+	old := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, ""), 0)
+	next := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, ""), 0)
+	other := startLB(t, strings.Replace(poolTOML(t, "round-robin", []string{k.Addr}, ""), `name = "front"`, `name = "elsewhere"`, 1), 0)
+
+	const n = 6
+	clients := make([]net.Conn, n)
+	backends := make([]net.Conn, n)
+	for i := range clients {
+		c, err := net.DialTimeout("tcp", old.addr, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i], backends[i] = c, k.Next(t)
+		defer backends[i].Close()
+		echoVia(t, c, backends[i], "before")
+	}
+
+	// A server with no listener of that name refuses them all: they come
+	// back to the old one, to stay.
+	b := &flow.Batch{}
+	if pending := old.server.DetachFlows(b); pending != 0 || len(b.Relays) != n {
+		t.Fatalf("detached %d relays, %d pending; want %d, 0", len(b.Relays), pending, n)
+	}
+	run, refused := other.server.AdoptFlows(b, false)
+	run()
+	if len(refused.Relays) != n {
+		t.Fatalf("a server without listener front refused %d of %d", len(refused.Relays), n)
+	}
+	run, refused = old.server.AdoptFlows(b, true)
+	run()
+	if refused.Len() != 0 {
+		t.Fatalf("the old server refused its own connections back: %+v", refused)
+	}
+	for i := range clients {
+		echoVia(t, clients[i], backends[i], "still on the old one")
+	}
+	if b2 := (&flow.Batch{}); old.server.DetachFlows(b2) != 0 || b2.Len() != 0 {
+		t.Fatalf("connections taken back to stay were detached again: %d", b2.Len())
+	}
+
+	// Moved for real: served by the next server, counted there.
+	for i := range clients {
+		clients[i].Close()
+		backends[i].Close()
+	}
+	if !testnet.WaitUntil(20*time.Second, func() bool { return old.server.Active() == 0 }) {
+		t.Fatalf("the old server still holds %d", old.server.Active())
+	}
+	for i := range clients {
+		c, err := net.DialTimeout("tcp", old.addr, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i], backends[i] = c, k.Next(t)
+		defer backends[i].Close()
+		echoVia(t, c, backends[i], "before")
+	}
+	b = &flow.Batch{}
+	old.server.DetachFlows(b)
+	sent := *b // as SCM_RIGHTS passes them: the same files, new descriptors
+	sent.FDs = nil
+	for _, fd := range b.FDs {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent.FDs = append(sent.FDs, d)
+	}
+	run, refused = next.server.AdoptFlows(&sent, false)
+	if refused.Len() != 0 {
+		t.Fatalf("refused %+v", refused)
+	}
+	for _, fd := range b.FDs { // the old process's copies, once the new one has them
+		unix.Close(fd)
+	}
+	run()
+	for i := range clients {
+		echoVia(t, clients[i], backends[i], "on the next one")
+	}
+	if got := next.server.Active(); got != n {
+		t.Errorf("the next server counts %d connections, want %d", got, n)
+	}
+	if got := next.pools["p"].Backends()[0].Active(); got != n {
+		t.Errorf("its backend counts %d, want %d", got, n)
+	}
+}
