@@ -182,11 +182,13 @@ type Batch struct {
 // buffer (an unprivileged process gets at most twice net.core.wmem_max,
 // 416 KiB by default) with its held bytes in base64.
 const (
-	MaxRecords    = 128
-	MaxFDs        = 250
-	MaxRecordFDs  = 6 // a relay: two sockets, a pipe (two ends) per direction
-	MaxRecordHeld = 128 << 10
-	maxHeld       = 64 << 10 // a batch holding more takes no more records
+	MaxRecords   = 128
+	MaxFDs       = 250
+	MaxRecordFDs = 6 // a relay: two sockets, a pipe (two ends) per direction
+	// maxHeld: a batch holding more takes no more records. A relay holds
+	// at most a copy buffer (64 KiB) per direction, so a batch holds less
+	// than 192 KiB, 256 KiB in base64.
+	maxHeld = 64 << 10
 )
 
 // Room reports whether b can take one more record of any kind.

@@ -61,6 +61,10 @@ func (u *Upgrader) Started(inh *Inheritance) {
 // removes the pid file if it still names this process (after an upgrade
 // it names the new one).
 func (u *Upgrader) Exiting() {
+	if u.flows != nil { // an upgrade whose connections were not handed over
+		u.flows.close()
+		u.flows = nil
+	}
 	u.feed.stop(feedFlushGrace) // the drain's last trips too
 	if u.pidfile != "" {
 		RemovePIDFile(u.pidfile, os.Getpid())

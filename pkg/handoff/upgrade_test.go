@@ -203,7 +203,7 @@ func TestUpgradeHandsOverToASuccessor(t *testing.T) {
 	pid := os.Getpid()
 	want := report{PID: rep.PID, From: "upgrade", Parent: pid, Version: "v-old", Sockets: 1, Breaker: []string{"p/a=3/true"}, Followed: 1,
 		Env: []string{fmt.Sprintf("L4LB_UPGRADE_PARENT=%d", pid), "L4LB_UPGRADE_STATE=3", "L4LB_UPGRADE_READY=4",
-			"L4LB_UPGRADE_SOCKETS=5:1", fmt.Sprintf("L4LB_UPGRADE_BREAKER_FEED=6:%d", pid)}}
+			"L4LB_UPGRADE_SOCKETS=5:1", fmt.Sprintf("L4LB_UPGRADE_BREAKER_FEED=6:%d", pid), fmt.Sprintf("L4LB_UPGRADE_FLOWS=7:%d", pid)}}
 	if fmt.Sprint(rep) != fmt.Sprint(want) {
 		t.Fatalf("the successor took %+v, want %+v", rep, want)
 	}
