@@ -140,7 +140,7 @@ func send(t *testing.T, c *net.UDPConn, p string) {
 func TestUDPHandedOverSessionKeepsItsBackendSocket(t *testing.T) {
 	be := rawBackend(t)
 	backends := []string{be.LocalAddr().String()}
-	old := newUDPRig(t, backends, udpRigOpts{})
+	old := newUDPRig(t, backends, udpRigOpts{loops: 2}) // one of them serves the client's socket
 	c := old.client()
 	send(t, c, "one")
 	_, from := receive(t, be)
@@ -162,8 +162,10 @@ func TestUDPHandedOverSessionKeepsItsBackendSocket(t *testing.T) {
 		rec.Client != client || rec.Requests != 1 || rec.Responses != 1 || rec.Verdict != nil || rec.FD != 0 || rec.Idle < 0 {
 		t.Fatalf("record %+v", rec)
 	}
-	if !old.loops[0].Serves(rec.Socket) || !nw.loops[0].Serves(rec.Socket) {
-		t.Fatal("the loops holding the listener socket do not say they serve it")
+	for i := range old.loops {
+		if old.loops[i].Serves(rec.Socket) != nw.loops[i].Serves(rec.Socket) {
+			t.Fatalf("loop %d of one process serves socket %d and that of the other does not", i, rec.Socket)
+		}
 	}
 	if n := old.front.Sessions.Load(); n != 0 || old.front.HandedOut.Load() != 1 || oldBackend.Active() != 0 || old.front.sockets.Load() != 0 {
 		t.Fatalf("the old side still counts: %d sessions, %d handed out, backend %d, sockets %d",

@@ -48,8 +48,8 @@ func (l *sessionList) insertByActivity(s *session) {
 		if at != nil {
 			next = at.next
 		}
-		if next == nil || next.lastActive > s.lastActive {
-			break
+		if next == nil || next.lastActive >= s.lastActive {
+			break // before its equals: a turn gives many sessions one time
 		}
 		at = next
 	}
