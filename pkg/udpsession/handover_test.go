@@ -126,6 +126,25 @@ func receive(t *testing.T, c *net.UDPConn) (string, *net.UDPAddr) {
 	return string(buf[:n]), from
 }
 
+// echoSession is a rig on an echo backend and a client whose session is
+// open (its first datagram answered).
+func echoSession(t *testing.T, o udpRigOpts) (*testnet.UDPBackend, *udpRig, *net.UDPConn) {
+	t.Helper()
+	be := testnet.StartUDPBackend(t, "a", "")
+	r := newUDPRig(t, []string{be.Addr}, o)
+	c := r.client()
+	echoes(t, c, "one")
+	return be, r, c
+}
+
+// echoes sends p and waits for the echo.
+func echoes(t *testing.T, c *net.UDPConn, p string) {
+	t.Helper()
+	if got, err := replyWithin(c, []byte(p), 20*time.Second); err != nil || string(got) != p {
+		t.Fatalf("reply %q, %v; want the echo of %q", got, err, p)
+	}
+}
+
 func send(t *testing.T, c *net.UDPConn, p string) {
 	t.Helper()
 	if _, err := c.Write([]byte(p)); err != nil {
@@ -207,36 +226,25 @@ func TestUDPHandedOverSessionKeepsItsLimits(t *testing.T) {
 	}{
 		{"responses", func(s *Settings) { s.Responses = 3 }, func(t *testing.T, nw *udpRig, c *net.UDPConn, be *testnet.UDPBackend) {
 			for _, p := range []string{"two", "three"} {
-				if got, err := replyWithin(c, []byte(p), 20*time.Second); err != nil || string(got) != p {
-					t.Fatalf("reply %q, %v", got, err)
-				}
+				echoes(t, c, p)
 			}
 			testnet.Eventually(t, "the session to end after its third response, the first before the move", func() bool {
 				return nw.front.Ended[EndResponses].Load() == 1
 			})
 		}},
 		{"requests", func(s *Settings) { s.Requests = 2 }, func(t *testing.T, nw *udpRig, c *net.UDPConn, be *testnet.UDPBackend) {
-			if got, err := replyWithin(c, []byte("two"), 20*time.Second); err != nil || string(got) != "two" {
-				t.Fatalf("reply %q, %v", got, err)
-			}
+			echoes(t, c, "two")
 			if n := nw.front.Started.Load(); n != 0 {
 				t.Fatalf("%d sessions started for the second request", n)
 			}
-			if got, err := replyWithin(c, []byte("three"), 20*time.Second); err != nil || string(got) != "three" {
-				t.Fatalf("reply %q, %v", got, err)
-			}
+			echoes(t, c, "three")
 			if n, src := nw.front.Started.Load(), be.Sources(); n != 1 || src != 2 {
 				t.Fatalf("the third request started %d sessions (%d source ports): the second, after the move, retires the session", n, src)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			be := testnet.StartUDPBackend(t, "a", "")
-			old := newUDPRig(t, []string{be.Addr}, udpRigOpts{settings: tc.set})
-			c := old.client()
-			if got, err := replyWithin(c, []byte("one"), 20*time.Second); err != nil || string(got) != "one" {
-				t.Fatalf("reply %q, %v", got, err)
-			}
+			be, old, c := echoSession(t, udpRigOpts{settings: tc.set})
 			nw := takeOver(t, old, []string{be.Addr}, udpRigOpts{settings: tc.set})
 			goAll(nw, adopt(t, nw, transit(t, detach(t, old))))
 			tc.check(t, nw, c, be)
@@ -334,12 +342,7 @@ func TestUDPHandedOverVerdictTimesOutWithWhatWasLeft(t *testing.T) {
 // A session adopted back to stay (the new process refused it) is not
 // detached again, and goes on where it was.
 func TestUDPStayingSessionIsNotDetachedAgain(t *testing.T) {
-	be := testnet.StartUDPBackend(t, "a", "")
-	r := newUDPRig(t, []string{be.Addr}, udpRigOpts{})
-	c := r.client()
-	if _, err := replyWithin(c, []byte("one"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	be, r, c := echoSession(t, udpRigOpts{})
 	as := adopt(t, r, transit(t, detach(t, r)))
 	for _, a := range as {
 		a.Stay()
@@ -348,9 +351,7 @@ func TestUDPStayingSessionIsNotDetachedAgain(t *testing.T) {
 	if b := detach(t, r); len(b.Sessions) != 0 {
 		t.Fatalf("detached %d sessions adopted to stay", len(b.Sessions))
 	}
-	if got, err := replyWithin(c, []byte("two"), 20*time.Second); err != nil || string(got) != "two" {
-		t.Fatalf("reply %q, %v", got, err)
-	}
+	echoes(t, c, "two")
 	if n := be.Sources(); n != 1 {
 		t.Errorf("the backend saw %d source ports, want the one socket", n)
 	}
@@ -366,9 +367,7 @@ func TestUDPDetachStopsAtAFullBatch(t *testing.T) {
 	r := newUDPRig(t, []string{be.Addr}, udpRigOpts{})
 	clients := []*net.UDPConn{r.client(), r.client(), r.client()}
 	for _, c := range clients {
-		if _, err := replyWithin(c, []byte("q"), 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		echoes(t, c, "q")
 	}
 	l := r.loops[0]
 	full := &flow.Batch{Sessions: make([]flow.Session, flow.MaxRecords-1)} // room for one more
@@ -384,10 +383,8 @@ func TestUDPDetachStopsAtAFullBatch(t *testing.T) {
 	taken := &flow.Batch{Sessions: full.Sessions[flow.MaxRecords-1:], FDs: full.FDs}
 	goAll(r, adopt(t, r, transit(t, taken)))
 	goAll(r, adopt(t, r, transit(t, rest)))
-	for i, c := range clients {
-		if got, err := replyWithin(c, []byte("again"), 20*time.Second); err != nil || string(got) != "again" {
-			t.Fatalf("client %d: reply %q, %v", i, got, err)
-		}
+	for _, c := range clients {
+		echoes(t, c, "again")
 	}
 	if n := be.Sources(); n != 3 {
 		t.Errorf("the backend saw %d source ports for 3 sessions", n)
@@ -400,12 +397,7 @@ func TestUDPDetachStopsAtAFullBatch(t *testing.T) {
 // descriptor stays the caller's, open and out of the loop, and the
 // record put right is adopted from it.
 func TestUDPAdoptRefusesRecordsThatDoNotFit(t *testing.T) {
-	be := testnet.StartUDPBackend(t, "a", "")
-	r := newUDPRig(t, []string{be.Addr}, udpRigOpts{})
-	c := r.client()
-	if _, err := replyWithin(c, []byte("one"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, r, c := echoSession(t, udpRigOpts{})
 	b := transit(t, detach(t, r))
 	good := b.Sessions[0]
 	l := r.loops[0]
@@ -456,19 +448,13 @@ func TestUDPAdoptRefusesRecordsThatDoNotFit(t *testing.T) {
 		}
 	}
 	goAll(r, adopt(t, r, b)) // registering the descriptor again would fail had a refusal left it in the loop
-	if got, err := replyWithin(c, []byte("two"), 20*time.Second); err != nil || string(got) != "two" {
-		t.Fatalf("reply %q, %v", got, err)
-	}
+	echoes(t, c, "two")
 }
 
 // A session adopted but never let go (the loop stopped first) is closed
 // with the loop, and was never counted.
 func TestUDPAdoptedSessionClosedBeforeGoCountsNothing(t *testing.T) {
-	be := testnet.StartUDPBackend(t, "a", "")
-	old := newUDPRig(t, []string{be.Addr}, udpRigOpts{})
-	if _, err := replyWithin(old.client(), []byte("one"), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	be, old, _ := echoSession(t, udpRigOpts{})
 	nw := takeOver(t, old, []string{be.Addr}, udpRigOpts{})
 	b := transit(t, detach(t, old))
 	id, err := listener.SocketID(b.FDs[0])
