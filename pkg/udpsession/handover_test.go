@@ -3,9 +3,11 @@ package udpsession
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/flow"
 	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/rawsys"
 )
 
 // These tests hand sessions from one rig (the old process) to another
@@ -504,4 +507,27 @@ func TestUDPHandedOverSessionTakesItsClientBack(t *testing.T) {
 	if n := nw.front.Sessions.Load(); n != 2 {
 		t.Errorf("%d sessions on the new side, want both", n)
 	}
+}
+
+// Whatever a record's addresses hold, adopting them never panics, and
+// what is accepted is consistent: the socket address the kernel would
+// write for the client, and a reply control message that fits.
+func FuzzAdoptAddrs(f *testing.F) {
+	v4 := nameOf(netip.MustParseAddrPort("127.0.0.1:5353"))
+	f.Add(slices.Clone(unsafe.Slice((*byte)(unsafe.Pointer(&v4)), unix.SizeofSockaddrInet4)), "127.0.0.1:5353", []byte(nil))
+	var v6 sockName
+	v6.Family, v6.Port, v6.Scope_id = unix.AF_INET6, rawsys.Ntohs(53), 2
+	v6.Addr = netip.MustParseAddr("fe80::1").As16()
+	f.Add(slices.Clone(unsafe.Slice((*byte)(unsafe.Pointer(&v6)), unix.SizeofSockaddrInet6)), "[fe80::1%2]:53", make([]byte, replyCtlSpace))
+	f.Add([]byte{}, "", []byte{1})
+	f.Fuzz(func(t *testing.T, name []byte, client string, ctl []byte) {
+		s := &session{}
+		if s.adoptAddrs(&flow.Session{Name: name, Client: client, Control: ctl}) != nil {
+			return
+		}
+		if int(s.nameLen) != len(name) || nameLen(&s.name) != s.nameLen || nameAddrPort(&s.name) != s.client ||
+			s.client.String() != netip.MustParseAddrPort(client).String() || int(s.ctlLen) != len(ctl) {
+			t.Fatalf("accepted %x for %q as %s (name %d bytes, control %d)", name, client, s.client, s.nameLen, s.ctlLen)
+		}
+	})
 }
