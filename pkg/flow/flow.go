@@ -146,6 +146,10 @@ type Session struct {
 	// Verdict is the first datagram's breaker result still open (no reply
 	// yet); Left is what is left of reply_timeout.
 	Verdict *Verdict `json:"verdict,omitempty"`
+	// Drops is the backend socket's count of datagrams the kernel dropped
+	// (SO_RXQ_OVFL), as the old process last saw it: the drops after it
+	// are the new process's to count.
+	Drops uint32 `json:"drops_seen,omitempty"`
 }
 
 // Queued is a client waiting for a backend slot (queue_timeout): it has

@@ -10,7 +10,8 @@
 // "dial": a reply is a success, a refusal a failure and the datagram goes
 // to the next candidate). Sessions end idle (session_timeout), after the
 // listener's `responses`, evicted at max_sessions, refused, or moved off a
-// backend out of rotation. Pick, pool and breaker are called
+// backend out of rotation; in a binary upgrade they move to the new
+// process, backend socket and all. Pick, pool and breaker are called
 // synchronously from the loop; other goroutines reach it only through its
 // task queue.
 //
@@ -26,6 +27,7 @@
 //	batch.go        the mmsghdr batches, socket names, control messages
 //	front.go        a listener (Front), its settings and counters
 //	sessionlist.go  a socket's sessions, longest idle first
+//	handover.go     sessions moving to the next process in a binary upgrade
 //
 // A session reports back to its socket (counts, drops, the idle order):
 // those are the references that run back.

@@ -36,6 +36,10 @@ type Front struct {
 	// Started counts sessions begun; Ended counts ended ones by reason.
 	Started atomic.Int64
 	Ended   [NumSessionEnds]atomic.Int64
+	// HandedOut counts sessions this process passed to the next in a
+	// binary upgrade, HandedIn the ones it took from the previous one
+	// (handover.go): Sessions = Started + HandedIn - Ended - HandedOut.
+	HandedOut, HandedIn atomic.Int64
 	// Unanswered counts sessions whose first datagram had no reply within
 	// the pool's reply_timeout (breaker evidence only with count_no_reply).
 	Unanswered atomic.Int64

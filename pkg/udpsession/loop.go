@@ -1,6 +1,8 @@
 package udpsession
 
 import (
+	"sync/atomic"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/pkg/loopguard"
@@ -10,13 +12,16 @@ import (
 
 // Loop is the UDP side of one event loop: its socket of each UDP listener
 // with their sessions, and the batches datagrams move in. Its methods
-// other than CloseListeners, CutBackend and UnwatchListeners are for the
-// loop's goroutine only.
+// other than CloseListeners, CutBackend, UnwatchListeners and Serves are
+// for the loop's goroutine only.
 type Loop struct {
 	r     *reactor.Loop
 	guard *loopguard.Guard
 
 	udps []*udpSock
+	// served are the identities of the listener sockets open on the loop,
+	// for Serves (handover.go), replaced whole as they change.
+	served atomic.Pointer[[]uint64]
 	// The batches, allocated with the first UDP listener: client datagrams
 	// in, replies out, and one burst GSO-sent on a session's socket
 	// (pointing into udpIn).

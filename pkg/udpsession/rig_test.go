@@ -26,13 +26,18 @@ type udpRig struct {
 	front *Front
 	pool  *pool.Pool
 	addr  string
+	bound *listener.UDPSockets // what was bound, its descriptors the loops'
 }
 
 type udpRigOpts struct {
 	bind     string // "": 127.0.0.1:0
 	loops    int    // 0: one
 	retries  int
-	settings func(*Settings) // changes the listener's settings last
+	settings func(*Settings)    // changes the listener's settings last
+	pool     func(*config.Pool) // changes the pool's config last
+	// sameSockets: the rig's loops serve duplicates of that rig's
+	// sockets, as the process taking over from it in an upgrade does.
+	sameSockets *udpRig
 }
 
 func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
@@ -40,6 +45,9 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 	testnet.CheckLeaks(t)
 	if o.loops <= 0 {
 		o.loops = 1
+	}
+	if o.sameSockets != nil {
+		o.loops = len(o.sameSockets.loops)
 	}
 	pc := config.DefaultPool("u")
 	pc.Protocol = config.ProtocolUDP
@@ -51,6 +59,9 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 		b := config.DefaultBackend()
 		b.Addr = a
 		pc.Backends = append(pc.Backends, b)
+	}
+	if o.pool != nil {
+		o.pool(pc)
 	}
 	r := &udpRig{t: t}
 	// A drain's deadline cuts through the loops, as cmd/l4lb wires it.
@@ -71,12 +82,14 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 	if o.bind == "" {
 		o.bind = "127.0.0.1:0"
 	}
-	socks, err := listener.BindUDP("u", o.bind, o.loops)
-	if err != nil {
+	var socks *listener.UDPSockets
+	if o.sameSockets != nil {
+		socks = o.sameSockets.dupSockets()
+	} else if socks, err = listener.BindUDP("u", o.bind, o.loops); err != nil {
 		t.Fatal(err)
 	}
 	guard := loopguard.New()
-	r.front, r.pool, r.addr = f, p, socks.Addr.String()
+	r.front, r.pool, r.addr, r.bound = f, p, socks.Addr.String(), socks
 	local := socks.Addr.AddrPort()
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	guard.ListenOn(local.Port())
@@ -201,4 +214,28 @@ func sendQueued(conn *net.UDPConn, to *net.UDPAddr, fd int, p []byte) error {
 		}
 	}
 	return errors.New("the datagram never reached the socket")
+}
+
+// dupSockets duplicates the socket each loop of r serves, as the process
+// taking over from r in an upgrade holds them.
+func (r *udpRig) dupSockets() *listener.UDPSockets {
+	r.t.Helper()
+	socks := &listener.UDPSockets{Name: r.bound.Name, Addr: r.bound.Addr, Wildcard: r.bound.Wildcard}
+	for _, l := range r.loops {
+		r.on(l, func() {
+			l.EachListener(func(fd int, _ string) {
+				dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+				if err != nil {
+					r.t.Error(err)
+					return
+				}
+				socks.FDs = append(socks.FDs, dup)
+			})
+		})
+	}
+	if len(socks.FDs) != len(r.loops) {
+		socks.Close()
+		r.t.Fatalf("%d sockets duplicated from %d loops", len(socks.FDs), len(r.loops))
+	}
+	return socks
 }

@@ -52,6 +52,11 @@ type session struct {
 	// backend starts with, when the pool's proxy_protocol asks for it;
 	// nil otherwise.
 	proxyHdr []byte
+
+	// adopt: handed over by another process and held still until Go
+	// (handover.go); stays: adopted to stay, never detached again.
+	adopt *adoption
+	stays bool
 }
 
 // send sends one client datagram on the session's socket, behind the
@@ -290,15 +295,15 @@ func isRefusal(err error) bool {
 }
 
 func (s *session) Event(ev uint32) {
-	if s.ended {
-		return
+	if s.ended || s.adopt != nil {
+		return // held: Go reads what came meanwhile
 	}
 	s.readReplies()
 }
 
 func (s *session) Resume() {
 	s.queued = false
-	if !s.ended {
+	if !s.ended && s.adopt == nil {
 		s.readReplies()
 	}
 }

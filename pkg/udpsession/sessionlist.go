@@ -7,26 +7,67 @@ package udpsession
 type sessionList struct {
 	head, tail *session
 	n          int
+	// finger is where the last session inserted by its activity went
+	// (insertByActivity), while it is in the list.
+	finger *session
 }
 
-func (l *sessionList) pushBack(s *session) {
-	s.prev, s.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = s
+func (l *sessionList) pushBack(s *session) { l.insertAfter(l.tail, s) }
+
+// insertAfter links s in right after at (nil: at the head).
+func (l *sessionList) insertAfter(at, s *session) {
+	s.prev = at
+	if at != nil {
+		s.next, at.next = at.next, s
 	} else {
-		l.head = s
+		s.next, l.head = l.head, s
 	}
-	l.tail = s
+	if s.next != nil {
+		s.next.prev = s
+	} else {
+		l.tail = s
+	}
 	l.n++
 }
 
+// insertByActivity puts s, idle for a while already (a session handed
+// over by another process), where its last activity places it. Handed-over
+// sessions come in the order the other process had them, longest idle
+// first, so the search starts where the previous one went: each costs a
+// step or two, not a walk past the sessions of this process.
+func (l *sessionList) insertByActivity(s *session) {
+	at := l.finger // s goes right after at (nil: at the head)
+	if at == nil {
+		at = l.tail
+	}
+	for at != nil && at.lastActive > s.lastActive {
+		at = at.prev
+	}
+	for {
+		next := l.head
+		if at != nil {
+			next = at.next
+		}
+		if next == nil || next.lastActive >= s.lastActive {
+			break // before its equals: a turn gives many sessions one time
+		}
+		at = next
+	}
+	l.insertAfter(at, s)
+	l.finger = s
+}
+
 func (l *sessionList) remove(s *session) {
+	if s.prev == nil && l.head != s {
+		return // not in the list
+	}
+	if l.finger == s {
+		l.finger = s.prev
+	}
 	if s.prev != nil {
 		s.prev.next = s.next
-	} else if l.head == s {
-		l.head = s.next
 	} else {
-		return // not in the list
+		l.head = s.next
 	}
 	if s.next != nil {
 		s.next.prev = s.prev

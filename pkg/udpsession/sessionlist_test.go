@@ -51,3 +51,37 @@ func TestSessionListOrdersByActivity(t *testing.T) {
 		t.Fatal("a removed session kept stale links")
 	}
 }
+
+// Sessions handed over are inserted where their last activity places
+// them, in whatever order they come, among sessions of this process, and
+// the list stays whole when the session the search starts from goes.
+func TestSessionListInsertsByActivity(t *testing.T) {
+	var l sessionList
+	at := func(last int64) *session { return &session{lastActive: last} }
+	for _, last := range []int64{10, 20, 30} { // this process's own
+		l.pushBack(at(last))
+	}
+	for _, last := range []int64{1, 2, 15, 5, 40, 30, 0, 25} {
+		s := at(last)
+		l.insertByActivity(s)
+		if last == 15 {
+			l.remove(s) // the finger goes: the next search starts from its neighbour
+		}
+	}
+	var got []int64
+	for s := l.head; s != nil; s = s.next {
+		got = append(got, s.lastActive)
+		if s.next != nil && s.next.prev != s || s.next == nil && l.tail != s {
+			t.Fatalf("broken links at %d", s.lastActive)
+		}
+	}
+	want := []int64{0, 1, 2, 5, 10, 20, 25, 30, 30, 40}
+	if len(got) != len(want) || l.len() != len(want) {
+		t.Fatalf("order %v (len %d), want %v", got, l.len(), want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/listener"
 	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
@@ -19,6 +20,7 @@ import (
 type udpSock struct {
 	l        *Loop
 	fd       int
+	id       uint64 // the socket's identity (listener.SocketID), the same in every process holding it
 	f        *Front
 	local    netip.AddrPort // the bound address (its IP is unspecified when wildcard)
 	wildcard bool
@@ -31,6 +33,7 @@ type udpSock struct {
 	sessions map[netip.AddrPort]*session // by client; retired sessions are not here
 	peak     int                         // most entries the map has held since it was made
 	idle     sessionList                 // every session, longest idle first
+	held     sessionList                 // sessions handed over, not yet going (handover.go)
 	expiry   reactor.Timer               // the longest-idle session's session_timeout, or a parked socket's TTL
 	drops    dropCount                   // the socket's drop count (SO_RXQ_OVFL) as last seen
 
@@ -58,6 +61,11 @@ func (l *Loop) AddListener(fd int, f *Front, local netip.AddrPort, wildcard bool
 	u := &udpSock{l: l, fd: fd, f: f, local: local, wildcard: wildcard,
 		sessions: make(map[netip.AddrPort]*session), parked: make(map[*pool.Backend][]*parkedSock)}
 	u.expiry.OnFire(u.expire)
+	id, err := listener.SocketID(fd)
+	if err != nil {
+		return err
+	}
+	u.id = id
 	if err := watchDrops(fd); err != nil {
 		return err
 	}
@@ -70,6 +78,7 @@ func (l *Loop) AddListener(fd int, f *Front, local netip.AddrPort, wildcard bool
 		return err
 	}
 	l.udps = append(l.udps, u)
+	l.publishServed()
 	f.sockMu.Lock()
 	f.added = append(f.added, u)
 	f.sockMu.Unlock()
@@ -89,6 +98,7 @@ func (l *Loop) DetachListener(f *Front) {
 	}
 	clear(l.udps[len(kept):])
 	l.udps = kept
+	l.publishServed()
 }
 
 // EachSocket calls fn with the loop's socket of UDP listener f, if it
@@ -459,8 +469,12 @@ func (u *udpSock) close() {
 	for s := u.idle.head; s != nil; s = u.idle.head {
 		s.end(EndShutdown)
 	}
+	for s := u.held.head; s != nil; s = u.held.head {
+		s.dropAdopted()
+	}
 	u.closeParked()
 	u.closed = true
+	u.l.publishServed()
 	u.l.r.Disarm(&u.expiry)
 	u.l.r.Forget(u.fd)
 	unix.Close(u.fd)
