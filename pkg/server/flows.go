@@ -2,10 +2,12 @@ package server
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/l4lb/l4lb/pkg/flow"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/udpsession"
 )
 
 // The server's side of a binary upgrade's hand-over of established
@@ -21,7 +23,10 @@ func (s *Server) DetachFlows(b *flow.Batch) (pending int) {
 		if !b.Room() {
 			return pending + 1
 		}
-		l.Do(func() { pending += l.tcp.Detach(b) })
+		l.Do(func() {
+			pending += l.tcp.Detach(b)
+			pending += l.udp.Detach(b)
+		})
 	}
 	return pending
 }
@@ -37,7 +42,9 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			firstErr = err
 		}
 	}
-	// Each loop adopts its share: the records go round the loops.
+	// Each loop adopts its share: TCP records go round the loops; a UDP
+	// session goes to the loop reading the socket its client's datagrams
+	// arrive on.
 	jobs := make([][]adoptJob, len(s.loops))
 	next := 0
 	add := func(j adoptJob) {
@@ -51,7 +58,7 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Relays, i, err)
 			continue
 		}
-		add(adoptJob{func(l *cpuLoop) (*relay.Adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i})
+		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i})
 	}
 	for i := range b.Queued {
 		q := &b.Queued[i]
@@ -60,9 +67,23 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Queued, i, err)
 			continue
 		}
-		add(adoptJob{func(l *cpuLoop) (*relay.Adopted, error) { return l.tcp.AdoptQueued(q, b, f, p) }, &refused.Queued, i})
+		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptQueued(q, b, f, p) }, &refused.Queued, i})
 	}
-	adopted := make([][]*relay.Adopted, len(s.loops))
+	for i := range b.Sessions {
+		r := &b.Sessions[i]
+		f, p, be, err := s.sessionHome(r.Listener, r.Pool, r.Backend, r.BackendAddr)
+		if err != nil {
+			refuse(&refused.Sessions, i, err)
+			continue
+		}
+		k := slices.IndexFunc(s.loops, func(l *cpuLoop) bool { return l.udp.Serves(r.Socket) })
+		if k < 0 {
+			refuse(&refused.Sessions, i, fmt.Errorf("no loop reads the socket of listener %q the session's client sends to", r.Listener))
+			continue
+		}
+		jobs[k] = append(jobs[k], adoptJob{func(l *cpuLoop) (adopted, error) { return l.udp.AdoptSession(r, b, f, p, be) }, &refused.Sessions, i})
+	}
+	took := make([][]adopted, len(s.loops))
 	for k, l := range s.loops {
 		if len(jobs[k]) == 0 {
 			continue
@@ -78,7 +99,7 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 				if stay {
 					a.Stay()
 				}
-				adopted[k] = append(adopted[k], a)
+				took[k] = append(took[k], a)
 			}
 		})
 		for n, j := range jobs[k] {
@@ -95,7 +116,7 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 	}
 	return func() {
 		for k, l := range s.loops {
-			if as := adopted[k]; len(as) > 0 {
+			if as := took[k]; len(as) > 0 {
 				l.Post(func() {
 					for _, a := range as {
 						a.Go()
@@ -109,9 +130,16 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 // adoptJob is one record's adoption on a loop, and the refusal list its
 // index joins if it fails.
 type adoptJob struct {
-	adopt   func(*cpuLoop) (*relay.Adopted, error)
+	adopt   func(*cpuLoop) (adopted, error)
 	refused *[]int
 	i       int
+}
+
+// adopted is a connection put together on a loop, held still until Go
+// (relay.Adopted, udpsession.Adopted).
+type adopted interface {
+	Go()
+	Stay()
 }
 
 // relayHome finds a handed-over TCP connection's listener, pool and
@@ -139,6 +167,33 @@ func (s *Server) relayHome(listener, poolName, backendID, backendAddr string) (*
 	}
 	if backendID == "" {
 		return f, p, nil, nil
+	}
+	be, ok := p.ByIdentity(backendID)
+	if !ok || be.Addr != backendAddr {
+		return nil, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
+	}
+	return f, p, be, nil
+}
+
+// sessionHome is relayHome for a UDP session.
+func (s *Server) sessionHome(listener, poolName, backendID, backendAddr string) (*udpsession.Front, *pool.Pool, *pool.Backend, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var f *udpsession.Front
+	var p *pool.Pool
+	for _, fr := range s.udpFronts {
+		if fr.Name == listener {
+			f = fr.Front
+		}
+		if fp := fr.Settings().Pool; fp.Name == poolName && p == nil {
+			p = fp
+		}
+	}
+	if f == nil {
+		return nil, nil, nil, fmt.Errorf("no UDP listener %q", listener)
+	}
+	if p == nil {
+		return nil, nil, nil, fmt.Errorf("no pool %q behind a UDP listener", poolName)
 	}
 	be, ok := p.ByIdentity(backendID)
 	if !ok || be.Addr != backendAddr {
