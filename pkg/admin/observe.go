@@ -26,6 +26,9 @@ var (
 	descQueued = desc("l4lb_client_queued_total",
 		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served (dialed once the pool had room again), timeout, left (the client went away).",
 		"listener", "result")
+	descHandedOver = desc("l4lb_upgrade_connections_handed_total",
+		"Established connections a binary upgrade moved, by listener: TCP relays and clients queued for a slot, or UDP sessions; direction out: passed to the next process (this one is the old one), in: taken from the previous one.",
+		"listener", "direction")
 	descSources = desc("l4lb_policy_sources",
 		"Sources the listener's per-source limits track now (max_connections_per_source, rate_per_source): client addresses, or their prefixes of source_ipv4_prefix / source_ipv6_prefix bits.", "listener")
 	descBackendDraining = desc("l4lb_backend_draining",
@@ -40,7 +43,7 @@ var (
 
 func describeObservability(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
-		descQueued, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
+		descQueued, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
 		ch <- d
 	}
 }
@@ -63,6 +66,10 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.CounterValue, float64(lc.Queued[i]), lc.Name, r)
 		}
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(lc.Sources), lc.Name)
+	}
+	for _, h := range s.Handovers() {
+		ch <- prometheus.MustNewConstMetric(descHandedOver, prometheus.CounterValue, float64(h.Out), h.Name, "out")
+		ch <- prometheus.MustNewConstMetric(descHandedOver, prometheus.CounterValue, float64(h.In), h.Name, "in")
 	}
 	ch <- prometheus.MustNewConstMetric(descAccessDropped, prometheus.CounterValue, float64(s.AccessLogDropped()))
 }

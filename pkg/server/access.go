@@ -51,3 +51,25 @@ func (s *Server) Closes() []ListenerCloses {
 	}
 	return out
 }
+
+// ListenerHandovers counts one listener's connections (TCP relays and
+// queued clients, or UDP sessions) moved by binary upgrades: Out passed to
+// the next process, In taken from the previous one.
+type ListenerHandovers struct {
+	Name, Protocol string
+	Out, In        int64
+}
+
+// Handovers returns every listener's hand-over counts, TCP then UDP.
+func (s *Server) Handovers() []ListenerHandovers {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ListenerHandovers, 0, len(s.fronts)+len(s.udpFronts))
+	for _, f := range s.fronts {
+		out = append(out, ListenerHandovers{Name: f.Name, Protocol: "tcp", Out: f.HandedOut.Load(), In: f.HandedIn.Load()})
+	}
+	for _, f := range s.udpFronts {
+		out = append(out, ListenerHandovers{Name: f.Name, Protocol: "udp", Out: f.HandedOut.Load(), In: f.HandedIn.Load()})
+	}
+	return out
+}
