@@ -16,6 +16,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -28,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/handoff"
 )
@@ -131,33 +133,59 @@ func waitOldGone(t *testing.T, pid int, served time.Time) time.Time {
 	return time.Now()
 }
 
-// loggedRelays returns the relays= field of every log line (text format)
-// with message msg, in order.
-func loggedRelays(log, msg string) []int {
-	var out []int
-	for _, m := range regexp.MustCompile(regexp.QuoteMeta(msg)+`"?.*? relays=(\d+)`).FindAllStringSubmatch(log, -1) {
-		n, _ := strconv.Atoi(m[1])
-		out = append(out, n)
+// loggedCounts returns the relays= and sessions= fields of every log line
+// (text format) with message msg, in order.
+func loggedCounts(log, msg string) [][2]int {
+	var out [][2]int
+	for _, m := range regexp.MustCompile(regexp.QuoteMeta(msg)+`"? relays=(\d+) sessions=(\d+)`).FindAllStringSubmatch(log, -1) {
+		relays, _ := strconv.Atoi(m[1])
+		sessions, _ := strconv.Atoi(m[2])
+		out = append(out, [2]int{relays, sessions})
 	}
 	return out
 }
 
 // checkHandedOver fails unless the log says each of upgrades upgrades
-// handed relays relays over, and the new process adopted them.
-func checkHandedOver(t *testing.T, log string, upgrades, relays int) {
+// handed relays TCP relays and sessions UDP sessions over, and the new
+// process adopted them.
+func checkHandedOver(t *testing.T, log string, upgrades, relays, sessions int) {
 	t.Helper()
+	want := [2]int{relays, sessions}
 	for _, msg := range []string{logHandedOver, logAdopted} {
-		got := loggedRelays(log, msg)
+		got := loggedCounts(log, msg)
 		if len(got) != upgrades {
 			t.Errorf("%d log lines %q, want one per upgrade (%d): %v", len(got), msg, upgrades, got)
 			continue
 		}
 		for i, n := range got {
-			if n != relays {
-				t.Errorf("upgrade %d: %q with relays=%d, want %d", i+1, msg, n, relays)
+			if n != want {
+				t.Errorf("upgrade %d: %q with relays=%d sessions=%d, want relays=%d sessions=%d", i+1, msg, n[0], n[1], relays, sessions)
 			}
 		}
 	}
+}
+
+// handoverConfig writes a one-listener configuration (e2eutil.WriteConfig)
+// with shutdown_timeout = "2s", so an l4lb that drains instead of handing
+// over resets what it holds 2 s after an upgrade. pool is the rest of
+// [pool.p] (its keys, then its backends, backendTOML); its health checks
+// are off: every connection to a backend is a client's.
+func handoverConfig(t *testing.T, pool string) (path, listen, adminAddr string) {
+	t.Helper()
+	path, listen, adminAddr = e2eutil.WriteConfig(t, "", nil, "[global]\nshutdown_timeout = \"2s\"")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = fmt.Appendf(text, "%s\n[pool.p.health]\nenabled = false\n", pool)
+	installBytes(t, text, path, 0o644)
+	return path, listen, adminAddr
+}
+
+// backendTOML is a [[pool.p.backend]] at addr, with keys (lines) of its
+// own.
+func backendTOML(addr string, keys ...string) string {
+	return fmt.Sprintf("[[pool.p.backend]]\naddr = %q\n%s", addr, strings.Join(keys, "\n"))
 }
 
 // needNofile makes sure this process may open n fds, raising its soft
@@ -235,7 +263,7 @@ func (b *rawBackend) next(t *testing.T) *net.TCPConn {
 	t.Helper()
 	select {
 	case c := <-b.conns:
-		c.SetDeadline(time.Now().Add(2 * time.Minute))
+		c.SetDeadline(time.Now().Add(time.Minute))
 		return c
 	case <-time.After(20 * time.Second):
 		t.Fatal("timed out waiting for l4lb to connect to the backend")
@@ -252,7 +280,7 @@ func dialTCP(t *testing.T, addr string) *net.TCPConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(2 * time.Minute))
+	c.SetDeadline(time.Now().Add(time.Minute))
 	return c.(*net.TCPConn)
 }
 

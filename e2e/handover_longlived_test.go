@@ -49,7 +49,7 @@ func TestHandoverLongLivedConnections(t *testing.T) {
 	}
 	fleet.finish(t)
 	bulk.finish(t)
-	checkHandedOver(t, chain.logText(), upgrades, conns+streams)
+	checkHandedOver(t, chain.logText(), upgrades, conns+streams, 0)
 	pause, id := fleet.longestPause()
 	t.Logf("%d messages echoed in order over %d connections and %d MB byte-exact over %d streams, across %d upgrades; old processes gone %v after their successors served; longest pause between two echoes %v (connection %d)",
 		fleet.messages(), conns, bulk.bytes()>>20, streams, upgrades, exits, pause.Round(time.Millisecond), id)

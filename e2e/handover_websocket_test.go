@@ -106,7 +106,7 @@ func TestHandoverWebSocket(t *testing.T) {
 			t.Fatalf("websockets failed: %s", s)
 		}
 	}
-	checkHandedOver(t, chain.logText(), upgrades, conns)
+	checkHandedOver(t, chain.logText(), upgrades, conns, 0)
 	t.Logf("%d websocket messages echoed in order over %d connections across %d upgrades, every connection closed normally", messages, conns, upgrades)
 }
 
