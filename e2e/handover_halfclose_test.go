@@ -58,10 +58,10 @@ func TestHandoverKeepsHalfClosedConnections(t *testing.T) {
 
 // sendAndClose writes payload on from and half-closes it; to must read it
 // all, byte for byte, then EOF.
-func sendAndClose(t *testing.T, what string, from, to interface {
-	io.ReadWriter
+func sendAndClose(t *testing.T, what string, from interface {
+	io.Writer
 	CloseWrite() error
-}, payload []byte) {
+}, to io.Reader, payload []byte) {
 	t.Helper()
 	werr := make(chan error, 1)
 	go func() {
