@@ -401,10 +401,14 @@ type seqConn struct {
 
 // failOnce counts a connection's first failure only: a reset fails its
 // reads and its writes.
-type failOnce struct{ failed atomic.Bool }
+type failOnce struct {
+	failed   atomic.Bool
+	failedAt atomic.Int64 // UnixNano of the failure
+}
 
 func (o *failOnce) fail(f *failures, kind, format string, args ...any) {
 	if o.failed.CompareAndSwap(false, true) {
+		o.failedAt.Store(time.Now().UnixNano())
 		f.add(kind, format, args...)
 	}
 }
