@@ -47,25 +47,31 @@ const (
 	logStaysHere  = "upgrade: the new process does not adopt connections; they stay here and drain"
 )
 
-// upgradeChain is an l4lb run with a pid file and its log in a file that
-// every generation writes to, followed through its binary upgrades: the
-// pid serving now, and every generation's, each killed when the test ends.
+// upgradeChain is an l4lb run with a pid file, followed through its
+// binary upgrades: the pid serving now, every generation's (each killed
+// when the test ends), and the log every generation writes to.
 type upgradeChain struct {
-	first   *loggedProc
+	logText func() string
 	pidfile string
 	pid     int   // the process serving now
 	pids    []int // every generation, first to last
 }
 
-// startChain starts bin (an l4lb) with config and waits until it serves.
+// startChain starts bin (an l4lb) with config, its output in a file, and
+// waits until it serves.
 func startChain(t *testing.T, bin, config string) *upgradeChain {
 	t.Helper()
-	c := &upgradeChain{pidfile: filepath.Join(t.TempDir(), "l4lb.pid")}
-	c.first = startLogged(t, bin, "-config", config, "-pidfile", c.pidfile)
-	waitPIDFile(t, c.first, c.pidfile)
-	c.pid = c.first.cmd.Process.Pid
-	c.pids = []int{c.pid}
-	// The successors are not the test's children: killed by pid.
+	pidfile := filepath.Join(t.TempDir(), "l4lb.pid")
+	p := startLogged(t, bin, "-config", config, "-pidfile", pidfile)
+	waitPIDFile(t, p, pidfile)
+	return followChain(t, p.cmd.Process.Pid, pidfile, p.logText)
+}
+
+// followChain follows pid, an l4lb serving with -pidfile pidfile, whose
+// output logText reads. Its successors are not the test's children: they
+// are killed by pid when the test ends.
+func followChain(t *testing.T, pid int, pidfile string, logText func() string) *upgradeChain {
+	c := &upgradeChain{logText: logText, pidfile: pidfile, pid: pid, pids: []int{pid}}
 	t.Cleanup(func() {
 		for _, pid := range c.pids[1:] {
 			if !processGone(pid) {
@@ -76,16 +82,17 @@ func startChain(t *testing.T, bin, config string) *upgradeChain {
 	return c
 }
 
-// logText is what every generation logged so far.
-func (c *upgradeChain) logText() string { return c.first.logText() }
-
 // upgrade runs `l4lb upgrade -pidfile` (the build's l4lb: the path may hold
 // another) and returns the old pid and when the new process served.
 func (c *upgradeChain) upgrade(t *testing.T) (old int, served time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, l4lbBin, "upgrade", "-pidfile", c.pidfile, "-wait", "60s").CombinedOutput()
+	cmd := exec.CommandContext(ctx, l4lbBin, "upgrade", "-pidfile", c.pidfile, "-wait", "60s")
+	// Built with the race detector, it would sleep a second before it
+	// exits, and its end would no longer say when the new process served.
+	cmd.Env = append(os.Environ(), "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	out, err := cmd.CombinedOutput()
 	served = time.Now()
 	if err != nil {
 		t.Fatalf("l4lb upgrade of pid %d: %v\n%s", c.pid, err, out)
