@@ -54,7 +54,7 @@ addr = %q
 	waitOldGone(t, old, served)
 	received.waitPast(t, received.highest()+5, "after the old process is gone")
 	last := stopPush()
-	received.waitPast(t, last+1, "the last the backend sent")
+	received.waitPast(t, last, "the last the backend sent")
 	if missing, out := received.check(last); len(missing) > 0 || out != "" {
 		t.Fatalf("of the backend's %d datagrams the client missed %d %v; %s", last+1, len(missing), missing, out)
 	}
