@@ -69,10 +69,15 @@ func startChain(t *testing.T, bin, config string) *upgradeChain {
 
 // followChain follows pid, an l4lb serving with -pidfile pidfile, whose
 // output logText reads. Its successors are not the test's children: they
-// are killed by pid when the test ends.
+// are killed by pid when the test ends. Built with the race detector, no
+// generation may have reported a data race (the hand-over moves
+// connections between loops and processes).
 func followChain(t *testing.T, pid int, pidfile string, logText func() string) *upgradeChain {
 	c := &upgradeChain{logText: logText, pidfile: pidfile, pid: pid, pids: []int{pid}}
 	t.Cleanup(func() {
+		if strings.Contains(logText(), "WARNING: DATA RACE") {
+			t.Error("an l4lb of the test reported a data race (its log follows)")
+		}
 		for _, pid := range c.pids[1:] {
 			if !processGone(pid) {
 				syscall.Kill(pid, syscall.SIGKILL)
