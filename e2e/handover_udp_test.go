@@ -52,7 +52,11 @@ addr = %q
 
 	old, served := chain.upgrade(t)
 	waitOldGone(t, old, served)
-	received.waitPast(t, received.highest()+5, "after the old process is gone")
+	if next := received.highest() + 5; !testnet.WaitUntil(20*time.Second, func() bool { return received.highest() >= next }) {
+		after := backend.sessionOf(t, client, "after")
+		t.Fatalf("after the old process was gone no datagram of the backend's reached the client (%d arrived before); the client's next datagram came from %v, before from %v",
+			received.count(), after, session)
+	}
 	last := stopPush()
 	received.waitPast(t, last, "the last the backend sent")
 	if missing, out := received.check(last); len(missing) > 0 || out != "" {
