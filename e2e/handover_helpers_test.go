@@ -562,21 +562,10 @@ func (s *seqConn) read(f *failures) {
 }
 
 // waitEchoedSince waits until every connection has had an echo after
-// since (the old process gone: the new one relays them all), failing at
-// once when one failed.
+// since, failing at once when one failed.
 func (f *seqFleet) waitEchoedSince(t *testing.T, since time.Time, what string) {
 	t.Helper()
-	testnet.Eventually(t, "every long-lived connection to be echoed "+what, func() bool {
-		if s := f.fails.summary(); s != "" {
-			t.Fatalf("%s: long-lived connections failed: %s", what, s)
-		}
-		for _, s := range f.conns {
-			if s.lastEcho.Load() <= since.UnixNano() {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeardSince(t, "every long-lived connection to be echoed "+what, since, f.conns, &f.fails)
 }
 
 // finish half-closes every connection and waits for each to end: every
@@ -584,16 +573,59 @@ func (f *seqFleet) waitEchoedSince(t *testing.T, since time.Time, what string) {
 func (f *seqFleet) finish(t *testing.T) {
 	t.Helper()
 	f.halt()
+	waitEnded(t, "long-lived connection", f.conns, &f.fails)
+}
+
+func (s *seqConn) heard() int64          { return s.lastEcho.Load() }
+func (s *seqConn) done() <-chan struct{} { return s.ended }
+func (s *seqConn) progress() string {
+	return fmt.Sprintf("%d: %d of %d echoes", s.id, s.echoed.Load(), s.sent.Load())
+}
+
+// heardFlow is one connection of a test's load, to waitHeardSince: when
+// it last received.
+type heardFlow interface{ heard() int64 }
+
+// endingFlow is one connection of a test's load, to waitEnded.
+type endingFlow interface {
+	done() <-chan struct{} // closed once it has ended
+	progress() string      // which it is and how far it got
+}
+
+// waitHeardSince waits until every flow has received after since (after
+// an upgrade, the old process gone: the new one relays them all), failing
+// at once when one failed.
+func waitHeardSince[F heardFlow](t *testing.T, what string, since time.Time, flows []F, fails ...*failures) {
+	t.Helper()
+	testnet.Eventually(t, what, func() bool {
+		for _, f := range fails {
+			if s := f.summary(); s != "" {
+				t.Fatalf("waiting for %s: failed: %s", what, s)
+			}
+		}
+		for _, f := range flows {
+			if f.heard() <= since.UnixNano() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitEnded waits for every flow, told to end, to have ended, then fails
+// if any failed.
+func waitEnded[F endingFlow](t *testing.T, what string, flows []F, fails *failures) {
+	t.Helper()
 	deadline := time.After(60 * time.Second)
-	for _, s := range f.conns {
+	for _, f := range flows {
 		select {
-		case <-s.ended:
+		case <-f.done():
 		case <-deadline:
-			t.Fatalf("long-lived connection %d did not end after its half-close (%d of %d echoes)", s.id, s.echoed.Load(), s.sent.Load())
+			t.Fatalf("%s %s did not end once told to", what, f.progress())
 		}
 	}
-	if s := f.fails.summary(); s != "" {
-		t.Fatalf("long-lived connections failed: %s", s)
+	if s := fails.summary(); s != "" {
+		t.Fatalf("%ss failed: %s", what, s)
 	}
 }
 
@@ -604,6 +636,13 @@ func (f *seqFleet) messages() int64 {
 		n += s.echoed.Load()
 	}
 	return n
+}
+
+// resetPauses starts the longest pauses' measure anew.
+func (f *seqFleet) resetPauses() {
+	for _, s := range f.conns {
+		s.maxGap.Store(0)
+	}
 }
 
 // longestPause is the longest time a connection of the fleet waited

@@ -38,6 +38,7 @@ func TestHandoverLongLivedConnections(t *testing.T) {
 	fleet := startSeqFleet(t, listen, "b", conns, 100*time.Millisecond)
 	bulk := startBulkStreams(t, listen, "b", streams)
 	fleet.waitEchoedSince(t, time.Now(), "before the upgrades")
+	fleet.resetPauses() // the upgrades' pauses, not the start's
 	var exits []time.Duration
 	for i := 1; i <= upgrades; i++ {
 		old, served := chain.upgrade(t)
@@ -51,7 +52,7 @@ func TestHandoverLongLivedConnections(t *testing.T) {
 	bulk.finish(t)
 	checkHandedOver(t, chain.logText(), upgrades, conns+streams, 0)
 	pause, id := fleet.longestPause()
-	t.Logf("%d messages echoed in order over %d connections and %d MB byte-exact over %d streams, across %d upgrades; old processes gone %v after their successors served; longest pause between two echoes %v (connection %d)",
+	t.Logf("%d messages echoed in order over %d connections and %d MB byte-exact over %d streams, across %d upgrades; old processes gone %v after their successors served; longest pause between two echoes during the upgrades %v (connection %d)",
 		fleet.messages(), conns, bulk.bytes()>>20, streams, upgrades, exits, pause.Round(time.Millisecond), id)
 }
 
@@ -172,34 +173,20 @@ func (s *bulkStream) read(f *failures) {
 // failing at once when one failed.
 func (b *bulkSet) waitFlowingSince(t *testing.T, since time.Time, what string) {
 	t.Helper()
-	testnet.Eventually(t, "every bulk stream to flow "+what, func() bool {
-		if s := b.fails.summary(); s != "" {
-			t.Fatalf("%s: bulk streams failed: %s", what, s)
-		}
-		for _, s := range b.streams {
-			if s.lastRead.Load() <= since.UnixNano() {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeardSince(t, "every bulk stream to flow "+what, since, b.streams, &b.fails)
 }
 
 // finish half-closes every stream and waits for each to end, checked.
 func (b *bulkSet) finish(t *testing.T) {
 	t.Helper()
 	b.halt()
-	deadline := time.After(60 * time.Second)
-	for _, s := range b.streams {
-		select {
-		case <-s.ended:
-		case <-deadline:
-			t.Fatalf("bulk stream %d did not end after its half-close (%d of %d bytes back)", s.id, s.got.Load(), s.sent.Load())
-		}
-	}
-	if s := b.fails.summary(); s != "" {
-		t.Fatalf("bulk streams failed: %s", s)
-	}
+	waitEnded(t, "bulk stream", b.streams, &b.fails)
+}
+
+func (s *bulkStream) heard() int64          { return s.lastRead.Load() }
+func (s *bulkStream) done() <-chan struct{} { return s.ended }
+func (s *bulkStream) progress() string {
+	return fmt.Sprintf("%d: %d of %d bytes back", s.id, s.got.Load(), s.sent.Load())
 }
 
 // bytes is how many bytes came back over all streams.

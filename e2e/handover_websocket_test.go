@@ -60,19 +60,7 @@ func TestHandoverWebSocket(t *testing.T) {
 	}
 	echoedSince := func(since time.Time, what string) {
 		t.Helper()
-		testnet.Eventually(t, "every websocket to be echoed "+what, func() bool {
-			for _, f := range []*failures{&clientFails, &srv.fails} {
-				if s := f.summary(); s != "" {
-					t.Fatalf("%s: websockets failed: %s", what, s)
-				}
-			}
-			for _, c := range clients {
-				if c.lastEcho.Load() <= since.UnixNano() {
-					return false
-				}
-			}
-			return true
-		})
+		waitHeardSince(t, "every websocket to be echoed "+what, since, clients, &clientFails, &srv.fails)
 	}
 	echoedSince(time.Now(), "before the upgrades")
 	for i := 1; i <= upgrades; i++ {
@@ -120,6 +108,8 @@ type wsClient struct {
 	closing  atomic.Bool  // the test began the close handshake
 	failOnce
 }
+
+func (c *wsClient) heard() int64 { return c.lastEcho.Load() }
 
 // write sends "N" (the next number) every 100 ms until stop.
 func (c *wsClient) write(ctx context.Context, stop <-chan struct{}, f *failures) {
