@@ -40,6 +40,7 @@ addr = %q
 `, addr, be.Addr), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	exitAtOnce(t)
 	p := startActivated(t, []*os.File{sock}, "self", "-config", path, "-pidfile", pidfile)
 	testnet.Eventually(t, "the activated l4lb to write its pid file", func() bool {
 		if done, err := exited(p); done {

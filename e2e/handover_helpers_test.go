@@ -61,10 +61,22 @@ type upgradeChain struct {
 // waits until it serves.
 func startChain(t *testing.T, bin, config string) *upgradeChain {
 	t.Helper()
+	exitAtOnce(t)
 	pidfile := filepath.Join(t.TempDir(), "l4lb.pid")
 	p := startLogged(t, bin, "-config", config, "-pidfile", pidfile)
 	waitPIDFile(t, p, pidfile)
 	return followChain(t, p.cmd.Process.Pid, pidfile, p.logText)
+}
+
+// exitAtOnce makes the l4lb processes the test starts from now on exit
+// when they are done: built with the race detector, a process sleeps a
+// second as it exits (GORACE's atexit_sleep_ms), which would count
+// against an old process's five seconds and delay when l4lb upgrade says
+// the new process serves. A race it found is in its log by then.
+func exitAtOnce(t *testing.T) {
+	if raceEnabled {
+		t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	}
 }
 
 // followChain follows pid, an l4lb serving with -pidfile pidfile, whose
@@ -93,11 +105,7 @@ func (c *upgradeChain) upgrade(t *testing.T) (old int, served time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l4lbBin, "upgrade", "-pidfile", c.pidfile, "-wait", "60s")
-	// Built with the race detector, it would sleep a second before it
-	// exits, and its end would no longer say when the new process served.
-	cmd.Env = append(os.Environ(), "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	out, err := cmd.CombinedOutput()
+	out, err := exec.CommandContext(ctx, l4lbBin, "upgrade", "-pidfile", c.pidfile, "-wait", "60s").CombinedOutput()
 	served = time.Now()
 	if err != nil {
 		t.Fatalf("l4lb upgrade of pid %d: %v\n%s", c.pid, err, out)
