@@ -72,7 +72,8 @@ func startChain(t *testing.T, bin, config string) *upgradeChain {
 // when they are done: built with the race detector, a process sleeps a
 // second as it exits (GORACE's atexit_sleep_ms), which would count
 // against an old process's five seconds and delay when l4lb upgrade says
-// the new process serves. A race it found is in its log by then.
+// the new process serves. A race is reported when it is found, not at
+// exit.
 func exitAtOnce(t *testing.T) {
 	if raceEnabled {
 		t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
