@@ -38,7 +38,7 @@ func TestHandoverWebSocket(t *testing.T) {
 	halt := sync.OnceFunc(func() { close(stop) })
 	var clientFails failures
 	clients := make([]*wsClient, conns)
-	var running sync.WaitGroup
+	var writers, readers sync.WaitGroup
 	t.Cleanup(func() {
 		halt()
 		for _, c := range clients {
@@ -46,7 +46,8 @@ func TestHandoverWebSocket(t *testing.T) {
 				c.conn.CloseNow()
 			}
 		}
-		running.Wait()
+		writers.Wait()
+		readers.Wait()
 	})
 	for i := range clients {
 		conn, _, err := websocket.Dial(ctx, "ws://"+listen+"/echo", nil)
@@ -55,8 +56,8 @@ func TestHandoverWebSocket(t *testing.T) {
 		}
 		c := &wsClient{id: i, conn: conn}
 		clients[i] = c
-		running.Go(func() { c.write(ctx, stop, &clientFails) })
-		running.Go(func() { c.read(ctx, &clientFails) })
+		writers.Go(func() { c.write(ctx, stop, &clientFails) })
+		readers.Go(func() { c.read(ctx, &clientFails) })
 	}
 	echoedSince := func(since time.Time, what string) {
 		t.Helper()
@@ -71,6 +72,7 @@ func TestHandoverWebSocket(t *testing.T) {
 
 	// The end: every message echoed, then the close handshake.
 	halt()
+	writers.Wait()
 	testnet.Eventually(t, "every websocket message to be echoed", func() bool {
 		for _, c := range clients {
 			if c.echoed.Load() != c.sent.Load() {
@@ -87,7 +89,7 @@ func TestHandoverWebSocket(t *testing.T) {
 		}
 		messages += c.echoed.Load()
 	}
-	running.Wait()
+	readers.Wait()
 	testnet.Eventually(t, "the server to see every websocket closed", func() bool { return srv.closed.Load() == conns })
 	for _, f := range []*failures{&clientFails, &srv.fails} {
 		if s := f.summary(); s != "" {
