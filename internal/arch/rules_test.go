@@ -58,8 +58,10 @@ var rules = map[string][]string{
 
 // fenced third-party modules and the only packages that may import them
 // directly: the TOML decoder behind the config parser, Prometheus behind
-// the admin API, the Redis client behind the fleet store.
+// the admin API, the Redis client behind the fleet store, and the
+// WebSocket library the end-to-end tests' clients and servers use.
 var fenced = map[string][]string{
+	"github.com/coder/websocket":          {"e2e"},
 	"github.com/BurntSushi/toml":          {"pkg/config", "cmd/l4lb"},
 	"github.com/prometheus/client_golang": {"pkg/admin", "cmd/l4lb"},
 	"github.com/prometheus/client_model":  {"pkg/admin", "cmd/l4lb"},
