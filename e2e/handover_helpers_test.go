@@ -158,7 +158,7 @@ func waitOldGone(t *testing.T, pid int, served time.Time) time.Time {
 // (text format) with message msg, in order.
 func loggedCounts(log, msg string) [][2]int {
 	var out [][2]int
-	for _, m := range regexp.MustCompile(regexp.QuoteMeta(msg)+`"? relays=(\d+) sessions=(\d+)`).FindAllStringSubmatch(log, -1) {
+	for _, m := range regexp.MustCompile(regexp.QuoteMeta(msg)+`"? relays=(\d+) (?:queued=\d+ )?sessions=(\d+)`).FindAllStringSubmatch(log, -1) {
 		relays, _ := strconv.Atoi(m[1])
 		sessions, _ := strconv.Atoi(m[2])
 		out = append(out, [2]int{relays, sessions})
