@@ -221,8 +221,9 @@ func TestUnitAllowsWhatL4lbCalls(t *testing.T) {
 			t.Errorf("l4lb opened an %s socket; the unit's RestrictAddressFamilies does not allow it", f)
 		}
 	}
-	// The trace covered the data path: streams spliced, datagrams batched.
-	for _, must := range []string{"splice", "accept4", "recvmmsg", "epoll_ctl", "eventfd2"} {
+	// The trace covered the data path: streams spliced, datagrams batched,
+	// connections handed over in the upgrade.
+	for _, must := range []string{"splice", "accept4", "recvmmsg", "epoll_ctl", "eventfd2", "socketpair", "sendmsg", "recvmsg"} {
 		if calls[must] == 0 {
 			t.Errorf("the traced run made no %s call: it did not exercise what it should", must)
 		}
@@ -384,8 +385,19 @@ addr = %q
 	})
 	// A binary upgrade, when this build has one: the running l4lb executes
 	// bin again (execve under the unit's filter), hands the new process its
-	// sockets, tells systemd its pid and exits after its drain.
+	// sockets, tells systemd its pid, passes it the open connection and
+	// UDP session (a unix socket pair, SCM_RIGHTS) and exits.
 	if exec.Command(bin, "upgrade", "-h").Run() == nil {
+		held, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		held.SetDeadline(time.Now().Add(60 * time.Second))
+		heldR := bufio.NewReader(held)
+		if tag, err := heldR.ReadString('\n'); err != nil || tag != "b\n" {
+			t.Fatalf("a connection held across the upgrade: %q %v", tag, err)
+		}
 		old := pid
 		syscall.Kill(old, syscall.SIGUSR2)
 		n, _ := systemd.WaitFor(t, "MAINPID= after the upgrade", func(n testnet.Notification) bool {
@@ -402,6 +414,16 @@ addr = %q
 		if tag, err := testnet.Hello(listen, ""); err != nil || tag != "b" {
 			t.Fatalf("through the upgraded l4lb: %q %v", tag, err)
 		}
+		held.Write([]byte("ping"))
+		if got := make([]byte, 4); func() error { _, err := io.ReadFull(heldR, got); return err }() != nil || string(got) != "ping" {
+			t.Fatalf("the connection held across the upgrade: echo %q", got)
+		}
+		u.Write([]byte("who"))
+		u.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := u.Read(buf); err != nil || string(buf[:n]) != "u" {
+			t.Fatalf("the UDP session held across the upgrade: %q %v", buf[:n], err)
+		}
+		held.Close()
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
 	select {
