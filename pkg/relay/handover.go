@@ -50,6 +50,23 @@ func (l *Loop) Detach(b *flow.Batch) (pending int) {
 	return pending
 }
 
+// DetachQueued is Detach for the clients queued for a slot only. The
+// server takes them off every loop before any relay: a relay detached
+// gives its slot back here, and a client still queued on another loop
+// would be dialed into it while the relay goes on in the other process.
+func (l *Loop) DetachQueued(b *flow.Batch) (pending int) {
+	for c := range l.conns {
+		if c.stays || c.phase != phaseQueued || !c.waiting {
+			continue
+		}
+		if !b.Room() {
+			return 1
+		}
+		b.Queued = append(b.Queued, c.detachQueued(b))
+	}
+	return 0
+}
+
 func (c *conn) detachRelay(b *flow.Batch) flow.Relay {
 	l := c.l
 	now := l.r.Clock()

@@ -19,6 +19,12 @@ import (
 // DetachFlows moves established connections off the loops into b while
 // it has room (handoff.FlowHolder). The loops must be running.
 func (s *Server) DetachFlows(b *flow.Batch) (pending int) {
+	for _, l := range s.loops { // queued clients first: see relay.Loop.DetachQueued
+		if !b.Room() {
+			return pending + 1
+		}
+		l.Do(func() { pending += l.tcp.DetachQueued(b) })
+	}
 	for _, l := range s.loops {
 		if !b.Room() {
 			return pending + 1
