@@ -50,6 +50,10 @@ type FlowHolder interface {
 // still being set up.
 const flowsPoll = 20 * time.Millisecond
 
+// flowsWindow bounds the batches travelling at once (at most 1,000
+// descriptors in flight, well within the kernel's per-user bound).
+const flowsWindow = 4
+
 // FlowsResult is what a hand-over did, for the old process's log.
 type FlowsResult struct {
 	Adopting                 bool   // the new process speaks this protocol
@@ -81,34 +85,58 @@ func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult 
 		return FlowsResult{Reason: reason}
 	}
 	res := FlowsResult{Adopting: true}
-	acked := 0
-	for seq := 1; ctx.Err() == nil; seq++ {
-		b := &flow.Batch{}
-		pending := h.DetachFlows(b)
-		if b.Len() == 0 {
-			if pending == 0 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(flowsPoll):
-			}
-			continue
-		}
-		refused, err := c.pass(ctx, seq, b)
-		if err != nil {
-			res.Err, res.Lost = err, acked
-			if ctx.Err() == nil {
-				// Unacknowledged: the new process took none of it.
+	// Up to flowsWindow batches travel at once, so the new process adopts
+	// one while this one detaches the next; each stays this process's
+	// until its ack, and acks come in order.
+	var inflight []*flow.Batch
+	seq, acked := 0, 0
+	fail := func(err error) {
+		res.Err, res.Lost = err, res.Handed()
+		if ctx.Err() == nil {
+			// Unacknowledged: the new process took none of them.
+			for _, b := range inflight {
 				run, _ := h.AdoptFlows(b, true)
 				run()
 				res.Kept += b.Len()
 			}
-			// Else the batch is in flight at the drain's end: this
-			// process exits, closing its copies; if the new process
-			// takes it, the connections live on there.
+		}
+		// Else the batches are in flight at the drain's end: this process
+		// exits, closing its copies; if the new process takes them, the
+		// connections live on there.
+	}
+	for ctx.Err() == nil {
+		if len(inflight) < flowsWindow {
+			b := &flow.Batch{}
+			pending := h.DetachFlows(b)
+			if b.Len() > 0 {
+				seq++
+				if err := c.sendBatch(seq, b); err != nil {
+					inflight = append(inflight, b)
+					fail(err)
+					break
+				}
+				inflight = append(inflight, b)
+				continue
+			}
+			if pending == 0 && len(inflight) == 0 {
+				break // nothing more to hand over
+			}
+			if len(inflight) == 0 {
+				select { // connections still being set up
+				case <-ctx.Done():
+				case <-time.After(flowsPoll):
+				}
+				continue
+			}
+		}
+		refused, err := c.awaitAck(ctx, acked+1)
+		if err != nil {
+			fail(err)
 			break
 		}
+		acked++
+		b := inflight[0]
+		inflight = inflight[1:]
 		kept, taken := b.Split(refused)
 		closeFDs(taken)
 		if kept.Len() > 0 {
@@ -119,7 +147,6 @@ func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult 
 		res.Relays += len(b.Relays) - len(kept.Relays)
 		res.Queued += len(b.Queued) - len(kept.Queued)
 		res.Sessions += len(b.Sessions) - len(kept.Sessions)
-		acked = res.Handed()
 	}
 	if res.Err == nil {
 		c.send(flowsMessage{Type: "done", Relays: res.Relays, Queued: res.Queued, Sessions: res.Sessions}, nil)
@@ -150,11 +177,16 @@ func (c *flowsConn) awaitHello() string {
 	return ""
 }
 
-// pass sends one batch and waits for its acknowledgement.
-func (c *flowsConn) pass(ctx context.Context, seq int, b *flow.Batch) (flow.Refused, error) {
+// sendBatch sends batch seq with its descriptors.
+func (c *flowsConn) sendBatch(seq int, b *flow.Batch) error {
 	if err := c.send(flowsMessage{Type: "batch", Seq: seq, FDs: len(b.FDs), Batch: b}, b.FDs); err != nil {
-		return flow.Refused{}, fmt.Errorf("send batch %d: %w", seq, err)
+		return fmt.Errorf("send batch %d: %w", seq, err)
 	}
+	return nil
+}
+
+// awaitAck waits for batch seq's acknowledgement.
+func (c *flowsConn) awaitAck(ctx context.Context, seq int) (flow.Refused, error) {
 	for !c.readable(100) {
 		if ctx.Err() != nil {
 			return flow.Refused{}, fmt.Errorf("batch %d unacknowledged when the drain ended: %w", seq, context.Cause(ctx))

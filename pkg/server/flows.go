@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/l4lb/l4lb/pkg/flow"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -89,30 +90,39 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 		}
 		jobs[k] = append(jobs[k], adoptJob{func(l *cpuLoop) (adopted, error) { return l.udp.AdoptSession(r, b, f, p, be) }, &refused.Sessions, i})
 	}
+	// The loops adopt their shares at once, each on its own goroutine.
 	took := make([][]adopted, len(s.loops))
+	errs := make([][]error, len(s.loops))
+	ran := make([]bool, len(s.loops))
+	var wg sync.WaitGroup
 	for k, l := range s.loops {
 		if len(jobs[k]) == 0 {
 			continue
 		}
-		errs := make([]error, len(jobs[k]))
-		ran := l.Do(func() {
-			for n, j := range jobs[k] {
-				a, err := j.adopt(l)
-				if err != nil {
-					errs[n] = err
-					continue
+		errs[k] = make([]error, len(jobs[k]))
+		wg.Go(func() {
+			ran[k] = l.Do(func() {
+				for n, j := range jobs[k] {
+					a, err := j.adopt(l)
+					if err != nil {
+						errs[k][n] = err
+						continue
+					}
+					if stay {
+						a.Stay()
+					}
+					took[k] = append(took[k], a)
 				}
-				if stay {
-					a.Stay()
-				}
-				took[k] = append(took[k], a)
-			}
+			})
 		})
+	}
+	wg.Wait()
+	for k := range s.loops {
 		for n, j := range jobs[k] {
-			if !ran {
+			if !ran[k] {
 				refuse(j.refused, j.i, errLoopStopped)
-			} else if errs[n] != nil {
-				refuse(j.refused, j.i, errs[n])
+			} else if errs[k][n] != nil {
+				refuse(j.refused, j.i, errs[k][n])
 			}
 		}
 	}
