@@ -165,55 +165,43 @@ type adopted interface {
 func (s *Server) relayHome(listener, poolName, backendID, backendAddr string) (*relay.Front, *pool.Pool, *pool.Backend, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var f *relay.Front
-	var p *pool.Pool
-	for _, fr := range s.fronts {
-		if fr.Name == listener {
-			f = fr.Front
-		}
-		if fp := fr.Pool(); fp.Name == poolName && p == nil {
-			p = fp
-		}
-	}
-	if f == nil {
-		return nil, nil, nil, fmt.Errorf("no TCP listener %q", listener)
-	}
-	if p == nil {
-		return nil, nil, nil, fmt.Errorf("no pool %q behind a TCP listener", poolName)
-	}
-	if backendID == "" {
-		return f, p, nil, nil
-	}
-	be, ok := p.ByIdentity(backendID)
-	if !ok || be.Addr != backendAddr {
-		return nil, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
-	}
-	return f, p, be, nil
+	return home("TCP", s.fronts, func(f *front) (string, *pool.Pool, *relay.Front) { return f.Name, f.Pool(), f.Front },
+		listener, poolName, backendID, backendAddr)
 }
 
 // sessionHome is relayHome for a UDP session.
 func (s *Server) sessionHome(listener, poolName, backendID, backendAddr string) (*udpsession.Front, *pool.Pool, *pool.Backend, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var f *udpsession.Front
-	var p *pool.Pool
-	for _, fr := range s.udpFronts {
-		if fr.Name == listener {
-			f = fr.Front
+	return home("UDP", s.udpFronts, func(f *udpFront) (string, *pool.Pool, *udpsession.Front) {
+		return f.Name, f.Settings().Pool, f.Front
+	}, listener, poolName, backendID, backendAddr)
+}
+
+// home is relayHome and sessionHome over the listeners of one protocol,
+// each seen as its name, pool and loops' front.
+func home[L, F any](protocol string, listeners []L, see func(L) (string, *pool.Pool, F), listener, poolName, backendID, backendAddr string) (f F, p *pool.Pool, be *pool.Backend, err error) {
+	found := false
+	for _, l := range listeners {
+		name, lp, lf := see(l)
+		if name == listener {
+			f, found = lf, true
 		}
-		if fp := fr.Settings().Pool; fp.Name == poolName && p == nil {
-			p = fp
+		if lp.Name == poolName && p == nil {
+			p = lp
 		}
 	}
-	if f == nil {
-		return nil, nil, nil, fmt.Errorf("no UDP listener %q", listener)
-	}
-	if p == nil {
-		return nil, nil, nil, fmt.Errorf("no pool %q behind a UDP listener", poolName)
+	switch {
+	case !found:
+		return f, nil, nil, fmt.Errorf("no %s listener %q", protocol, listener)
+	case p == nil:
+		return f, nil, nil, fmt.Errorf("no pool %q behind a %s listener", poolName, protocol)
+	case backendID == "":
+		return f, p, nil, nil
 	}
 	be, ok := p.ByIdentity(backendID)
 	if !ok || be.Addr != backendAddr {
-		return nil, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
+		return f, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
 	}
 	return f, p, be, nil
 }

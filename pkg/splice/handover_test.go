@@ -26,20 +26,7 @@ func TestDetachedStreamDeliversWhatItHeldWhereAdopted(t *testing.T) {
 			unix.SetsockoptInt(r.dst, unix.SOL_SOCKET, unix.SO_SNDBUF, 64<<10)
 			unix.SetsockoptInt(r.out, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
 			payload := randomBytes(t, 2<<20)
-			go func() {
-				for sent := 0; sent < len(payload); {
-					n, err := unix.Write(r.in, payload[sent:])
-					if n > 0 {
-						sent += n
-					}
-					if err != nil && err != unix.EAGAIN {
-						return
-					}
-					if err == unix.EAGAIN {
-						time.Sleep(time.Millisecond)
-					}
-				}
-			}()
+			writer := r.feed(payload)
 			testnet.Eventually(t, "bytes held for a full destination", func() bool {
 				r.readable = true
 				st, err := r.move(1 << 30)
@@ -81,6 +68,9 @@ func TestDetachedStreamDeliversWhatItHeldWhereAdopted(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 			s.Release(sc)
+			if err := <-writer; err != nil {
+				t.Fatal(err)
+			}
 			if b := <-got; !bytes.Equal(b, payload) {
 				t.Fatalf("received %d bytes that differ from the %d sent", len(b), len(payload))
 			}

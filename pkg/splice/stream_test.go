@@ -115,6 +115,29 @@ func (r *rig) write(t *testing.T, b []byte) {
 	}
 }
 
+// feed writes payload into in from a goroutine, as fast as the socket
+// takes it, and reports how that ended.
+func (r *rig) feed(payload []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for sent := 0; sent < len(payload); {
+			n, err := unix.Write(r.in, payload[sent:])
+			if n > 0 {
+				sent += n
+			}
+			if err != nil && err != unix.EAGAIN {
+				done <- err
+				return
+			}
+			if err == unix.EAGAIN {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		done <- nil
+	}()
+	return done
+}
+
 // waitReadable waits until fd has n bytes to read.
 func waitReadable(t *testing.T, fd, n int) {
 	t.Helper()
@@ -248,23 +271,7 @@ func TestStreamHoldsWhatTheDestinationWillNotTake(t *testing.T) {
 			unix.SetsockoptInt(r.dst, unix.SOL_SOCKET, unix.SO_SNDBUF, 64<<10)
 			unix.SetsockoptInt(r.out, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
 			payload := randomBytes(t, 4<<20)
-			writer := make(chan error, 1)
-			go func() {
-				for sent := 0; sent < len(payload); {
-					n, err := unix.Write(r.in, payload[sent:])
-					if n > 0 {
-						sent += n
-					}
-					if err != nil && err != unix.EAGAIN {
-						writer <- err
-						return
-					}
-					if err == unix.EAGAIN {
-						time.Sleep(time.Millisecond)
-					}
-				}
-				writer <- nil
-			}()
+			writer := r.feed(payload)
 			// The budget: Move stops after about a budget, nothing held.
 			waitReadable(t, r.src, 64<<10)
 			if st, err := r.move(1); st != Budget || err != nil || r.s.Pending() {
