@@ -63,7 +63,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 	}
 	in.useFile(path)
 	up.Started(inh)
-	inh.AdoptFlows(in.server, log)
+	adopting := inh.AdoptFlows(in.server, log)
 	in.serving()
 	if err := sdnotify.Ready(); err != nil {
 		log.Warn("cannot notify systemd", "error", err)
@@ -82,6 +82,14 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		}
 		handed := false
 		if sig == syscall.SIGUSR2 {
+			// The next process must find every connection here: one still
+			// coming from the previous process would stay behind.
+			select {
+			case <-adopting:
+			default:
+				log.Info("upgrade waits for the connections still coming from the previous process")
+				<-adopting
+			}
 			var stop os.Signal
 			handed, stop = in.upgrade(up, sigs, notifier.Stop)
 			if !handed && stop == nil {

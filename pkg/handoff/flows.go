@@ -236,15 +236,19 @@ func drainText(d time.Duration) string {
 
 // AdoptFlows is the new process's side: once it serves, it takes the
 // connections the old process passes into h until the old one is done
-// (or gone), then logs what it adopted. It returns at once; the work goes
-// on in a goroutine. Nothing to do without an upgrade that passes them.
-func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) {
+// (or gone), then logs what it adopted. It returns at once, with a
+// channel closed when that is over (at once without an upgrade that
+// passes connections); the work goes on in a goroutine.
+func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) (done <-chan struct{}) {
+	over := make(chan struct{})
 	if in.flows == nil {
-		return
+		close(over)
+		return over
 	}
 	c := in.flows
 	in.flows = nil
 	go func() {
+		defer close(over)
 		defer c.close()
 		n, err := c.adopt(h, log)
 		if err != nil {
@@ -255,6 +259,7 @@ func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) {
 		log.Info("upgrade: adopted connections from the old process", "relays", n.Relays, "queued", n.Queued,
 			"sessions", n.Sessions, "refused", n.Kept, "from_pid", in.Parent)
 	}()
+	return over
 }
 
 // adopt takes batches until "done" or the old process's close.
