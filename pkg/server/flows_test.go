@@ -37,9 +37,11 @@ func echoVia(t *testing.T, c net.Conn, backend net.Conn, msg string) {
 
 func TestServerHandsConnectionsToAnother(t *testing.T) {
 	k := testnet.StartTaker(t)
-	old := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, ""), 0)
-	next := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, ""), 0)
-	other := startLB(t, strings.Replace(poolTOML(t, "round-robin", []string{k.Addr}, ""), `name = "front"`, `name = "elsewhere"`, 1), 0)
+	// No health checks: the taker would hand their connections to the test.
+	const noChecks = "[pool.p.health]\nenabled = false"
+	old := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, noChecks), 0)
+	next := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, noChecks), 0)
+	other := startLB(t, strings.Replace(poolTOML(t, "round-robin", []string{k.Addr}, noChecks), `name = "front"`, `name = "elsewhere"`, 1), 0)
 
 	const n = 6
 	clients := make([]net.Conn, n)
