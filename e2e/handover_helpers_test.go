@@ -284,7 +284,7 @@ func (b *rawBackend) next(t *testing.T) *net.TCPConn {
 	t.Helper()
 	select {
 	case c := <-b.conns:
-		c.SetDeadline(time.Now().Add(time.Minute))
+		c.SetDeadline(time.Now().Add(flowLifetime))
 		return c
 	case <-time.After(20 * time.Second):
 		t.Fatal("timed out waiting for l4lb to connect to the backend")
@@ -301,9 +301,14 @@ func dialTCP(t *testing.T, addr string) *net.TCPConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(time.Minute))
+	c.SetDeadline(time.Now().Add(flowLifetime))
 	return c.(*net.TCPConn)
 }
+
+// flowLifetime bounds every connection of these tests: a test with ten
+// upgrades takes over a minute on a loaded 2-core machine, and a deadline
+// it outlives would look like a connection l4lb let stall.
+const flowLifetime = 3 * time.Minute
 
 // isReset reports whether err is a connection reset (or a write into one).
 func isReset(err error) bool {
@@ -490,8 +495,7 @@ func dialSeq(addr, tag string, id int) (*seqConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conn %d: %w", id, err)
 	}
-	// Every connection's life is bounded: nothing here runs for minutes.
-	c.SetDeadline(time.Now().Add(3 * time.Minute))
+	c.SetDeadline(time.Now().Add(flowLifetime))
 	greeting := make([]byte, len(tag)+1)
 	if _, err := io.ReadFull(c, greeting); err != nil || string(greeting) != tag+"\n" {
 		c.Close()
