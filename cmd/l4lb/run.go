@@ -112,14 +112,15 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		cut, drained := siginbox.UntilStop(context.Background(), sigs, func(s os.Signal) error {
 			return &secondSignal{sig: s, open: in.server.Active()}
 		})
-		ctx, cancel := drainContext(cut, timeout, handed)
 		start := time.Now()
 		if handed {
-			// Before the drain closes the listeners: UDP sessions close
-			// with them.
-			res := up.HandOverFlows(ctx, in.server)
+			// Before the drain closes the listeners (UDP sessions close
+			// with them), and before upgrade_drain_timeout starts: it is
+			// for what stays here, not for the hand-over.
+			res := up.HandOverFlows(cut, in.server)
 			handoff.LogFlows(log, res, in.server.Active(), timeout)
 		}
+		ctx, cancel := drainContext(cut, timeout, handed)
 		err := in.shutdown(ctx)
 		drained()
 		cancel()

@@ -32,13 +32,28 @@ func All(b *Batch) Refused {
 // records (the ones the receiver took). Indexes b does not have are
 // ignored.
 func (b *Batch) Split(r Refused) (refused *Batch, taken []int) {
-	refused = &Batch{}
-	keep := make(map[int]bool)
+	refused = b.Take(r)
+	moved := make(map[int]bool, len(refused.FDs))
+	for _, fd := range refused.FDs {
+		moved[fd] = true
+	}
+	for _, fd := range b.FDs {
+		if !moved[fd] {
+			taken = append(taken, fd)
+		}
+	}
+	return refused, taken
+}
+
+// Take returns a batch of the records r names, their descriptors with
+// them, renumbered; b is left as it is. Indexes b does not have are
+// ignored.
+func (b *Batch) Take(r Refused) *Batch {
+	out := &Batch{}
 	move := func(fds []*int) {
 		for _, p := range fds {
 			if fd, ok := b.FD(*p); ok && fd >= 0 {
-				keep[*p] = true
-				*p = refused.AddFD(fd)
+				*p = out.AddFD(fd)
 			} else {
 				*p = NoFD
 			}
@@ -48,29 +63,56 @@ func (b *Batch) Split(r Refused) (refused *Batch, taken []int) {
 		if i >= 0 && i < len(b.Relays) {
 			rec := b.Relays[i]
 			move(rec.fds())
-			refused.Relays = append(refused.Relays, rec)
+			for _, st := range rec.Streams {
+				out.HeldBytes += len(st.Held)
+			}
+			out.Relays = append(out.Relays, rec)
 		}
 	}
 	for _, i := range r.Queued {
 		if i >= 0 && i < len(b.Queued) {
 			rec := b.Queued[i]
 			move([]*int{&rec.ClientFD})
-			refused.Queued = append(refused.Queued, rec)
+			out.Queued = append(out.Queued, rec)
 		}
 	}
 	for _, i := range r.Sessions {
 		if i >= 0 && i < len(b.Sessions) {
 			rec := b.Sessions[i]
 			move([]*int{&rec.FD})
-			refused.Sessions = append(refused.Sessions, rec)
+			out.Sessions = append(out.Sessions, rec)
 		}
 	}
-	for i, fd := range b.FDs {
-		if !keep[i] {
-			taken = append(taken, fd)
+	return out
+}
+
+// Halves splits b's records into two batches of about half each (a batch
+// too large for one message goes as two).
+func (b *Batch) Halves() (first, second *Batch) {
+	var r1, r2 Refused
+	half := func(n int, list1, list2 *[]int) {
+		for i := range n {
+			if i < (n+1)/2 {
+				*list1 = append(*list1, i)
+			} else {
+				*list2 = append(*list2, i)
+			}
 		}
 	}
-	return refused, taken
+	// Whole kinds where they fall, so both halves get records.
+	total := b.Len()
+	switch {
+	case len(b.Relays)*2 >= total:
+		half(len(b.Relays), &r1.Relays, &r2.Relays)
+		r2.Queued, r2.Sessions = All(b).Queued, All(b).Sessions
+	case len(b.Sessions)*2 >= total:
+		half(len(b.Sessions), &r1.Sessions, &r2.Sessions)
+		r2.Relays, r2.Queued = All(b).Relays, All(b).Queued
+	default:
+		half(len(b.Queued), &r1.Queued, &r2.Queued)
+		r2.Relays, r2.Sessions = All(b).Relays, All(b).Sessions
+	}
+	return b.Take(r1), b.Take(r2)
 }
 
 // FDsOf returns the descriptors the records r names, as Split would move

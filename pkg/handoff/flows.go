@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -44,6 +45,10 @@ type FlowHolder interface {
 	// descriptors it did not take). stay: adopted back, never detached
 	// again.
 	AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.Refused)
+	// FlowsDone says the new process's hand-over is over: what waited
+	// for all of it (clients queued for a slot, which must find every
+	// relay counted on its backend) goes on.
+	FlowsDone()
 }
 
 // flowsPoll is how often the old process looks again for connections
@@ -71,8 +76,9 @@ func (r FlowsResult) Handed() int { return r.Relays + r.Queued + r.Sessions }
 
 // HandOverFlows passes h's established connections to the new process of
 // the upgrade Attempt just made, until h has none left to pass or ctx
-// ends (what was not passed then stays here). Call it once, after Attempt
-// returned ok, before the listeners and sessions close.
+// ends (a second stop signal: what was not passed then stays here). Call
+// it once, after Attempt returned ok, before the listeners and sessions
+// close.
 func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult {
 	c := u.flows
 	u.flows = nil
@@ -84,75 +90,152 @@ func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult 
 	if reason := c.awaitHello(); reason != "" {
 		return FlowsResult{Reason: reason}
 	}
-	res := FlowsResult{Adopting: true}
-	// Up to flowsWindow batches travel at once, so the new process adopts
-	// one while this one detaches the next; each stays this process's
-	// until its ack, and acks come in order.
-	var inflight []*flow.Batch
-	seq, acked := 0, 0
-	fail := func(err error) {
-		res.Err, res.Lost = err, res.Handed()
-		if ctx.Err() == nil {
-			// Unacknowledged: the new process took none of them.
-			for _, b := range inflight {
-				run, _ := h.AdoptFlows(b, true)
-				run()
-				res.Kept += b.Len()
-			}
-		}
-		// Else the batches are in flight at the drain's end: this process
-		// exits, closing its copies; if the new process takes them, the
-		// connections live on there.
-	}
-	for ctx.Err() == nil {
-		if len(inflight) < flowsWindow {
+	ho := &handover{c: c, h: h, ctx: ctx, log: u.log, res: FlowsResult{Adopting: true}}
+	ho.run()
+	ho.res.Took = time.Since(start)
+	return ho.res
+}
+
+// handover is one hand-over's old side. Up to flowsWindow batches travel
+// at once, so the new process adopts one while this one detaches the
+// next; each stays this process's until its ack, and acks come in order.
+type handover struct {
+	c        *flowsConn
+	h        FlowHolder
+	ctx      context.Context
+	log      *slog.Logger
+	res      FlowsResult
+	seq      int
+	inflight []*flow.Batch // sent, in order, not yet acknowledged
+}
+
+func (ho *handover) run() {
+	for ho.ctx.Err() == nil {
+		if len(ho.inflight) < flowsWindow {
 			b := &flow.Batch{}
-			pending := h.DetachFlows(b)
+			pending := ho.h.DetachFlows(b)
 			if b.Len() > 0 {
-				seq++
-				if err := c.sendBatch(seq, b); err != nil {
-					inflight = append(inflight, b)
-					fail(err)
-					break
+				if err := ho.send(b); err != nil {
+					ho.endEarly(err)
+					return
 				}
-				inflight = append(inflight, b)
 				continue
 			}
-			if pending == 0 && len(inflight) == 0 {
-				break // nothing more to hand over
+			if pending == 0 && len(ho.inflight) == 0 {
+				ho.c.send(flowsMessage{Type: "done", Relays: ho.res.Relays, Queued: ho.res.Queued, Sessions: ho.res.Sessions}, nil)
+				return
 			}
-			if len(inflight) == 0 {
+			if len(ho.inflight) == 0 {
 				select { // connections still being set up
-				case <-ctx.Done():
+				case <-ho.ctx.Done():
 				case <-time.After(flowsPoll):
 				}
 				continue
 			}
 		}
-		refused, err := c.awaitAck(ctx, acked+1)
-		if err != nil {
-			fail(err)
+		if err := ho.acknowledged(); err != nil {
+			ho.endEarly(err)
+			return
+		}
+	}
+	ho.endEarly(fmt.Errorf("a second stop signal: %w", context.Cause(ho.ctx)))
+}
+
+// send passes b, as several messages if one would be too large for the
+// socket. What cannot be sent (the socket failed, or one record alone is
+// too large) is adopted back.
+func (ho *handover) send(b *flow.Batch) error {
+	data, err := ho.c.encodeBatch(ho.seq+1, b)
+	if errors.Is(err, errTooLarge) {
+		if b.Len() == 1 {
+			ho.takeBack(b, "a connection too large to pass in one message")
+			return nil
+		}
+		first, second := b.Halves()
+		if err := ho.send(first); err != nil {
+			ho.takeBack(second, "")
+			return err
+		}
+		return ho.send(second)
+	}
+	if err == nil {
+		err = ho.c.sendData(ho.ctx, data, b.FDs)
+	}
+	if err != nil {
+		ho.takeBack(b, "") // never sent
+		return fmt.Errorf("send batch %d: %w", ho.seq+1, err)
+	}
+	ho.seq++
+	ho.inflight = append(ho.inflight, b)
+	return nil
+}
+
+// acknowledged takes the oldest batch's ack: this process closes its
+// descriptors of what the new process took and adopts back the rest.
+func (ho *handover) acknowledged() error {
+	b := ho.inflight[0]
+	seq := ho.seq - len(ho.inflight) + 1
+	refused, err := ho.c.awaitAck(ho.ctx, seq)
+	if err != nil {
+		return err
+	}
+	ho.inflight = ho.inflight[1:]
+	kept, taken := b.Split(refused)
+	closeFDs(taken)
+	ho.takeBack(kept, "")
+	ho.res.Relays += len(b.Relays) - len(kept.Relays)
+	ho.res.Queued += len(b.Queued) - len(kept.Queued)
+	ho.res.Sessions += len(b.Sessions) - len(kept.Sessions)
+	return nil
+}
+
+// endEarly ends a hand-over that failed (err): the socket broke, the new
+// process went away or said something else, or a second stop signal came.
+// The batches in flight may have been taken: with the new process alive,
+// this process stops sending and reads the acks still coming until the
+// new process closes its end; only a batch unacknowledged then is adopted
+// back. At a second stop signal nothing more is waited for: this process
+// exits, closing its copies, and a batch the new process took lives on
+// there.
+func (ho *handover) endEarly(err error) {
+	ho.res.Err = err
+	if ho.ctx.Err() != nil {
+		return
+	}
+	unix.Shutdown(ho.c.fd, unix.SHUT_WR) // the new process reads what is queued, then EOF
+	for len(ho.inflight) > 0 {
+		if ho.acknowledged() != nil {
 			break
 		}
-		acked++
-		b := inflight[0]
-		inflight = inflight[1:]
-		kept, taken := b.Split(refused)
-		closeFDs(taken)
-		if kept.Len() > 0 {
-			run, _ := h.AdoptFlows(kept, true)
-			run()
-		}
-		res.Kept += kept.Len()
-		res.Relays += len(b.Relays) - len(kept.Relays)
-		res.Queued += len(b.Queued) - len(kept.Queued)
-		res.Sessions += len(b.Sessions) - len(kept.Sessions)
 	}
-	if res.Err == nil {
-		c.send(flowsMessage{Type: "done", Relays: res.Relays, Queued: res.Queued, Sessions: res.Sessions}, nil)
+	gone := len(ho.inflight) > 0 || errors.Is(err, io.EOF) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)
+	for _, b := range ho.inflight {
+		ho.takeBack(b, "")
 	}
-	res.Took = time.Since(start)
-	return res
+	ho.inflight = nil
+	if gone {
+		// The new process is gone: what it acknowledged went with it.
+		ho.res.Lost = ho.res.Handed()
+	}
+}
+
+// takeBack adopts b back into this process, to stay, and counts it as
+// kept; what even this process cannot carry on is reset and closed, with
+// a log line (why, if given, is the reason it is taken back).
+func (ho *handover) takeBack(b *flow.Batch, why string) {
+	if b.Len() == 0 {
+		return
+	}
+	if why != "" {
+		ho.log.Warn("upgrade: connections kept here", "connections", b.Len(), "reason", why)
+	}
+	ho.res.Kept += b.Len()
+	run, refused := ho.h.AdoptFlows(b, true)
+	run()
+	if refused.Len() > 0 {
+		resetFDs(b.FDsOf(refused))
+		ho.log.Error("upgrade: connections neither process could carry on were reset", "connections", refused.Len())
+	}
 }
 
 // awaitHello reads the new process's hello, which it sent before READY:
@@ -177,22 +260,21 @@ func (c *flowsConn) awaitHello() string {
 	return ""
 }
 
-// sendBatch sends batch seq with its descriptors.
-func (c *flowsConn) sendBatch(seq int, b *flow.Batch) error {
-	if err := c.send(flowsMessage{Type: "batch", Seq: seq, FDs: len(b.FDs), Batch: b}, b.FDs); err != nil {
-		return fmt.Errorf("send batch %d: %w", seq, err)
-	}
-	return nil
-}
-
 // awaitAck waits for batch seq's acknowledgement.
 func (c *flowsConn) awaitAck(ctx context.Context, seq int) (flow.Refused, error) {
-	for !c.readable(100) {
-		if ctx.Err() != nil {
-			return flow.Refused{}, fmt.Errorf("batch %d unacknowledged when the drain ended: %w", seq, context.Cause(ctx))
+	var data []byte
+	var fds []int
+	var err error
+	for {
+		for !c.readable(100) {
+			if ctx.Err() != nil {
+				return flow.Refused{}, fmt.Errorf("batch %d unacknowledged at a second stop signal: %w", seq, context.Cause(ctx))
+			}
+		}
+		if data, fds, err = c.recv(unix.MSG_DONTWAIT); err != unix.EAGAIN {
+			break
 		}
 	}
-	data, fds, err := c.recv(unix.MSG_DONTWAIT)
 	closeFDs(fds)
 	if err != nil {
 		return flow.Refused{}, fmt.Errorf("batch %d: the new process is gone: %w", seq, err)
@@ -249,6 +331,7 @@ func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) (done <-chan s
 	in.flows = nil
 	go func() {
 		defer close(over)
+		defer h.FlowsDone()
 		defer c.close()
 		n, err := c.adopt(h, log)
 		if err != nil {

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type fakeConns struct {
 	adopted []flow.Relay // with this side's fds
 	stayed  []bool
 	ran     int
+	done    int // FlowsDone calls
 }
 
 func (h *fakeConns) DetachFlows(b *flow.Batch) int {
@@ -72,6 +74,12 @@ func (h *fakeConns) AdoptFlows(b *flow.Batch, stay bool) (func(), flow.Refused) 
 			h.stayed = append(h.stayed, stay)
 		}
 	}, refused
+}
+
+func (h *fakeConns) FlowsDone() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done++
 }
 
 // flowsPair is an upgrader and an inheritance joined by a flows socket.
@@ -246,4 +254,79 @@ func TestFlowsBatchUnacknowledgedWhenTheNewProcessDiesComesBack(t *testing.T) {
 		}
 		unix.Close(r.ClientFD)
 	}
+}
+
+// A new process that dies with batches unread, after acknowledging
+// others, loses only what it took: the old process reads every ack still
+// queued (the kernel reports the close once, ahead of them) and takes back
+// only the batches never acknowledged. No connection is run by both.
+func TestFlowsNewProcessDyingMidWindowLosesOnlyWhatItTook(t *testing.T) {
+	testnet.CheckLeaks(t)
+	up, inh := flowsPair(t)
+	relays, _ := pipeConns(t, 3*flow.MaxRecords) // three batches, all sent before the first ack
+	inh.sayHello(slog.New(slog.DiscardHandler))
+	taken := map[string]bool{}
+	died := make(chan struct{})
+	go func() {
+		defer close(died)
+		for range 2 {
+			data, fds, err := inh.flows.recv(0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var m flowsMessage
+			json.Unmarshal(data, &m)
+			for _, r := range m.Batch.Relays {
+				taken[r.Client] = true
+			}
+			closeFDs(fds)
+			inh.flows.send(flowsMessage{Type: "ack", Seq: m.Seq, Refused: &flow.Refused{}}, nil)
+		}
+		inh.flows.close() // dies with the third batch unread
+	}()
+	old := &fakeConns{toHand: relays}
+	res := up.HandOverFlows(context.Background(), old)
+	<-died
+	if res.Err == nil || res.Relays != len(taken) || res.Lost != len(taken) || res.Kept != len(relays)-len(taken) {
+		t.Fatalf("result %+v: want an error, %d handed and lost with the new process, %d kept", res, len(taken), len(relays)-len(taken))
+	}
+	for _, r := range old.adopted {
+		if taken[r.Client] {
+			t.Errorf("%s: taken back although the new process acknowledged it", r.Client)
+		}
+		unix.Close(r.ClientFD)
+	}
+}
+
+// A batch too large for one message goes as several; a connection too
+// large by itself stays, and the rest still go.
+func TestFlowsSplitBatchesToFitTheSocket(t *testing.T) {
+	testnet.CheckLeaks(t)
+	up, inh := flowsPair(t)
+	up.flows.maxMessage = 4 << 10
+	relays, _ := pipeConns(t, 60)
+	relays[5].Streams[1].Held = make([]byte, 8<<10) // alone over the bound
+	old := &fakeConns{toHand: relays}
+	next := &fakeConns{}
+	inh.sayHello(slog.New(slog.DiscardHandler))
+	inh.AdoptFlows(next, slog.New(slog.DiscardHandler))
+	res := up.HandOverFlows(context.Background(), old)
+	if res.Err != nil || res.Relays != 59 || res.Kept != 1 {
+		t.Fatalf("result %+v: want 59 handed, 1 kept", res)
+	}
+	if len(old.adopted) != 1 || old.adopted[0].Client != relays[5].Client {
+		t.Fatalf("kept %+v, want %s", old.adopted, relays[5].Client)
+	}
+	unix.Close(old.adopted[0].ClientFD)
+	testnet.Eventually(t, "the new side to adopt 59", func() bool {
+		next.mu.Lock()
+		defer next.mu.Unlock()
+		return len(next.adopted) == 59 && next.done == 1
+	})
+	next.mu.Lock()
+	for _, r := range next.adopted {
+		unix.Close(r.ClientFD)
+	}
+	next.mu.Unlock()
 }

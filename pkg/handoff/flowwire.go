@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 //	new -> old  hello  {"format":"l4lb-flows","version":1,"pid":P}, before READY
 //	old -> new  batch  {"type":"batch","seq":N,"fds":K,"relays":[…],"queued":[…],"sessions":[…]} + K fds
 //	new -> old  ack    {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],"sessions":[…]}}
-//	old -> new  done   {"type":"done","relays":R,"queued":Q,"sessions":S}, then EOF
+//	old -> new  done   {"type":"done","relays_total":R,"queued_total":Q,"sessions_total":S}, then EOF
 
 const flowsFormat = "l4lb-flows"
 
@@ -76,15 +77,61 @@ func newFlowsPair() (mine, theirs int, err error) {
 	return fds[0], fds[1], nil
 }
 
-// flowsConn is one end of the flows socket, blocking.
+// flowsConn is one end of the flows socket.
 type flowsConn struct {
 	fd  int
 	buf []byte
 	oob []byte
+	// maxMessage is the largest message the socket takes: its send buffer
+	// as the kernel granted it, less what a datagram costs beside its
+	// bytes (an unprivileged process gets twice net.core.wmem_max).
+	maxMessage int
 }
 
 func newFlowsConn(fd int) *flowsConn {
-	return &flowsConn{fd: fd, buf: make([]byte, flowsBuffer), oob: make([]byte, unix.CmsgSpace(4*(flow.MaxFDs+8)))}
+	c := &flowsConn{fd: fd, buf: make([]byte, flowsBuffer), oob: make([]byte, unix.CmsgSpace(4*(flow.MaxFDs+8)))}
+	c.maxMessage = flowsBuffer
+	if sb, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+		c.maxMessage = min(c.maxMessage, sb-4096)
+	}
+	return c
+}
+
+// errTooLarge: a batch's message would not fit the socket.
+var errTooLarge = errors.New("a flows message larger than the socket takes")
+
+// encodeBatch is batch seq's message, or errTooLarge.
+func (c *flowsConn) encodeBatch(seq int, b *flow.Batch) ([]byte, error) {
+	data, err := json.Marshal(flowsMessage{Type: "batch", Seq: seq, FDs: len(b.FDs), Batch: b})
+	if err == nil && len(data) > c.maxMessage {
+		err = errTooLarge
+	}
+	return data, err
+}
+
+// sendData writes one message with fds, waiting for room in the socket
+// no longer than ctx allows: a new process that stopped reading never
+// holds this one up past a second stop signal.
+func (c *flowsConn) sendData(ctx context.Context, data []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err := unix.Sendmsg(c.fd, data, oob, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+			unix.Poll(pfd, 100)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		return err
+	}
 }
 
 func (c *flowsConn) close() { unix.Close(c.fd) }
@@ -120,7 +167,10 @@ func (c *flowsConn) recv(flags int) ([]byte, []int, error) {
 	var err error
 	for {
 		n, oobn, rflags, _, err = unix.Recvmsg(c.fd, c.buf, c.oob, flags|unix.MSG_CMSG_CLOEXEC)
-		if err != unix.EINTR {
+		// ECONNRESET: the other end closed with messages of ours unread.
+		// The kernel says so once, ahead of what it still has for us:
+		// read on to those, and to the EOF after them.
+		if err != unix.EINTR && err != unix.ECONNRESET {
 			break
 		}
 	}
@@ -168,6 +218,15 @@ func (c *flowsConn) readable(ms int) bool {
 	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, ms)
 	return err == nil && n > 0
+}
+
+// resetFDs closes fds that are sockets with a reset (SO_LINGER 0: a cut
+// stream must not look complete to its peer), others plainly.
+func resetFDs(fds []int) {
+	for _, fd := range fds {
+		unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+		unix.Close(fd)
+	}
 }
 
 func closeFDs(fds []int) {

@@ -90,7 +90,7 @@ func closeEnd(l *Loop, e *endpoint, reset bool) {
 // deadline, loop stop): o is splice.Aborted, the one way a connection is
 // cut from outside, which ends it as CloseShutdown.
 func (c *conn) cut(o splice.Outcome) {
-	if c.phase != phaseRelaying && c.phase != phaseClosed {
+	if c.phase != phaseRelaying && c.phase != phaseClosed && c.phase != phaseAdopting {
 		// Never relayed (dialing, queued for a slot, reading its PROXY
 		// header): a refused client, so the results add up to the closes.
 		c.f.Rejected.Add(1)
@@ -170,15 +170,17 @@ func (c *conn) forgetOwnDial() {
 	}
 }
 
-// dropAdopted closes a connection adopted from another process that never
-// went (the loop stopped first): nothing of it was counted yet, and a cut
-// stream must not look complete.
+// dropAdopted closes this process's descriptors of a connection adopted
+// from another process that never went (the loop stopped first): nothing
+// of it was counted here, and the other process may still hold the same
+// sockets (it was not told this one has them), so no reset: SO_LINGER
+// would stay on the socket and turn that process's own close into one.
 func (c *conn) dropAdopted() {
 	l := c.l
 	c.phase = phaseClosed
 	c.streams[0].Release(l.scratch)
 	c.streams[1].Release(l.scratch)
-	closeEnd(l, &c.cl, true)
-	closeEnd(l, &c.be, true)
+	closeEnd(l, &c.cl, false)
+	closeEnd(l, &c.be, false)
 	l.held.remove(c)
 }

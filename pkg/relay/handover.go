@@ -302,6 +302,10 @@ func (a *Adopted) Go() {
 	if c.backend == nil {
 		c.queuedAt += now
 		c.phase = phaseDialing // queueForSlot queues it, keeping its deadline
+		if c.cl.hup {
+			c.clientLeftMidDial() // it left while it moved: no dial for it
+			return
+		}
 		c.queueForSlot()
 		l.armQueueRetry(now)
 		return
@@ -314,6 +318,16 @@ func (a *Adopted) Go() {
 	c.lastActive += now
 	c.phase = phaseRelaying
 	l.r.Arm(&c.timer, c.lastActive+int64(c.pool.IdleTimeout()))
+	// A hang-up seen while it was held: on a direction still open the
+	// next read reports it; on one that has ended, only this look does.
+	for _, e := range []*endpoint{&c.cl, &c.be} {
+		if e.hup {
+			c.checkHangUp(e)
+			if c.phase != phaseRelaying {
+				return
+			}
+		}
+	}
 	c.queued = true
 	l.r.MarkReady(c)
 }

@@ -19,21 +19,22 @@ import (
 
 // DetachFlows moves established connections off the loops into b while
 // it has room (handoff.FlowHolder). The loops must be running.
+//
+// Clients queued for a slot go first (relay.Loop.DetachQueued says why),
+// then UDP sessions: until a session is adopted, its client's datagrams
+// reach the new process, which would open another session for them.
 func (s *Server) DetachFlows(b *flow.Batch) (pending int) {
-	for _, l := range s.loops { // queued clients first: see relay.Loop.DetachQueued
-		if !b.Room() {
-			return pending + 1
+	for _, detach := range []func(l *cpuLoop) int{
+		func(l *cpuLoop) int { return l.tcp.DetachQueued(b) },
+		func(l *cpuLoop) int { return l.udp.Detach(b) },
+		func(l *cpuLoop) int { return l.tcp.Detach(b) },
+	} {
+		for _, l := range s.loops {
+			if !b.Room() {
+				return pending + 1
+			}
+			l.Do(func() { pending += detach(l) })
 		}
-		l.Do(func() { pending += l.tcp.DetachQueued(b) })
-	}
-	for _, l := range s.loops {
-		if !b.Room() {
-			return pending + 1
-		}
-		l.Do(func() {
-			pending += l.tcp.Detach(b)
-			pending += l.udp.Detach(b)
-		})
 	}
 	return pending
 }
@@ -42,6 +43,11 @@ func (s *Server) DetachFlows(b *flow.Batch) (pending int) {
 // returns what lets them run and the records no listener, pool or backend
 // of this server can carry on (handoff.FlowHolder).
 func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.Refused) {
+	if s.shuttingDown() {
+		// Adopted now, they would be cut by the drain under way: they
+		// stay with the process that passed them.
+		return func() {}, flow.All(b)
+	}
 	var firstErr error
 	refuse := func(list *[]int, i int, err error) {
 		*list = append(*list, i)
@@ -53,10 +59,9 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 	// session goes to the loop reading the socket its client's datagrams
 	// arrive on.
 	jobs := make([][]adoptJob, len(s.loops))
-	next := 0
 	add := func(j adoptJob) {
-		jobs[next%len(s.loops)] = append(jobs[next%len(s.loops)], j)
-		next++
+		k := int(s.adoptNext.Add(1) % uint64(len(s.loops)))
+		jobs[k] = append(jobs[k], j)
 	}
 	for i := range b.Relays {
 		r := &b.Relays[i]
@@ -65,7 +70,7 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Relays, i, err)
 			continue
 		}
-		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i})
+		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i, false})
 	}
 	for i := range b.Queued {
 		q := &b.Queued[i]
@@ -74,7 +79,7 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Queued, i, err)
 			continue
 		}
-		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptQueued(q, b, f, p) }, &refused.Queued, i})
+		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptQueued(q, b, f, p) }, &refused.Queued, i, !stay})
 	}
 	for i := range b.Sessions {
 		r := &b.Sessions[i]
@@ -88,10 +93,11 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Sessions, i, fmt.Errorf("no loop reads the socket of listener %q the session's client sends to", r.Listener))
 			continue
 		}
-		jobs[k] = append(jobs[k], adoptJob{func(l *cpuLoop) (adopted, error) { return l.udp.AdoptSession(r, b, f, p, be) }, &refused.Sessions, i})
+		jobs[k] = append(jobs[k], adoptJob{func(l *cpuLoop) (adopted, error) { return l.udp.AdoptSession(r, b, f, p, be) }, &refused.Sessions, i, false})
 	}
 	// The loops adopt their shares at once, each on its own goroutine.
 	took := make([][]adopted, len(s.loops))
+	later := make([][]adopted, len(s.loops)) // queued clients, until FlowsDone
 	errs := make([][]error, len(s.loops))
 	ran := make([]bool, len(s.loops))
 	var wg sync.WaitGroup
@@ -111,7 +117,11 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 					if stay {
 						a.Stay()
 					}
-					took[k] = append(took[k], a)
+					if j.atDone {
+						later[k] = append(later[k], a)
+					} else {
+						took[k] = append(took[k], a)
+					}
 				}
 			})
 		})
@@ -131,16 +141,47 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			"refused", refused.Len(), "first_reason", firstErr)
 	}
 	return func() {
-		for k, l := range s.loops {
-			if as := took[k]; len(as) > 0 {
-				l.Post(func() {
-					for _, a := range as {
-						a.Go()
-					}
-				})
-			}
+		s.goAll(took)
+		s.heldMu.Lock()
+		if s.held == nil {
+			s.held = make([][]adopted, len(s.loops))
 		}
+		for k := range later {
+			s.held[k] = append(s.held[k], later[k]...)
+		}
+		s.heldMu.Unlock()
 	}, refused
+}
+
+// FlowsDone lets the queued clients a hand-over brought go on, once every
+// relay that holds a slot of their pools is counted here
+// (handoff.FlowHolder).
+func (s *Server) FlowsDone() {
+	s.heldMu.Lock()
+	held := s.held
+	s.held = nil
+	s.heldMu.Unlock()
+	s.goAll(held)
+}
+
+// goAll lets adopted connections go, each on its loop.
+func (s *Server) goAll(byLoop [][]adopted) {
+	for k, as := range byLoop {
+		if len(as) > 0 {
+			s.loops[k].Post(func() {
+				for _, a := range as {
+					a.Go()
+				}
+			})
+		}
+	}
+}
+
+// shuttingDown reports whether Shutdown has begun.
+func (s *Server) shuttingDown() bool {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	return s.closed
 }
 
 // adoptJob is one record's adoption on a loop, and the refusal list its
@@ -149,6 +190,7 @@ type adoptJob struct {
 	adopt   func(*cpuLoop) (adopted, error)
 	refused *[]int
 	i       int
+	atDone  bool // goes at FlowsDone, not with the batch
 }
 
 // adopted is a connection put together on a loop, held still until Go

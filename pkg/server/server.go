@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/listener"
@@ -95,6 +96,13 @@ type Server struct {
 	// reload removed is not kept alive by them.
 	stopLogs []func()
 	reloadMu sync.Mutex // one reload at a time
+
+	// A binary upgrade's hand-over (flows.go): the loop the next adopted
+	// TCP record goes to, and the queued clients held until it is done,
+	// by loop.
+	adoptNext atomic.Uint64
+	heldMu    sync.Mutex
+	held      [][]adopted
 }
 
 type front struct {
