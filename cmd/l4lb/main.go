@@ -70,7 +70,7 @@ usage:
                              on FILE (default: config.toml); Ctrl-C stops it
   l4lb upgrade -pidfile FILE the running l4lb (run -pidfile FILE; or -pid PID,
                              or $MAINPID) starts the executable now at its path
-                             with its sockets and state, then drains and exits
+                             with its sockets, state and open connections, then exits
                              (SIGUSR2 does the same); waits for the outcome
   l4lb version               print the version (also: -version, --version)
   l4lb help                  print this text (also: -h, -help, --help)

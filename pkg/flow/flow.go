@@ -182,16 +182,16 @@ type Batch struct {
 
 // A batch's bounds, so that one travels as one message of a unix socket
 // whatever the records: the kernel passes at most 253 descriptors per
-// message (SCM_MAX_FD), and a datagram must fit the sender's socket
-// buffer (an unprivileged process gets at most twice net.core.wmem_max,
-// 416 KiB by default) with its held bytes in base64.
+// message (SCM_MAX_FD), and a batch's bytes are bounded so that most
+// fit an unprivileged sender's socket buffer (twice net.core.wmem_max,
+// 416 KiB by default); the sender splits one that does not (pkg/handoff).
 const (
 	MaxRecords   = 128
 	MaxFDs       = 250
 	MaxRecordFDs = 6 // a relay: two sockets, a pipe (two ends) per direction
 	// maxHeld: a batch holding more takes no more records. A relay holds
 	// at most a copy buffer (64 KiB) per direction, so a batch holds less
-	// than 192 KiB, 256 KiB in base64.
+	// than 192 KiB, 256 KiB in base64, beside its records' JSON.
 	maxHeld = 64 << 10
 )
 

@@ -130,14 +130,21 @@
 // {"type":"batch","seq":N,"fds":K,"relays":[…],"queued":[…],
 // "sessions":[…]} with its K descriptors: pkg/flow's records (Relay,
 // Queued, Session), whose FD fields index the descriptors, at most
-// flow.MaxRecords records and flow.MaxFDs descriptors a batch. It waits
-// for {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],
-// "sessions":[…]}} before the next, keeping its own descriptors until
-// then; it closes them after the ack, and adopts back the refused records
-// (the new process closed its copies of those). The new process registers
-// a batch held still, acknowledges it, then lets it run: a connection is
-// run by one process at a time, and one batch unacknowledged when the new
-// process dies goes back to the old one whole. Clients still being set up
+// flow.MaxRecords records and flow.MaxFDs descriptors a batch (split
+// further when its message would not fit the socket), up to four batches
+// unacknowledged at once. Each is acknowledged in order,
+// {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],
+// "sessions":[…]}}; the old process keeps its own descriptors of a batch
+// until then, closes them after the ack, and adopts back the refused
+// records (the new process closed its copies of those). The new process
+// registers a batch held still, acknowledges it, then lets it run. When
+// anything fails, the old process stops sending and reads acks until the
+// new process's end closes (a close with messages unread is reported
+// once, ahead of them: it reads past it), and adopts back only the
+// batches never acknowledged; so no connection is run by both. A batch
+// the new process acknowledged dies with it if it dies; a batch in flight
+// when a second stop signal makes the old process exit lives on in the
+// new one if it takes it. Clients still being set up
 // in the old process go in later batches, once established; when it holds
 // nothing more to pass it writes {"type":"done","relays_total":R,
 // "queued_total":Q,"sessions_total":S} and closes its end. A batch whose

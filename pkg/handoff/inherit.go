@@ -229,8 +229,9 @@ func (in *Inheritance) RefuseUntilServing(r Refuser) (serving func()) {
 	return func() { allowActions(); allowReloads() }
 }
 
-// TellReady tells the old process this one serves: it then stops
-// accepting and drains. Nothing to do without an upgrade.
+// TellReady tells the old process this one serves (after the hello that
+// offers to adopt its connections): it then stops accepting and hands
+// them over. Nothing to do without an upgrade.
 func (in *Inheritance) TellReady(log *slog.Logger) {
 	if in.ready < 0 {
 		return

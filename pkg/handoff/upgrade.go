@@ -108,7 +108,8 @@ type Window struct {
 }
 
 // Attempt runs one upgrade. ok: the new process serves; the caller stops
-// accepting, closes its admin endpoint, drains and exits. Otherwise this
+// accepting, closes its admin endpoint, hands its connections over
+// (HandOverFlows), drains what stays and exits. Otherwise this
 // process goes on serving; stop is a SIGTERM or SIGINT that arrived
 // meanwhile (the attempt was abandoned for it), for the caller to act on.
 // Every other signal from sigs is logged and ignored until the outcome.
@@ -158,7 +159,7 @@ func (u *Upgrader) Attempt(w Window, sigs <-chan os.Signal) (ok bool, stop os.Si
 				return false, nil
 			default:
 			}
-			u.log.Info("upgrade: the new process serves; this one stops accepting and drains",
+			u.log.Info("upgrade: the new process serves; this one stops accepting and hands its connections over",
 				"new_pid", child.pid, "took", time.Since(start).Round(time.Millisecond).String())
 			// systemd follows the new process; this one says nothing more.
 			w.Commit()
