@@ -33,6 +33,9 @@ type SystemRow struct {
 	// NA, when set, says why the system cannot run the scenario at all
 	// (e.g. no UDP): the report shows n/a rather than leaving it out.
 	NA string
+	// LowerBound marks metrics whose value is a bound the event had not
+	// reached when the wait ended (an old process still alive): "> X".
+	LowerBound map[string]bool
 }
 
 // row returns the row of system, adding it in first-seen order.

@@ -1,0 +1,450 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The longlived scenario (-scenario longlived, alone, as root): N
+// long-lived WebSocket-like connections held through each system in turn,
+// in network namespaces of its own (longlived_netns.go), with a
+// reconnect storm and an upgrade or reload at the end; its tables go to
+// the report as "longlived" and "storm" (longlived_report.go).
+
+// llOptions are the scenario's knobs, from the flags.
+type llOptions struct {
+	conns    []int // N of each run, in order
+	shards   int   // proxy instances; 0: as RLIMIT_NOFILE requires
+	systems  []string
+	appendTo string // splice the section into this file instead of stdout
+}
+
+const (
+	llClientCap    = 16000 // connections per client process (1 fd each)
+	llBackendCap   = 12500 // connections per backend process
+	llOpenInflight = 256   // dials in flight over all clients while opening
+	llMaxMsgRate   = 5000  // messages per second over all connections
+	llMinPeriod    = 5 * time.Second
+	llIdleWindow   = 5 * time.Second
+	llSettle       = 2 * time.Second
+	llCheckRate    = 20000 // check messages per second over all clients
+	llStormBound   = 90 * time.Second
+)
+
+// llPlan is what one run's N implies.
+type llPlan struct {
+	n, shards, clients, backends int
+	period, window               time.Duration
+	upgradeWait                  time.Duration
+}
+
+// planLL sizes a run of n connections: K proxy instances of at most
+// llShardCap, client and backend processes within their caps, and a
+// message interval that keeps the aggregate under llMaxMsgRate.
+func planLL(n, shards int) llPlan {
+	p := llPlan{n: n, shards: shards}
+	if p.shards <= 0 {
+		p.shards = (n + llShardCap - 1) / llShardCap
+	}
+	p.clients = (n + llClientCap - 1) / llClientCap
+	p.backends = (n + llBackendCap - 1) / llBackendCap
+	p.period = max(llMinPeriod, time.Duration(float64(n)/llMaxMsgRate*float64(time.Second)))
+	p.window = max(10*time.Second, p.period)
+	st, _ := time.ParseDuration(llShutdownTimeout)
+	p.upgradeWait = st + 15*time.Second
+	return p
+}
+
+// llRunner is one longlived run: its directory, build and current system.
+type llRunner struct {
+	sup    *supervisor
+	dir    string
+	self   string
+	limit  uint64
+	layout cpuLayout
+	log    io.Writer
+	build  l4lbBuild
+	plan   llPlan
+	topo   *llTopology
+	bes    []*child
+}
+
+func (r *llRunner) logf(format string, args ...any) { fmt.Fprintf(r.log, format+"\n", args...) }
+
+func (r *llRunner) l4lbBinary() (string, error) {
+	r.build.once.Do(func() { r.build.path, r.build.err = buildL4lb(r.dir) })
+	return r.build.path, r.build.err
+}
+
+func (r *llRunner) backendAddrs() []string {
+	var out []string
+	for _, ip := range r.topo.backendIPs {
+		out = append(out, ip+":"+strconv.Itoa(llBackendPort))
+	}
+	return out
+}
+
+// startProxy runs argv in the lb namespace for instance in and waits
+// until it listens.
+func (r *llRunner) startProxy(in *llInstance, name, path string, args ...string) (*child, error) {
+	argv := inNS(r.topo.lb, append([]string{path}, args...)...)
+	c, err := r.sup.start(spawnSpec{name: name, path: argv[0], args: argv[1:], logPath: filepath.Join(in.dir, name+".log")})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitListening(c, in.listen); err != nil {
+		r.sup.stop(c)
+		return nil, fmt.Errorf("%w (see %s)", err, filepath.Join(in.dir, name+".log"))
+	}
+	return c, nil
+}
+
+// startBackends runs the backend processes in the srv namespace.
+func (r *llRunner) startBackends() error {
+	r.bes = r.bes[:0]
+	for i, addr := range r.backendAddrs() {
+		argv := inNS(r.topo.srv, r.self, "-role", "llbackend", "-listen", addr)
+		c, err := r.sup.start(spawnSpec{name: "llbackend-" + strconv.Itoa(i), path: argv[0], args: argv[1:], waitReady: true,
+			logPath: filepath.Join(r.dir, fmt.Sprintf("backend-%d.log", i))})
+		if err != nil {
+			return err
+		}
+		if err := pinProcs([]int{c.pid}, r.layout.backends); err != nil {
+			r.logf("warning: %v", err)
+		}
+		r.bes = append(r.bes, c)
+	}
+	return nil
+}
+
+func longlivedMain(o options, lo llOptions, stdout, log io.Writer) int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(log, "bench: longlived needs root (network namespaces)")
+		return 1
+	}
+	for _, tool := range []string{"ip", "nstat", "sysctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Fprintf(log, "bench: longlived needs %s (apt-get install iproute2 procps)\n", tool)
+			return 1
+		}
+	}
+	removeStaleLLNamespaces(log)
+	dir, err := os.MkdirTemp("", "l4lb-longlived-")
+	if err != nil {
+		fmt.Fprintln(log, "bench:", err)
+		return 1
+	}
+	_ = os.Chmod(dir, 0o755)
+	r := &llRunner{sup: newSupervisor(), dir: dir, limit: nofileLimit(), layout: planLayout(runtime.NumCPU(), o.pin), log: log}
+	defer func() {
+		r.sup.stopAll()
+		if r.topo != nil {
+			r.topo.remove(log)
+		}
+		if o.keep {
+			r.logf("run directory kept: %s", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if r.self, err = copySelf(dir); err != nil {
+		fmt.Fprintln(log, "bench:", err)
+		return 1
+	}
+	if err := pinSelf(r.layout.loadgen); err != nil {
+		r.logf("warning: %v", err)
+	}
+	var sections []llSection
+	for _, n := range lo.conns {
+		sec := r.runN(n, lo)
+		sections = append(sections, sec)
+		if lo.appendTo != "" {
+			if err := appendLLSection(lo.appendTo, sec); err != nil {
+				fmt.Fprintln(log, "bench:", err)
+				return 1
+			}
+		}
+	}
+	if lo.appendTo == "" {
+		for _, sec := range sections {
+			io.WriteString(stdout, renderLLSection(sec))
+		}
+	}
+	return 0
+}
+
+// runN runs every system at n connections.
+func (r *llRunner) runN(n int, lo llOptions) llSection {
+	r.plan = planLL(n, lo.shards)
+	p := r.plan
+	r.logf("longlived: N=%d: %d proxy instances, %d client and %d backend processes, a message every %v per connection (%v window), RLIMIT_NOFILE %d",
+		n, p.shards, p.clients, p.backends, p.period, p.window, r.limit)
+	sec := llSection{plan: p, meta: r.meta(), ll: newLLResult("longlived", n), storm: newStormResult(n)}
+	for _, spec := range llSystemCatalog() {
+		if !slices.Contains(lo.systems, spec.name) {
+			continue
+		}
+		if spec.prepare != nil {
+			if err := spec.prepare(r); err != nil {
+				sec.skipped = append(sec.skipped, fmt.Sprintf("%s: skipped: %v", spec.name, err))
+				r.logf("longlived: %s: skipped: %v", spec.name, err)
+				continue
+			}
+		}
+		sec.about = append(sec.about, spec.name+": "+spec.about)
+		llv, stv, notes, err := r.runSystem(spec)
+		if err != nil {
+			r.logf("longlived: %s: %v", spec.name, err)
+		}
+		sec.ll.add(spec.name, spec.kind, llv.vals, 0, err)
+		if llv.outlived {
+			sec.ll.markLowerBound(spec.name, "upgrade_s")
+		}
+		sec.storm.add(spec.name, spec.kind, stv, 0, nil)
+		sec.ll.Notes = append(sec.ll.Notes, notes...)
+	}
+	finishLL(sec.ll)
+	finishStorm(sec.storm)
+	return sec
+}
+
+func (r *llRunner) meta() []string {
+	var u syscall.Utsname
+	_ = syscall.Uname(&u)
+	rel := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	p := r.plan
+	return []string{
+		fmt.Sprintf("date %s, kernel %s, %d CPUs, RLIMIT_NOFILE %d", time.Now().UTC().Format(time.RFC3339), rel, runtime.NumCPU(), r.limit),
+		fmt.Sprintf("N = %d connections; each proxy as %d instances of at most %d connections (one process holds at most RLIMIT_NOFILE descriptors, two per connection); %d client and %d backend processes",
+			p.n, p.shards, llShardCap, p.clients, p.backends),
+		fmt.Sprintf("a 64-byte message every %v per connection (%.0f/s over all), round trips sampled over a %v window; idle CPU over %v with no message",
+			p.period, float64(p.n)/p.period.Seconds(), p.window, llIdleWindow),
+		"CPU placement: " + r.layout.String(),
+	}
+}
+
+// llValues is one system's longlived figures.
+type llValues struct {
+	vals     map[string]float64
+	outlived bool // the old process outlived the upgrade wait
+}
+
+// runSystem runs one system through every phase in fresh namespaces and
+// processes, and tears them down.
+func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]float64, notes []string, err error) {
+	p := r.plan
+	llv.vals = map[string]float64{}
+	storm = map[string]float64{}
+	r.logf("longlived: %s: setting up", spec.name)
+	shards := p.shards
+	if spec.start == nil {
+		shards = 0
+	}
+	if r.topo, err = newLLTopology(spec.name, max(shards, 1), p.backends); err != nil {
+		return llv, storm, nil, err
+	}
+	defer func() {
+		r.sup.stopAll()
+		r.topo.remove(r.log)
+		r.topo = nil
+	}()
+	if err := r.startBackends(); err != nil {
+		return llv, storm, nil, err
+	}
+	var insts []*llInstance
+	for k := range shards {
+		in := &llInstance{listen: r.topo.listenIPs[k] + ":" + strconv.Itoa(llPort), dir: filepath.Join(r.dir, fmt.Sprintf("%s-%d", spec.name, k))}
+		if err := os.MkdirAll(in.dir, 0o755); err != nil {
+			return llv, storm, nil, err
+		}
+		if in.proc, err = spec.start(r, in); err != nil {
+			return llv, storm, nil, err
+		}
+		insts = append(insts, in)
+	}
+	treePids := func() []int {
+		var out []int
+		for _, in := range insts {
+			out = append(out, in.pids()...)
+		}
+		return out
+	}
+	if err := pinProcs(treePids(), r.layout.proxy); err != nil {
+		r.logf("warning: %v", err)
+	}
+	targets := r.backendAddrs()
+	if shards > 0 {
+		targets = targets[:0]
+		for _, in := range insts {
+			targets = append(targets, in.listen)
+		}
+	}
+	settleSlab(5 * time.Second)
+	pids := treePids()
+	rss0, _ := treeMemKB(pids)
+	slab0, sock0 := slabKB(), sockMemKB()
+
+	clients, err := r.startClients(targets)
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(c.stop)
+		}
+		wg.Wait()
+	}()
+	if err != nil {
+		return llv, storm, nil, err
+	}
+	r.logf("longlived: %s: opening %d connections", spec.name, p.n)
+	t0 := time.Now()
+	openBound := 60*time.Second + time.Duration(p.n)*2*time.Millisecond
+	reps, err := allClients(clients, fmt.Sprintf("open %d", openBound.Milliseconds()), "open", openBound+30*time.Second)
+	establish := time.Since(t0)
+	if err != nil {
+		return llv, storm, nil, err
+	}
+	held := sumReplies(reps, func(r llReply) int { return r.Held })
+	failed := sumReplies(reps, func(r llReply) int { return r.Failed })
+	llv.vals["conns"] = float64(held)
+	llv.vals["establish_s"] = establish.Seconds()
+	r.logf("longlived: %s: %d held, %d failed in %.1fs", spec.name, held, failed, establish.Seconds())
+	if held == 0 {
+		return llv, storm, nil, fmt.Errorf("no connection could be established (%d failed)", failed)
+	}
+	if failed > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d of %d connections could not be established", spec.name, failed, p.n))
+	}
+	time.Sleep(llSettle)
+	pids = treePids()
+	rss1, _ := treeMemKB(pids)
+	slab1, sock1 := slabKB(), sockMemKB()
+	llv.vals["slab_kb_per_conn"] = (slab1 - slab0) / float64(held)
+	llv.vals["sockmem_kb_per_conn"] = (sock1 - sock0) / float64(held)
+	if shards > 0 {
+		llv.vals["rss_kb_per_conn"] = (rss1 - rss0) / float64(held)
+		llv.vals["rss_mb"] = rss1 / 1024
+		llv.vals["instances"] = float64(shards)
+	}
+
+	cpu0 := cpuSeconds(treePids())
+	time.Sleep(llIdleWindow)
+	if shards > 0 {
+		llv.vals["idle_cpu_ms_per_s"] = (cpuSeconds(treePids()) - cpu0) * 1000 / llIdleWindow.Seconds()
+	}
+
+	r.logf("longlived: %s: messages for %v", spec.name, p.window)
+	cpu0 = cpuSeconds(treePids())
+	reps, err = allClients(clients, fmt.Sprintf("msgs %d %d", p.window.Milliseconds(), p.period.Milliseconds()), "msgs", p.window+30*time.Second)
+	cpuMsgs := cpuSeconds(treePids()) - cpu0
+	if err != nil {
+		return llv, storm, notes, err
+	}
+	h := rttHist{}
+	var echoed, lost uint64
+	for _, rep := range reps {
+		h.merge(rep.Hist)
+		echoed += rep.Echoed
+		lost += rep.Lost
+	}
+	llv.vals["p50_us"], llv.vals["p99_us"] = h.quantile(0.50), h.quantile(0.99)
+	llv.vals["msgs"], llv.vals["lost"] = float64(echoed), float64(lost)
+	if shards > 0 && echoed > 0 {
+		llv.vals["cpu_us_per_msg"] = cpuMsgs * 1e6 / float64(echoed)
+	}
+
+	storm, err = r.storm(spec, clients)
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("%s: storm: %v", spec.name, err))
+	}
+	if spec.reload == nil {
+		return llv, storm, notes, nil
+	}
+	life, outlived, broken, err := r.upgrade(spec, insts, clients)
+	if err != nil {
+		return llv, storm, notes, err
+	}
+	llv.vals["upgrade_s"], llv.vals["upgrade_broken"] = life.Seconds(), float64(broken)
+	llv.outlived = outlived
+	return llv, storm, notes, nil
+}
+
+func sumReplies(reps []llReply, f func(llReply) int) int {
+	n := 0
+	for _, r := range reps {
+		n += f(r)
+	}
+	return n
+}
+
+// startClients runs the client processes, connection numbers split
+// evenly, each spreading its connections over targets and client addresses.
+func (r *llRunner) startClients(targets []string) ([]*llClientProc, error) {
+	p := r.plan
+	var out []*llClientProc
+	per := (p.n + p.clients - 1) / p.clients
+	for i, first := 0, 0; first < p.n; i, first = i+1, first+per {
+		count := min(per, p.n-first)
+		args := []string{"-targets", strings.Join(targets, ","), "-sources", strings.Join(r.topo.clientIPs, ","),
+			"-first", strconv.Itoa(first), "-count", strconv.Itoa(count), "-inflight", strconv.Itoa(max(1, llOpenInflight/p.clients))}
+		c, err := startLLClient(r.topo.cli, r.self, filepath.Join(r.dir, fmt.Sprintf("client-%d.log", i)), args)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+		if err := pinProcs([]int{c.cmd.Process.Pid}, r.layout.loadgen); err != nil {
+			r.logf("warning: %v", err)
+		}
+	}
+	return out, nil
+}
+
+// settleSlab waits until the kernel's slab in use holds still (what an
+// earlier system freed is freed), at most within.
+func settleSlab(within time.Duration) {
+	deadline := time.Now().Add(within)
+	prev := slabKB()
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		cur := slabKB()
+		if d := cur - prev; d < 512 && d > -512 {
+			return
+		}
+		prev = cur
+	}
+}
+
+// sockMemKB is the TCP socket buffer memory in use, system-wide.
+func sockMemKB() float64 {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0
+	}
+	pages, _ := parseSockstatTCPMem(b)
+	return float64(pages) * float64(os.Getpagesize()) / 1024
+}
+
+// pidGone reports whether pid has exited (gone, or a zombie).
+func pidGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
