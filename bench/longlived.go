@@ -339,7 +339,6 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 	if shards > 0 {
 		llv.vals["rss_kb_per_conn"] = (rss1 - rss0) / float64(held)
 		llv.vals["rss_mb"] = rss1 / 1024
-		llv.vals["instances"] = float64(shards)
 	}
 
 	cpu0 := cpuSeconds(treePids())

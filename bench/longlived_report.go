@@ -14,7 +14,6 @@ import (
 func llMetrics() []MetricDef {
 	return []MetricDef{
 		{Name: "conns", Unit: "conns", Better: HigherBetter, NoRatio: true},
-		{Name: "instances", Better: LowerBetter, NoRatio: true},
 		{Name: "establish_s", Unit: "s", Better: LowerBetter},
 		{Name: "rss_kb_per_conn", Unit: "KB", Better: LowerBetter},
 		{Name: "kernel_kb_per_conn", Unit: "KB", Better: LowerBetter},
@@ -57,21 +56,23 @@ func newStormResult(n int) *ScenarioResult {
 	return &ScenarioResult{Scenario: fmt.Sprintf("storm, N = %d", n), Metrics: stormMetrics()}
 }
 
-// finishLL derives kernel_kb_per_conn: the slab and socket-buffer memory
-// per connection over the proxy's own, i.e. minus direct's (the clients'
-// and backends' sockets).
+// finishLL derives kernel_kb_per_conn: the slab per connection over
+// the proxy's own, i.e. minus direct's (the clients' and backends'
+// sockets). Socket buffers (sockmem) stay apart: idle connections hold
+// none, and the system-wide page count moves with the rest of the
+// machine by more than that.
 func finishLL(sr *ScenarioResult) {
 	base := math.NaN()
 	for _, r := range sr.Rows {
 		if r.Kind == KindDirect {
-			base = summarize(r.Samples["slab_kb_per_conn"]).Median + summarize(r.Samples["sockmem_kb_per_conn"]).Median
+			base = summarize(r.Samples["slab_kb_per_conn"]).Median
 		}
 	}
 	for _, r := range sr.Rows {
-		slab, sock := r.Samples["slab_kb_per_conn"], r.Samples["sockmem_kb_per_conn"]
+		slab := r.Samples["slab_kb_per_conn"]
 		k := make([]float64, len(slab))
 		for i := range slab {
-			k[i] = slab[i] + sock[i] - base
+			k[i] = slab[i] - base
 			if r.Kind == KindDirect {
 				k[i] = math.NaN()
 			}
@@ -80,8 +81,8 @@ func finishLL(sr *ScenarioResult) {
 	}
 	sr.Notes = append(sr.Notes,
 		"rss_kb_per_conn: the rise of VmRSS over every instance's process tree from before the clients connect to 2 s after all are held, / conns; rss_mb: the trees' RSS then",
-		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), sockmem_kb_per_conn: of TCP socket buffer pages (/proc/net/sockstat mem), both system-wide, / conns; kernel_kb_per_conn = their sum minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets and whatever else it holds",
-		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all",
+		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), system-wide, / conns; kernel_kb_per_conn = that minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets, files and epoll items; sockmem_kb_per_conn: the rise of TCP socket buffer pages (/proc/net/sockstat mem), system-wide, / conns (idle connections hold none: what it shows is the rest of the machine)",
+		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s)",
 		"upgrade_s: from the signal (l4lb SIGUSR2, HAProxy master SIGUSR2, nginx SIGHUP) to the exit of the last old process or worker; \"> X\": still alive when the wait ended; upgrade_broken: connections that did not echo one message sent after it")
 }
 

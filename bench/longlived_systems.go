@@ -116,8 +116,8 @@ func llL4lbConfig(listen string, backends []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = 1\nmax_connections = %d\nshutdown_timeout = %q\n\n", llShardCap, llShutdownTimeout)
 	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"info\"\n\n")
-	fmt.Fprintf(&b, "[[listener]]\nname = \"ws\"\nbind = %q\nprotocol = \"tcp\"\npool = \"ws\"\nidle_timeout = \"1h\"\n\n", listen)
-	b.WriteString("[pool.ws]\nalgorithm = \"round-robin\"\n")
+	fmt.Fprintf(&b, "[[listener]]\nname = \"ws\"\nbind = %q\nprotocol = \"tcp\"\npool = \"ws\"\n\n", listen)
+	b.WriteString("[pool.ws]\nalgorithm = \"round-robin\"\nidle_timeout = \"1h\"\n")
 	for _, be := range backends {
 		fmt.Fprintf(&b, "\n[[pool.ws.backend]]\naddr = %q\n", be)
 	}
