@@ -367,7 +367,11 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 		llv.vals["cpu_us_per_msg"] = cpuMsgs * 1e6 / float64(echoed)
 	}
 
+	cpu0 = cpuSeconds(treePids())
 	storm, err = r.storm(spec, clients)
+	if shards > 0 {
+		storm["proxy_cpu_s"] = cpuSeconds(treePids()) - cpu0
+	}
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("%s: storm: %v", spec.name, err))
 	}
@@ -380,6 +384,13 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 	}
 	llv.vals["upgrade_s"], llv.vals["upgrade_broken"] = life.Seconds(), float64(broken)
 	llv.outlived = outlived
+	if spec.name == "l4lb" {
+		if relays, took, ok := l4lbHandover(insts); ok {
+			llv.vals["handed_over"], llv.vals["handover_s"] = float64(relays), took.Seconds()
+		} else {
+			notes = append(notes, "l4lb: no instance logged \"upgrade: handed over established connections\": this build drains its connections on upgrade (for shutdown_timeout) instead of handing them over")
+		}
+	}
 	return llv, storm, notes, nil
 }
 

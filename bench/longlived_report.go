@@ -28,6 +28,8 @@ func llMetrics() []MetricDef {
 		{Name: "cpu_us_per_msg", Unit: "µs", Better: LowerBetter},
 		{Name: "upgrade_s", Unit: "s", Better: LowerBetter},
 		{Name: "upgrade_broken", Better: LowerBetter, NoRatio: true},
+		{Name: "handed_over", Better: HigherBetter, NoRatio: true},
+		{Name: "handover_s", Unit: "s", Better: LowerBetter, NoRatio: true},
 	}
 }
 
@@ -38,6 +40,7 @@ func stormMetrics() []MetricDef {
 		{Name: "failed", Better: LowerBetter, NoRatio: true},
 		{Name: "not_dropped", Better: LowerBetter, NoRatio: true},
 		{Name: "attempts_per_conn", Better: LowerBetter},
+		{Name: "proxy_cpu_s", Unit: "s", Better: LowerBetter},
 		{Name: "proxy_listen_overflows", Better: LowerBetter, NoRatio: true},
 		{Name: "proxy_listen_drops", Better: LowerBetter, NoRatio: true},
 		{Name: "proxy_syn_retrans", Better: LowerBetter, NoRatio: true},
@@ -83,14 +86,14 @@ func finishLL(sr *ScenarioResult) {
 		"rss_kb_per_conn: the rise of VmRSS over every instance's process tree from before the clients connect to 2 s after all are held, / conns; rss_mb: the trees' RSS then",
 		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), system-wide, / conns; kernel_kb_per_conn = that minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets, files and epoll items; sockmem_kb_per_conn: the rise of TCP socket buffer pages (/proc/net/sockstat mem), system-wide, / conns (idle connections hold none: what it shows is the rest of the machine)",
 		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s)",
-		"upgrade_s: from the signal (l4lb SIGUSR2, HAProxy master SIGUSR2, nginx SIGHUP) to the exit of the last old process or worker; \"> X\": still alive when the wait ended; upgrade_broken: connections that did not echo one message sent after it")
+		"upgrade_s: from the signal (l4lb SIGUSR2, HAProxy master SIGUSR2, nginx SIGHUP) to the exit of the last old process or worker; \"> X\": still alive when the wait ended; upgrade_broken: connections that did not echo one message sent after it; handed_over, handover_s: l4lb's own account, summed over its instances' logs (relays= of \"upgrade: handed over established connections\") and the longest took=")
 }
 
 // finishStorm notes what the storm's figures are.
 func finishStorm(sr *ScenarioResult) {
 	sr.Notes = append(sr.Notes,
 		"every backend process is SIGKILLed at once with N held and started again at once; recover_s: from the kill to the last client connection served again (reconnected, one message echoed); a client reconnects at once when its connection closes, then backs off from 100 ms doubling to 2 s with jitter, at most 15 tries, within 90 s: failed gave up, not_dropped never saw its connection close",
-		"nstat -az deltas inside each namespace: proxy_* where the proxies listen and dial (TcpExtListenOverflows, TcpExtListenDrops, TcpExtTCPSynRetrans of their dials to the backends), backend_* where the backends listen, client_syn_retrans the clients' SYN retransmits (each a SYN that went unanswered)")
+		"nstat -az deltas inside each namespace: proxy_* where the proxies listen and dial (TcpExtListenOverflows, TcpExtListenDrops, TcpExtTCPSynRetrans of their dials to the backends), backend_* where the backends listen, client_syn_retrans the clients' SYN retransmits (each a SYN that went unanswered); proxy_cpu_s: the proxies' CPU from arming the storm to its end")
 }
 
 // markLowerBound marks a figure of system as "more than" (the event had

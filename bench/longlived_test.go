@@ -231,3 +231,16 @@ func TestLLAddrsStayInTheScenarioNetwork(t *testing.T) {
 		t.Errorf("sources = %v, %v", a, err)
 	}
 }
+
+func TestParseHandover(t *testing.T) {
+	log := `time=2026-12-01T13:58:09.507Z level=INFO msg="upgrade: the new process serves; this one stops accepting and drains" new_pid=29243 took=11ms
+time=2026-12-01T13:58:10.100Z level=INFO msg="upgrade: handed over established connections" relays=8334 sessions=0 took=1.25s
+`
+	r, took, ok := parseHandover(log)
+	if !ok || r != 8334 || took != 1250*time.Millisecond {
+		t.Errorf("parseHandover = %d, %v, %v; want 8334, 1.25s, true", r, took, ok)
+	}
+	if _, _, ok := parseHandover(`level=INFO msg="handed over: draining open connections" open=1000`); ok {
+		t.Error("today's drain line is no hand-over")
+	}
+}
