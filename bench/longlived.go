@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,22 +110,31 @@ func (r *llRunner) startProxy(in *llInstance, name, path string, args ...string)
 	return c, nil
 }
 
-// startBackends runs the backend processes in the srv namespace.
+// startBackends runs the backend processes in the srv namespace, all at
+// once (a storm restarts them together).
 func (r *llRunner) startBackends() error {
-	r.bes = r.bes[:0]
-	for i, addr := range r.backendAddrs() {
-		argv := inNS(r.topo.srv, r.self, "-role", "llbackend", "-listen", addr)
-		c, err := r.sup.start(spawnSpec{name: "llbackend-" + strconv.Itoa(i), path: argv[0], args: argv[1:], waitReady: true,
-			logPath: filepath.Join(r.dir, fmt.Sprintf("backend-%d.log", i))})
-		if err != nil {
-			return err
-		}
-		if err := pinProcs([]int{c.pid}, r.layout.backends); err != nil {
-			r.logf("warning: %v", err)
-		}
-		r.bes = append(r.bes, c)
+	addrs := r.backendAddrs()
+	r.bes = make([]*child, len(addrs))
+	errs := make([]error, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() {
+			argv := inNS(r.topo.srv, r.self, "-role", "llbackend", "-listen", addr)
+			c, err := r.sup.start(spawnSpec{name: "llbackend-" + strconv.Itoa(i), path: argv[0], args: argv[1:], waitReady: true,
+				logPath: filepath.Join(r.dir, fmt.Sprintf("backend-%d.log", i))})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if err := pinProcs([]int{c.pid}, r.layout.backends); err != nil {
+				r.logf("warning: %v", err)
+			}
+			r.bes[i] = c
+		})
 	}
-	return nil
+	wg.Wait()
+	r.bes = slices.DeleteFunc(r.bes, func(c *child) bool { return c == nil })
+	return errors.Join(errs...)
 }
 
 func longlivedMain(o options, lo llOptions, stdout, log io.Writer) int {
@@ -202,15 +212,17 @@ func (r *llRunner) runN(n int, lo llOptions) llSection {
 			}
 		}
 		sec.about = append(sec.about, spec.name+": "+spec.about)
+		steal0 := stealTicks()
 		llv, stv, notes, err := r.runSystem(spec)
+		steal := stealTicks() - steal0
 		if err != nil {
 			r.logf("longlived: %s: %v", spec.name, err)
 		}
-		sec.ll.add(spec.name, spec.kind, llv.vals, 0, err)
+		sec.ll.add(spec.name, spec.kind, llv.vals, steal, err)
 		if llv.outlived {
 			sec.ll.markLowerBound(spec.name, "upgrade_s")
 		}
-		sec.storm.add(spec.name, spec.kind, stv, 0, nil)
+		sec.storm.add(spec.name, spec.kind, stv, steal, nil)
 		sec.ll.Notes = append(sec.ll.Notes, notes...)
 	}
 	finishLL(sec.ll)
@@ -349,8 +361,19 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 
 	r.logf("longlived: %s: messages for %v", spec.name, p.window)
 	cpu0 = cpuSeconds(treePids())
+	busy0, lbusy0 := readCPUTimes(r.layout.proxy), readCPUTimes(r.layout.loadgen)
+	t0 = time.Now()
 	reps, err = allClients(clients, fmt.Sprintf("msgs %d %d", p.window.Milliseconds(), p.period.Milliseconds()), "msgs", p.window+30*time.Second)
 	cpuMsgs := cpuSeconds(treePids()) - cpu0
+	if share, ok := busyShare(lbusy0, readCPUTimes(r.layout.loadgen)); ok {
+		llv.vals["loadgen_busy_pct"] = share
+	}
+	if share, ok := busyShare(busy0, readCPUTimes(r.layout.proxy)); ok {
+		// What else ran on the proxy's CPUs meanwhile: the machine is
+		// shared, and a busy neighbour shows in the round trips' tail.
+		own := 100 * cpuMsgs / time.Since(t0).Seconds() / float64(len(r.layout.proxy))
+		llv.vals["others_on_proxy_cpu_pct"] = max(0, share-own)
+	}
 	if err != nil {
 		return llv, storm, notes, err
 	}

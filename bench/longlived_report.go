@@ -24,6 +24,8 @@ func llMetrics() []MetricDef {
 		{Name: "p99_us", Unit: "µs", Better: LowerBetter},
 		{Name: "msgs", Better: HigherBetter, NoRatio: true},
 		{Name: "lost", Better: LowerBetter, NoRatio: true},
+		{Name: "loadgen_busy_pct", Unit: "%", Better: LowerBetter, NoRatio: true},
+		{Name: "others_on_proxy_cpu_pct", Unit: "%", Better: LowerBetter, NoRatio: true},
 		{Name: "idle_cpu_ms_per_s", Unit: "ms/s", Better: LowerBetter},
 		{Name: "cpu_us_per_msg", Unit: "µs", Better: LowerBetter},
 		{Name: "upgrade_s", Unit: "s", Better: LowerBetter},
@@ -85,7 +87,7 @@ func finishLL(sr *ScenarioResult) {
 	sr.Notes = append(sr.Notes,
 		"rss_kb_per_conn: the rise of VmRSS over every instance's process tree from before the clients connect to 2 s after all are held, / conns; rss_mb: the trees' RSS then",
 		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), system-wide, / conns; kernel_kb_per_conn = that minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets, files and epoll items; sockmem_kb_per_conn: the rise of TCP socket buffer pages (/proc/net/sockstat mem), system-wide, / conns (idle connections hold none: what it shows is the rest of the machine)",
-		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s)",
+		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s); loadgen_busy_pct: how busy the clients' and backends' CPU was over the message window, others_on_proxy_cpu_pct: the proxy CPU's busy share then minus the proxy's own (other work on a shared machine, which shows in p99)",
 		"upgrade_s: from the signal (l4lb SIGUSR2, HAProxy master SIGUSR2, nginx SIGHUP) to the exit of the last old process or worker; \"> X\": still alive when the wait ended; upgrade_broken: connections that did not echo one message sent after it; handed_over, handover_s: l4lb's own account, summed over its instances' logs (relays= of \"upgrade: handed over established connections\") and the longest took=")
 }
 
@@ -106,6 +108,10 @@ func (sr *ScenarioResult) markLowerBound(system, metric string) {
 	r.LowerBound[metric] = true
 }
 
+// llProseBlocks are report.md.tmpl's blocks of the longlived section:
+// its introduction, then one after each table.
+var llProseBlocks = []string{"longlived-intro", "longlived", "storm"}
+
 // llSection is one N's part of the report.
 type llSection struct {
 	plan      llPlan
@@ -123,15 +129,15 @@ func renderLLSection(sec llSection) string {
 	var b strings.Builder
 	key := llSectionKey(sec.plan.n)
 	fmt.Fprintf(&b, "\n<!-- begin %s -->\n\n## Long-lived connections and a reconnect storm, N = %d\n", key, sec.plan.n)
-	writeProse(&b, "longlived-intro")
+	writeProse(&b, llProseBlocks[0])
 	b.WriteString("\n")
 	for _, m := range append(append(sec.meta, sec.about...), sec.skipped...) {
 		fmt.Fprintf(&b, "- %s\n", m)
 	}
 	writeScenarioMD(&b, sec.ll)
-	writeProse(&b, "longlived")
+	writeProse(&b, llProseBlocks[1])
 	writeScenarioMD(&b, sec.storm)
-	writeProse(&b, "storm")
+	writeProse(&b, llProseBlocks[2])
 	fmt.Fprintf(&b, "\n<!-- end %s -->\n", key)
 	return b.String()
 }

@@ -65,6 +65,8 @@ func llSystemCatalog() []llSystemSpec {
 		{name: "direct", kind: KindDirect, about: "no proxy: clients connect to the backends"},
 		{name: "l4lb", kind: KindSubject, prepare: llPrepareL4lb, start: llStartL4lb, reload: llUpgradeL4lb,
 			about: fmt.Sprintf("l4lb from this tree, event_loops = 1, max_connections = %d per instance, shutdown_timeout = %q; upgrade: SIGUSR2", llShardCap, llShutdownTimeout)},
+		{name: "l4lb-nobreaker", kind: KindSubject, prepare: llPrepareL4lb, start: llStartL4lbWith(llNoBreaker), reload: llUpgradeL4lb,
+			about: "l4lb as above with the breaker out of the way ([pool.ws.breaker] failures = 1000000), to tell the breaker's part in a storm (opt-in)"},
 		{name: "haproxy", kind: KindPeer, prepare: llPrepareTool("haproxy"), start: llStartHAProxy, reload: llReloadMaster(syscall.SIGUSR2),
 			about: "HAProxy master-worker (-W), nbthread 1, mode tcp, no splice (64-byte messages); reload: SIGUSR2 to the master, the old worker soft-stops"},
 		{name: "nginx", kind: KindPeer, prepare: llPrepareNginx, start: llStartNginx, reload: llReloadMaster(syscall.SIGHUP),
@@ -109,10 +111,14 @@ func llPrepareL4lb(r *llRunner) error {
 	return err
 }
 
+// llNoBreaker keeps l4lb's breaker from ever tripping within a run.
+const llNoBreaker = "\n[pool.ws.breaker]\nfailures = 1000000\n"
+
 // llL4lbConfig is one l4lb instance: one listener, round robin over the
 // backends, no health checks (the storm is about what clients see, and a
-// check would dial too), the breaker at its defaults.
-func llL4lbConfig(listen string, backends []string) string {
+// check would dial too), the breaker at its defaults unless more (TOML
+// appended) says otherwise.
+func llL4lbConfig(listen string, backends []string, more string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = 1\nmax_connections = %d\nshutdown_timeout = %q\n\n", llShardCap, llShutdownTimeout)
 	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"info\"\n\n")
@@ -121,7 +127,7 @@ func llL4lbConfig(listen string, backends []string) string {
 	for _, be := range backends {
 		fmt.Fprintf(&b, "\n[[pool.ws.backend]]\naddr = %q\n", be)
 	}
-	b.WriteString("\n[pool.ws.health]\nenabled = false\n")
+	b.WriteString("\n[pool.ws.health]\nenabled = false\n" + more)
 	return b.String()
 }
 
@@ -152,16 +158,21 @@ func llNginxConfig(listen string, backends []string, limit uint64, dir, module s
 	return b.String()
 }
 
-func llStartL4lb(r *llRunner, in *llInstance) (*child, error) {
-	bin, err := r.l4lbBinary()
-	if err != nil {
-		return nil, err
+func llStartL4lb(r *llRunner, in *llInstance) (*child, error) { return llStartL4lbWith("")(r, in) }
+
+// llStartL4lbWith starts an l4lb instance whose config has more appended.
+func llStartL4lbWith(more string) func(r *llRunner, in *llInstance) (*child, error) {
+	return func(r *llRunner, in *llInstance) (*child, error) {
+		bin, err := r.l4lbBinary()
+		if err != nil {
+			return nil, err
+		}
+		cfg := filepath.Join(in.dir, "l4lb.toml")
+		if err := os.WriteFile(cfg, []byte(llL4lbConfig(in.listen, r.backendAddrs(), more)), 0o644); err != nil {
+			return nil, err
+		}
+		return r.startProxy(in, "l4lb", bin, "run", "-config", cfg, "-pidfile", filepath.Join(in.dir, "l4lb.pid"))
 	}
-	cfg := filepath.Join(in.dir, "l4lb.toml")
-	if err := os.WriteFile(cfg, []byte(llL4lbConfig(in.listen, r.backendAddrs())), 0o644); err != nil {
-		return nil, err
-	}
-	return r.startProxy(in, "l4lb", bin, "run", "-config", cfg, "-pidfile", filepath.Join(in.dir, "l4lb.pid"))
 }
 
 func llStartHAProxy(r *llRunner, in *llInstance) (*child, error) {

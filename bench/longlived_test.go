@@ -130,12 +130,19 @@ func TestPlanLL(t *testing.T) {
 
 func TestLLL4lbConfigParsesAndFitsTheBudget(t *testing.T) {
 	backends := []string{"10.231.2.1:9000", "10.231.2.2:9000"}
-	cfg, err := config.Parse("l4lb.toml", []byte(llL4lbConfig("10.231.1.101:8000", backends)))
+	cfg, err := config.Parse("l4lb.toml", []byte(llL4lbConfig("10.231.1.101:8000", backends, "")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Global.MaxConnections != llShardCap || len(cfg.Listeners) != 1 || len(cfg.Pools) != 1 {
 		t.Fatalf("max_connections %d, %d listeners, %d pools", cfg.Global.MaxConnections, len(cfg.Listeners), len(cfg.Pools))
+	}
+	nb, err := config.Parse("l4lb.toml", []byte(llL4lbConfig("10.231.1.101:8000", backends, llNoBreaker)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := nb.Pools["ws"].Breaker.Failures; f != 1000000 {
+		t.Errorf("l4lb-nobreaker: breaker failures = %d", f)
 	}
 	// One instance's connections fit the machine's fd limit with l4lb's
 	// reserve, so l4lb never refuses what the plan gives it.
@@ -242,5 +249,20 @@ time=2026-12-01T13:58:10.100Z level=INFO msg="upgrade: handed over established c
 	}
 	if _, _, ok := parseHandover(`level=INFO msg="handed over: draining open connections" open=1000`); ok {
 		t.Error("today's drain line is no hand-over")
+	}
+}
+
+func TestRenderLLSection(t *testing.T) {
+	sec := llSection{plan: planLL(10000, 0), meta: []string{"2 CPUs"}, about: []string{"l4lb: from this tree"},
+		ll: newLLResult("longlived", 10000), storm: newStormResult(10000)}
+	sec.ll.add("l4lb", KindSubject, map[string]float64{"conns": 10000}, 0, nil)
+	sec.storm.add("l4lb", KindSubject, map[string]float64{"recover_s": 1.5}, 0, nil)
+	md := renderLLSection(sec)
+	for _, want := range []string{"<!-- begin longlived N=10000 -->", "<!-- end longlived N=10000 -->",
+		"## longlived, N = 10000", "## storm, N = 10000", "- 2 CPUs\n", "- l4lb: from this tree\n",
+		"Reading it: every client opens", "Reading it: with N held"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q:\n%s", want, md)
+		}
 	}
 }
