@@ -148,7 +148,7 @@ func longlivedMain(o options, lo llOptions, stdout, log io.Writer) int {
 			return 1
 		}
 	}
-	removeStaleLLNamespaces(log)
+	removeStaleNamespaces(log, llNSPrefix, "longlived")
 	dir, err := os.MkdirTemp("", "l4lb-longlived-")
 	if err != nil {
 		fmt.Fprintln(log, "bench:", err)
@@ -343,6 +343,17 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 		notes = append(notes, fmt.Sprintf("%s: %d of %d connections could not be established", spec.name, failed, p.n))
 	}
 	time.Sleep(llSettle)
+	var cpids, bpids []int
+	for _, c := range clients {
+		cpids = append(cpids, c.cmd.Process.Pid)
+	}
+	for _, b := range r.bes {
+		bpids = append(bpids, b.pid)
+	}
+	crss, _ := treeMemKB(cpids)
+	brss, _ := treeMemKB(bpids)
+	r.logf("longlived: %s: the load generator's own RSS with N held: clients %.1f MB (%d processes), backends %.1f MB (%d processes)",
+		spec.name, crss/1024, len(cpids), brss/1024, len(bpids))
 	pids = treePids()
 	rss1, _ := treeMemKB(pids)
 	slab1, sock1 := slabKB(), sockMemKB()

@@ -135,28 +135,3 @@ func (t *llTopology) remove(log io.Writer) {
 		}
 	}
 }
-
-// removeStaleLLNamespaces deletes namespaces of a run that was killed
-// outright (they are named after its pid).
-func removeStaleLLNamespaces(log io.Writer) {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], llNSPrefix) {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(f[0], llNSPrefix), "-", 2)[0])
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-			continue
-		}
-		if exec.Command("ip", "netns", "del", f[0]).Run() == nil {
-			fmt.Fprintf(log, "longlived: removed stale namespace %s\n", f[0])
-		}
-	}
-}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -67,23 +66,7 @@ func newStormResult(n int) *ScenarioResult {
 // none, and the system-wide page count moves with the rest of the
 // machine by more than that.
 func finishLL(sr *ScenarioResult) {
-	base := math.NaN()
-	for _, r := range sr.Rows {
-		if r.Kind == KindDirect {
-			base = summarize(r.Samples["slab_kb_per_conn"]).Median
-		}
-	}
-	for _, r := range sr.Rows {
-		slab := r.Samples["slab_kb_per_conn"]
-		k := make([]float64, len(slab))
-		for i := range slab {
-			k[i] = slab[i] - base
-			if r.Kind == KindDirect {
-				k[i] = math.NaN()
-			}
-		}
-		r.Samples["kernel_kb_per_conn"] = k
-	}
+	sr.subtractDirect("slab_kb_per_conn", "kernel_kb_per_conn")
 	sr.Notes = append(sr.Notes,
 		"rss_kb_per_conn: the rise of VmRSS over every instance's process tree from before the clients connect to 2 s after all are held, / conns; rss_mb: the trees' RSS then",
 		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), system-wide, / conns; kernel_kb_per_conn = that minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets, files and epoll items; sockmem_kb_per_conn: the rise of TCP socket buffer pages (/proc/net/sockstat mem), system-wide, / conns (idle connections hold none: what it shows is the rest of the machine)",

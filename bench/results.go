@@ -133,3 +133,26 @@ func ratio(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// subtractDirect fills metric into, round by round, with from minus
+// direct's median of from (NaN in direct's own row): what a proxy adds
+// over the clients' and backends' share, e.g. kernel memory.
+func (sr *ScenarioResult) subtractDirect(from, into string) {
+	base := math.NaN()
+	for _, r := range sr.Rows {
+		if r.Kind == KindDirect {
+			base = summarize(r.Samples[from]).Median
+		}
+	}
+	for _, r := range sr.Rows {
+		vals := r.Samples[from]
+		out := make([]float64, len(vals))
+		for i, v := range vals {
+			out[i] = v - base
+			if r.Kind == KindDirect {
+				out[i] = math.NaN()
+			}
+		}
+		r.Samples[into] = out
+	}
+}
