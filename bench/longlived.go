@@ -200,10 +200,12 @@ func (r *llRunner) runN(n int, lo llOptions) llSection {
 	r.logf("longlived: N=%d: %d proxy instances, %d client and %d backend processes, a message every %v per connection (%v window), RLIMIT_NOFILE %d",
 		n, p.shards, p.clients, p.backends, p.period, p.window, r.limit)
 	sec := llSection{plan: p, meta: r.meta(), ll: newLLResult("longlived", n), storm: newStormResult(n)}
+	baseline := socketsUsed()
 	for _, spec := range llSystemCatalog() {
 		if !slices.Contains(lo.systems, spec.name) {
 			continue
 		}
+		r.waitSocketsFreed(baseline, time.Minute)
 		if spec.prepare != nil {
 			if err := spec.prepare(r); err != nil {
 				sec.skipped = append(sec.skipped, fmt.Sprintf("%s: skipped: %v", spec.name, err))
@@ -456,6 +458,28 @@ func (r *llRunner) startClients(targets []string) ([]*llClientProc, error) {
 		}
 	}
 	return out, nil
+}
+
+// socketsUsed is the kernel's count of sockets in use, system-wide.
+func socketsUsed() uint64 {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0
+	}
+	n, _ := parseSockstatUsed(b)
+	return n
+}
+
+// waitSocketsFreed waits until the kernel has freed the sockets of the
+// system before (a deleted namespace's are freed by a kernel worker, in
+// the background, over seconds at 100,000), so that work does not land
+// in the next system's figures; at most within.
+func (r *llRunner) waitSocketsFreed(baseline uint64, within time.Duration) {
+	t0 := time.Now()
+	for time.Since(t0) < within && socketsUsed() > baseline+2000 {
+		time.Sleep(250 * time.Millisecond)
+	}
+	r.logf("longlived: sockets in use %d (%d at the start), after waiting %.1fs", socketsUsed(), baseline, time.Since(t0).Seconds())
 }
 
 // settleSlab waits until the kernel's slab in use holds still (what an

@@ -73,3 +73,15 @@ func parseSockstatTCPMem(b []byte) (pages uint64, ok bool) {
 	}
 	return 0, false
 }
+
+// parseSockstatUsed is the "sockets: used N" line of /proc/net/sockstat:
+// every socket the kernel still holds, in any namespace.
+func parseSockstatUsed(b []byte) (n uint64, ok bool) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, found := strings.CutPrefix(line, "sockets: used "); found {
+			v, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}

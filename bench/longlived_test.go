@@ -91,6 +91,9 @@ func TestParseSockstatTCPMem(t *testing.T) {
 	if p, ok := parseSockstatTCPMem(b); !ok || p != 17 {
 		t.Errorf("TCP mem = %d, %v; want 17", p, ok)
 	}
+	if n, ok := parseSockstatUsed(b); !ok || n != 523 {
+		t.Errorf("sockets used = %d, %v; want 523", n, ok)
+	}
 	if _, ok := parseSockstatTCPMem([]byte("UDP: inuse 2 mem 1\n")); ok {
 		t.Error("no TCP line: not ok")
 	}
