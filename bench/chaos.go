@@ -81,18 +81,19 @@ func chaosPrereq() string {
 const chaosNSPrefix = "l4lbchaos-"
 
 // removeStaleNamespaces deletes namespaces an earlier run left behind
-// (its process was killed outright): ours are named after the pid.
-func removeStaleNamespaces(log io.Writer) {
+// (its process was killed outright): a run's are named prefix + its pid,
+// then "-" and more or nothing. who names the run in the log line.
+func removeStaleNamespaces(log io.Writer, prefix, who string) {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
 		return
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], chaosNSPrefix) {
+		if len(f) == 0 || !strings.HasPrefix(f[0], prefix) {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimPrefix(f[0], chaosNSPrefix))
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(f[0], prefix), "-", 2)[0])
 		if err != nil {
 			continue
 		}
@@ -100,7 +101,7 @@ func removeStaleNamespaces(log io.Writer) {
 			continue // its run is alive
 		}
 		if exec.Command("ip", "netns", "del", f[0]).Run() == nil {
-			fmt.Fprintf(log, "chaos: removed stale namespace %s\n", f[0])
+			fmt.Fprintf(log, "%s: removed stale namespace %s\n", who, f[0])
 		}
 	}
 }
@@ -119,7 +120,7 @@ func runChaos(o chaosOptions) (*chaosReport, string, error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
-	removeStaleNamespaces(log)
+	removeStaleNamespaces(log, chaosNSPrefix, "chaos")
 	dir, err := os.MkdirTemp("", "l4lb-chaos-")
 	if err != nil {
 		return nil, "", err

@@ -2,8 +2,12 @@
 // l4lb and its peers (HAProxy, nginx, a naive Go io.Copy proxy) side by side
 // on 127.0.0.1, runs the bulk, conn, ping, idle and failover scenarios
 // against each in alternating rounds, and reports medians, ratios and a chart.
+// Two scenarios run alone, as root, in network namespaces of their own:
+// chaos (l4lb under faults, chaos.go) and longlived (N long-lived
+// connections through each system in turn, a reconnect storm and an
+// upgrade, longlived.go).
 //
 // Run it as `go run ./bench` from the repository root; see bench/README.md.
 // The same binary also plays the helper roles it starts as child processes
-// (`-role backend`, `-role goproxy`).
+// (`-role backend`, `-role goproxy`, `-role llclient`, `-role llbackend`...).
 package main

@@ -39,6 +39,11 @@ type options struct {
 	chaosDuration time.Duration
 	seed          uint64
 	chaosL4lb     string
+	// longlived runs alone (-scenario longlived): N long-lived
+	// connections and a reconnect storm in namespaces of its own
+	// (longlived.go).
+	longlived bool
+	ll        llOptions
 }
 
 // profile fills what the flags left at zero: the full profile (5 rounds,
@@ -78,6 +83,9 @@ func main() {
 	if opts.chaos {
 		os.Exit(chaosMain(opts, os.Stdout, os.Stderr))
 	}
+	if opts.longlived {
+		os.Exit(longlivedMain(opts, opts.ll, os.Stdout, os.Stderr))
+	}
 	if err := run(opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -94,6 +102,10 @@ func runRole(role string, args []string) error {
 		return runChaosInnerRole(args)
 	case "chaos-backend":
 		return runChaosBackendRole(args)
+	case "llclient":
+		return runLonglivedClientRole(args)
+	case "llbackend":
+		return runLonglivedBackendRole(args)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -105,7 +117,12 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (about five minutes on 2 cores with every scenario)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ",")+
-		"; or chaos, alone (needs root)")
+		"; or chaos or longlived, alone (need root)")
+	var llConns, llSystems string
+	fs.StringVar(&llConns, "longlived-conns", "10000", "longlived: connections held, a comma list runs each N in turn (e.g. 10000,100000)")
+	fs.IntVar(&o.ll.shards, "longlived-instances", 0, "longlived: proxy instances (0: as RLIMIT_NOFILE requires, at most 9000 connections each)")
+	fs.StringVar(&llSystems, "longlived-systems", "direct,l4lb,haproxy,nginx", "longlived: systems, in order")
+	fs.StringVar(&o.ll.appendTo, "append", "", "longlived: put each N's section into this Markdown file (replacing that N's earlier one) instead of printing it")
 	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
 	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
 	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
@@ -132,6 +149,13 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.chaos = true
 		return o, nil
+	}
+	if names := strings.Split(scen, ","); slices.Contains(names, "longlived") {
+		if len(names) > 1 {
+			return o, errors.New("-scenario longlived runs alone")
+		}
+		o.longlived = true
+		return o, o.ll.parse(llConns, llSystems)
 	}
 	var err error
 	if o.scenarios, err = pickNames(scen, scenarioNames(), "scenario"); err != nil {

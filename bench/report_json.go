@@ -16,6 +16,8 @@ type Record struct {
 	Max       float64 `json:"max"`
 	Rounds    int     `json:"rounds"`
 	StealRuns int     `json:"steal_runs"`
+	// LowerBound: Value is the wait's bound, the event had not happened.
+	LowerBound bool `json:"lower_bound,omitempty"`
 }
 
 // records flattens results; figures no round produced are left out (JSON
@@ -30,7 +32,7 @@ func records(results []*ScenarioResult) []Record {
 					continue
 				}
 				out = append(out, Record{Scenario: sr.Scenario, System: r.System, Metric: m.Name, Unit: m.Unit,
-					Value: s.Median, Min: s.Min, Max: s.Max, Rounds: s.Rounds, StealRuns: r.StealRuns})
+					Value: s.Median, Min: s.Min, Max: s.Max, Rounds: s.Rounds, StealRuns: r.StealRuns, LowerBound: r.LowerBound[m.Name]})
 			}
 		}
 	}

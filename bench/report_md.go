@@ -61,7 +61,11 @@ func writeScenarioMD(b *strings.Builder, sr *ScenarioResult) {
 		for _, m := range sr.Metrics {
 			s := summarize(r.Samples[m.Name])
 			rounds = max(rounds, s.Rounds)
-			fmt.Fprintf(b, " %s |", formatSummary(s))
+			more := ""
+			if r.LowerBound[m.Name] {
+				more = "> "
+			}
+			fmt.Fprintf(b, " %s%s |", more, formatSummary(s))
 		}
 		steal := fmt.Sprint(r.StealRuns)
 		if r.StealRuns > 0 {

@@ -107,7 +107,7 @@ func TestRenderSVG(t *testing.T) {
 // the scenarios: a block named after no scenario would never be written.
 func TestReportProseNamesScenarios(t *testing.T) {
 	known := map[string]bool{"intro": true, "report": true}
-	for _, n := range scenarioNames() {
+	for _, n := range append(scenarioNames(), llProseBlocks...) {
 		known[n] = true
 	}
 	for _, tmpl := range reportProse.Templates() {

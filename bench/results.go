@@ -33,6 +33,9 @@ type SystemRow struct {
 	// NA, when set, says why the system cannot run the scenario at all
 	// (e.g. no UDP): the report shows n/a rather than leaving it out.
 	NA string
+	// LowerBound marks metrics whose value is a bound the event had not
+	// reached when the wait ended (an old process still alive): "> X".
+	LowerBound map[string]bool
 }
 
 // row returns the row of system, adding it in first-seen order.
@@ -129,4 +132,27 @@ func ratio(a, b float64) float64 {
 		return math.NaN()
 	}
 	return a / b
+}
+
+// subtractDirect fills metric into, round by round, with from minus
+// direct's median of from (NaN in direct's own row): what a proxy adds
+// over the clients' and backends' share, e.g. kernel memory.
+func (sr *ScenarioResult) subtractDirect(from, into string) {
+	base := math.NaN()
+	for _, r := range sr.Rows {
+		if r.Kind == KindDirect {
+			base = summarize(r.Samples[from]).Median
+		}
+	}
+	for _, r := range sr.Rows {
+		vals := r.Samples[from]
+		out := make([]float64, len(vals))
+		for i, v := range vals {
+			out[i] = v - base
+			if r.Kind == KindDirect {
+				out[i] = math.NaN()
+			}
+		}
+		r.Samples[into] = out
+	}
 }

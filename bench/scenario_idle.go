@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -36,23 +35,7 @@ func (idleScenario) applies(*system) bool { return true }
 // finish: kernel memory the proxy adds = its slab per connection minus
 // direct's (the client's and the backend's sockets).
 func (idleScenario) finish(sr *ScenarioResult) {
-	var base float64 = math.NaN()
-	for _, r := range sr.Rows {
-		if r.Kind == KindDirect {
-			base = summarize(r.Samples["slab_kb_per_conn"]).Median
-		}
-	}
-	for _, r := range sr.Rows {
-		slab := r.Samples["slab_kb_per_conn"]
-		k := make([]float64, len(slab))
-		for i, v := range slab {
-			k[i] = v - base
-			if r.Kind == KindDirect {
-				k[i] = math.NaN()
-			}
-		}
-		r.Samples["kernel_kb_per_conn"] = k
-	}
+	sr.subtractDirect("slab_kb_per_conn", "kernel_kb_per_conn")
 	sr.Notes = append(sr.Notes, "idle runs once per system on freshly started processes; slab_kb_per_conn counts kernel slab objects in use (/proc/slabinfo), so caches grown by an earlier system do not favour later ones; kernel_kb_per_conn = slab_kb_per_conn minus direct's")
 }
 
