@@ -10,7 +10,7 @@ import (
 )
 
 // One system's run through the longlived scenario's phases (open,
-// memory, idle, messages, storm, upgrade), on fresh namespaces and
+// memory, idle, messages, upgrade, storm), on fresh namespaces and
 // processes; longlived.go sizes and drives the runs.
 
 // llValues is one system's longlived figures.
@@ -163,6 +163,23 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 		llv.vals["cpu_us_per_msg"] = cpuMsgs * 1e6 / float64(echoed)
 	}
 
+	// The upgrade with all N held (what the hand-over is measured on),
+	// then the storm on the processes that took over.
+	if spec.reload != nil {
+		life, outlived, broken, err := r.upgrade(spec, insts, clients)
+		if err != nil {
+			return llv, storm, notes, err
+		}
+		llv.vals["upgrade_s"], llv.vals["upgrade_broken"] = life.Seconds(), float64(broken)
+		llv.outlived = outlived
+		if spec.name == "l4lb" {
+			if relays, took, ok := l4lbHandover(insts); ok {
+				llv.vals["handed_over"], llv.vals["handover_s"] = float64(relays), took.Seconds()
+			} else {
+				notes = append(notes, "l4lb: no instance logged \"upgrade: handed over established connections\": this build drains its connections on upgrade (for shutdown_timeout) instead of handing them over")
+			}
+		}
+	}
 	cpu0 = cpuSeconds(treePids())
 	storm, err = r.storm(spec, clients)
 	if shards > 0 {
@@ -170,22 +187,6 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 	}
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("%s: storm: %v", spec.name, err))
-	}
-	if spec.reload == nil {
-		return llv, storm, notes, nil
-	}
-	life, outlived, broken, err := r.upgrade(spec, insts, clients)
-	if err != nil {
-		return llv, storm, notes, err
-	}
-	llv.vals["upgrade_s"], llv.vals["upgrade_broken"] = life.Seconds(), float64(broken)
-	llv.outlived = outlived
-	if spec.name == "l4lb" {
-		if relays, took, ok := l4lbHandover(insts); ok {
-			llv.vals["handed_over"], llv.vals["handover_s"] = float64(relays), took.Seconds()
-		} else {
-			notes = append(notes, "l4lb: no instance logged \"upgrade: handed over established connections\": this build drains its connections on upgrade (for shutdown_timeout) instead of handing them over")
-		}
 	}
 	return llv, storm, notes, nil
 }
