@@ -180,10 +180,10 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 			}
 		}
 	}
-	cpu0 = cpuSeconds(treePids())
+	before := cpuByPid(treePids())
 	storm, err = r.storm(spec, clients)
 	if shards > 0 {
-		storm["proxy_cpu_s"] = cpuSeconds(treePids()) - cpu0
+		storm["proxy_cpu_s"] = cpuSince(before, treePids())
 	}
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("%s: storm: %v", spec.name, err))

@@ -77,6 +77,32 @@ func cpuSeconds(pids []int) float64 {
 	return float64(t) / clockTicks
 }
 
+// cpuByPid is each process's CPU time so far, in ticks.
+func cpuByPid(pids []int) map[int]uint64 {
+	m := make(map[int]uint64, len(pids))
+	for _, p := range pids {
+		if st, err := readStat(p); err == nil {
+			m[p] = st.utime + st.stime
+		}
+	}
+	return m
+}
+
+// cpuSince is the CPU seconds the processes pids used since before (a
+// cpuByPid): a process started since counts from 0; one that exited since
+// is not counted (its last ticks are gone with it), so a set of processes
+// that changes (an upgrade's old ones exiting) never adds up to less than
+// nothing.
+func cpuSince(before map[int]uint64, pids []int) float64 {
+	var t uint64
+	for p, now := range cpuByPid(pids) {
+		if was := before[p]; now > was {
+			t += now - was
+		}
+	}
+	return float64(t) / clockTicks
+}
+
 // fieldKB reads "Key:   123 kB" from a /proc file.
 func fieldKB(path, key string) (float64, bool) {
 	f, err := os.Open(path)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -107,5 +108,21 @@ func TestParseCPUTimes(t *testing.T) {
 	}
 	if _, ok := busyShare(cpuTimes{total: 5}, cpuTimes{total: 5}); ok {
 		t.Fatal("busyShare with no tick passed must report no figure")
+	}
+}
+
+// cpuSince counts a process that started since from 0 and never goes
+// below 0 when a process counted before has exited.
+func TestCPUSinceOverAChangingSet(t *testing.T) {
+	self := os.Getpid()
+	// At least a tick of CPU of its own (bounded).
+	for end := time.Now().Add(5 * time.Second); cpuByPid([]int{self})[self] == 0 && time.Now().Before(end); {
+	}
+	before := map[int]uint64{self: 0, 1 << 30: 1 << 40} // the second: exited since
+	if got := cpuSince(before, []int{self}); got <= 0 {
+		t.Fatalf("cpuSince = %v, want this process's CPU so far (> 0)", got)
+	}
+	if got := cpuSince(map[int]uint64{self: 1 << 50}, []int{self}); got != 0 {
+		t.Fatalf("cpuSince with a later reading before = %v, want 0", got)
 	}
 }
