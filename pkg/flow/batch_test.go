@@ -66,3 +66,36 @@ func TestRoomBounds(t *testing.T) {
 		t.Fatal("a batch holding its share of bytes has room")
 	}
 }
+
+// Halves splits a batch into two whose records and descriptors add up
+// to the whole, each record with its own descriptors.
+func TestHalvesKeepEveryRecordWithItsDescriptors(t *testing.T) {
+	b := &Batch{}
+	for i := range 5 {
+		r := Relay{Client: string(rune('a' + i)), ClientFD: b.AddFD(100 + i), BackendFD: b.AddFD(200 + i)}
+		r.Streams[0].PipeR, r.Streams[0].PipeW, r.Streams[1].PipeR, r.Streams[1].PipeW = NoFD, NoFD, NoFD, NoFD
+		b.Relays = append(b.Relays, r)
+	}
+	b.Sessions = append(b.Sessions, Session{Client: "s", FD: b.AddFD(300)})
+	first, second := b.Halves()
+	if first.Len()+second.Len() != b.Len() || first.Len() == 0 || second.Len() == 0 {
+		t.Fatalf("halves of %d records: %d and %d", b.Len(), first.Len(), second.Len())
+	}
+	if len(first.FDs)+len(second.FDs) != len(b.FDs) {
+		t.Fatalf("descriptors: %d + %d, want %d", len(first.FDs), len(second.FDs), len(b.FDs))
+	}
+	for _, h := range []*Batch{first, second} {
+		for _, r := range h.Relays {
+			cl, _ := h.FD(r.ClientFD)
+			be, _ := h.FD(r.BackendFD)
+			if want := 100 + int(r.Client[0]-'a'); cl != want || be != want+100 {
+				t.Errorf("relay %s: descriptors %d, %d; want %d, %d", r.Client, cl, be, want, want+100)
+			}
+		}
+		for _, s := range h.Sessions {
+			if fd, _ := h.FD(s.FD); fd != 300 {
+				t.Errorf("session: descriptor %d, want 300", fd)
+			}
+		}
+	}
+}
