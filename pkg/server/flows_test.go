@@ -35,6 +35,23 @@ func echoVia(t *testing.T, c net.Conn, backend net.Conn, msg string) {
 	}
 }
 
+// openThrough opens n connections through addr to the taker k, each
+// proven by one echo, all closed when the test ends.
+func openThrough(t *testing.T, addr string, k *testnet.Taker, n int) (clients, backends []net.Conn) {
+	t.Helper()
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := k.Next(t)
+		t.Cleanup(func() { c.Close(); b.Close() })
+		echoVia(t, c, b, "before")
+		clients, backends = append(clients, c), append(backends, b)
+	}
+	return clients, backends
+}
+
 func TestServerHandsConnectionsToAnother(t *testing.T) {
 	k := testnet.StartTaker(t)
 	// No health checks: the taker would hand their connections to the test.
@@ -44,18 +61,7 @@ func TestServerHandsConnectionsToAnother(t *testing.T) {
 	other := startLB(t, strings.Replace(poolTOML(t, "round-robin", []string{k.Addr}, noChecks), `name = "front"`, `name = "elsewhere"`, 1), 0)
 
 	const n = 6
-	clients := make([]net.Conn, n)
-	backends := make([]net.Conn, n)
-	for i := range clients {
-		c, err := net.DialTimeout("tcp", old.addr, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		clients[i], backends[i] = c, k.Next(t)
-		defer backends[i].Close()
-		echoVia(t, c, backends[i], "before")
-	}
+	clients, backends := openThrough(t, old.addr, k, n)
 
 	// A server with no listener of that name refuses them all: they come
 	// back to the old one, to stay.
@@ -88,16 +94,7 @@ func TestServerHandsConnectionsToAnother(t *testing.T) {
 	if !testnet.WaitUntil(20*time.Second, func() bool { return old.server.Active() == 0 }) {
 		t.Fatalf("the old server still holds %d", old.server.Active())
 	}
-	for i := range clients {
-		c, err := net.DialTimeout("tcp", old.addr, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		clients[i], backends[i] = c, k.Next(t)
-		defer backends[i].Close()
-		echoVia(t, c, backends[i], "before")
-	}
+	clients, backends = openThrough(t, old.addr, k, n)
 	b = &flow.Batch{}
 	old.server.DetachFlows(b)
 	sent := *b // as SCM_RIGHTS passes them: the same files, new descriptors
