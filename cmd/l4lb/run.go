@@ -82,18 +82,12 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		}
 		handed := false
 		if sig == syscall.SIGUSR2 {
-			// The next process must find every connection here: one still
-			// coming from the previous process would stay behind.
-			select {
-			case <-adopting:
-			default:
-				log.Info("upgrade waits for the connections still coming from the previous process")
-				<-adopting
-			}
-			var stop os.Signal
-			handed, stop = in.upgrade(up, sigs, notifier.Stop)
-			if !handed && stop == nil {
-				continue
+			stop := adoptionOver(adopting, sigs, log)
+			if stop == nil {
+				handed, stop = in.upgrade(up, sigs, notifier.Stop)
+				if !handed && stop == nil {
+					continue
+				}
 			}
 			sig = stop
 		}
@@ -140,6 +134,31 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		return 0
 	}
 	return 0
+}
+
+// adoptionOver waits, before an upgrade, until the connections still
+// coming from the previous process are here: the next process must find
+// every one of them, and one still on its way would stay behind. A stop
+// signal meanwhile is returned, to be acted on instead of the upgrade;
+// other signals are logged and ignored, as during an upgrade.
+func adoptionOver(adopting <-chan struct{}, sigs <-chan os.Signal, log *slog.Logger) (stop os.Signal) {
+	select {
+	case <-adopting:
+		return nil
+	default:
+	}
+	log.Info("upgrade waits for the connections still coming from the previous process")
+	for {
+		select {
+		case <-adopting:
+			return nil
+		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGINT {
+				return s
+			}
+			log.Warn("signal ignored while connections still come from the previous process", "signal", s.String())
+		}
+	}
 }
 
 // drainContext bounds a drain: by timeout (shutdown_timeout), or after a
