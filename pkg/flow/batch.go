@@ -99,28 +99,26 @@ func (b *Batch) Halves() (first, second *Batch) {
 			}
 		}
 	}
-	// Whole kinds where they fall, so both halves get records.
-	total := b.Len()
+	// The largest kind is halved, the others go whole to the second half,
+	// so both halves get records.
+	all, total := All(b), b.Len()
 	switch {
 	case len(b.Relays)*2 >= total:
 		half(len(b.Relays), &r1.Relays, &r2.Relays)
-		r2.Queued, r2.Sessions = All(b).Queued, All(b).Sessions
+		r2.Queued, r2.Sessions = all.Queued, all.Sessions
 	case len(b.Sessions)*2 >= total:
 		half(len(b.Sessions), &r1.Sessions, &r2.Sessions)
-		r2.Relays, r2.Queued = All(b).Relays, All(b).Queued
+		r2.Relays, r2.Queued = all.Relays, all.Queued
 	default:
 		half(len(b.Queued), &r1.Queued, &r2.Queued)
-		r2.Relays, r2.Sessions = All(b).Relays, All(b).Sessions
+		r2.Relays, r2.Sessions = all.Relays, all.Sessions
 	}
 	return b.Take(r1), b.Take(r2)
 }
 
 // FDsOf returns the descriptors the records r names, as Split would move
 // them.
-func (b *Batch) FDsOf(r Refused) []int {
-	refused, _ := b.Split(r)
-	return refused.FDs
-}
+func (b *Batch) FDsOf(r Refused) []int { return b.Take(r).FDs }
 
 // fds are pointers to the relay's descriptor fields.
 func (r *Relay) fds() []*int {

@@ -142,16 +142,7 @@ func (c *flowsConn) send(msg any, fds []int) error {
 	if err != nil {
 		return err
 	}
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	for {
-		err = unix.Sendmsg(c.fd, data, oob, nil, unix.MSG_NOSIGNAL)
-		if err != unix.EINTR {
-			return err
-		}
-	}
+	return c.sendData(context.Background(), data, fds)
 }
 
 // errFDsLost: the kernel dropped descriptors of a message (the receiver

@@ -93,6 +93,9 @@ func TestBackendRestartedDuringCooldownWaitsForTheProbe(t *testing.T) {
 	if ok, failed := dials(p.Pool, back.addr, pool.DialProbe); ok != 1 || failed != 0 {
 		t.Fatalf("probe dials %d ok / %d failed, want exactly one successful probe", ok, failed)
 	}
+	// The probe's handshake completes in the kernel before the backend's
+	// accept loop counts it: wait for the count, then check it is the one.
+	testnet.Eventually(t, "the backend to accept the probe", func() bool { return back.accepted() >= 1 })
 	if back.accepted() != 1 {
 		t.Fatalf("backend saw %d connections before clients returned, want only the probe", back.accepted())
 	}

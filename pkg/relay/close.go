@@ -28,10 +28,7 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	relaying := c.phase == phaseRelaying
 	c.phase = phaseClosed
 	l := c.l
-	l.r.Disarm(&c.timer)
-	if c.early != nil {
-		l.r.Disarm(&c.early.timer)
-	}
+	c.disarm()
 	midDial := c.dial != nil && c.be.fd >= 0
 	if midDial {
 		c.pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
@@ -68,9 +65,23 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 		c.leaveQueue(queueLeft)
 	}
 	c.record(why, relaying)
-	l.held.remove(c)
-	l.nconns.Add(-1)
-	l.sh.Active.Add(-1)
+	c.unlist()
+}
+
+// disarm stops the connection's timers.
+func (c *conn) disarm() {
+	c.l.r.Disarm(&c.timer)
+	if c.early != nil {
+		c.l.r.Disarm(&c.early.timer)
+	}
+}
+
+// unlist takes the connection off its loop and out of the counts of open
+// ones.
+func (c *conn) unlist() {
+	c.l.held.remove(c)
+	c.l.nconns.Add(-1)
+	c.l.sh.Active.Add(-1)
 }
 
 func closeEnd(l *Loop, e *endpoint, reset bool) {

@@ -94,9 +94,6 @@ type conn struct {
 	backend *pool.Backend
 	settle  *pool.Settlement // count_early_reset: the dial's result is still open
 	early   *earlyWatch
-	// earlyLeft: an adopted connection's early_reset_window left, armed
-	// once it goes.
-	earlyLeft int64
 	// stays: adopted back after a hand-over failed for it; never detached
 	// again.
 	stays bool
@@ -119,6 +116,7 @@ type conn struct {
 // backend stays silent for the pool's early_reset_window.
 type earlyWatch struct {
 	timer reactor.Timer
+	left  int64 // adopted in a hand-over: the window left, armed at Go
 }
 
 // accepted takes a new client connection from a listener of this loop.

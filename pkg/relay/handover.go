@@ -130,19 +130,13 @@ func (c *conn) letGo(e *endpoint, b *flow.Batch) int {
 // leave ends a detached connection's life on this loop: what close does
 // but closing, resetting, counting a close or writing a record.
 func (c *conn) leave() {
-	l := c.l
 	c.phase = phaseClosed
-	l.r.Disarm(&c.timer)
-	if c.early != nil {
-		l.r.Disarm(&c.early.timer)
-	}
+	c.disarm()
 	c.forgetOwnDial()
 	if c.sourced {
 		c.policy.Sources.Release(c.src.Addr())
 	}
-	l.held.remove(c)
-	l.nconns.Add(-1)
-	l.sh.Active.Add(-1)
+	c.unlist()
 	c.f.HandedOut.Add(1)
 }
 
@@ -198,7 +192,7 @@ func (l *Loop) AdoptRelay(r *flow.Relay, b *flow.Batch, f *Front, p *pool.Pool, 
 		c.settle = p.Resume(be, v.Force, v.Generation)
 		c.early = &earlyWatch{}
 		c.early.timer.OnFire(func(int64) { c.settle.Settle(dialer.Success) })
-		c.earlyLeft = v.Left
+		c.early.left = v.Left
 	}
 	if err := c.watch(); err != nil {
 		c.unadopt()
@@ -313,7 +307,7 @@ func (a *Adopted) Go() {
 	c.pool.Adopt(c.backend)
 	c.recordOwnDial(c.backend.AddrPort)
 	if c.early != nil {
-		l.r.Arm(&c.early.timer, now+c.earlyLeft)
+		l.r.Arm(&c.early.timer, now+c.early.left)
 	}
 	c.lastActive += now
 	c.phase = phaseRelaying
