@@ -26,6 +26,9 @@ var (
 	descQueued = desc("l4lb_client_queued_total",
 		"TCP clients that waited for a backend slot (every usable backend at its max_connections, queue_timeout set), by how the wait ended: served (dialed once the pool had room again), timeout, left (the client went away).",
 		"listener", "result")
+	descRecoveryWaits = desc("l4lb_client_recovery_waits_total",
+		"Waits of TCP clients whose pool was all down once their dials failed: held, dialing nothing, within the pool's connect_budget for a backend to come back; by how the wait ended: served (a backend came back and the client was dialed), timeout (the budget ran out: refused as no_backend), left (the client went away).",
+		"listener", "result")
 	descHandedOver = desc("l4lb_upgrade_connections_handed_total",
 		"Established connections a binary upgrade moved, by listener: TCP relays and clients queued for a slot, or UDP sessions; direction out: passed to the next process (this one is the old one), in: taken from the previous one.",
 		"listener", "direction")
@@ -43,7 +46,7 @@ var (
 
 func describeObservability(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
-		descQueued, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
+		descQueued, descRecoveryWaits, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
 		ch <- d
 	}
 }
@@ -64,6 +67,7 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 		}
 		for i, r := range relay.QueueResults {
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.CounterValue, float64(lc.Queued[i]), lc.Name, r)
+			ch <- prometheus.MustNewConstMetric(descRecoveryWaits, prometheus.CounterValue, float64(lc.RecoveryWaits[i]), lc.Name, r)
 		}
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(lc.Sources), lc.Name)
 	}

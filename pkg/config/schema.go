@@ -255,7 +255,7 @@ var schema = []Section{
 		{Name: "connect_timeout", Kind: KindDuration, Default: 2 * time.Second, Min: MinConnectTimeout, Only: ProtocolTCP,
 			Meaning: "One connect attempt."},
 		{Name: "connect_budget", Kind: KindDuration, Default: DefaultConnectBudget, Min: MinConnectTimeout, Only: ProtocolTCP, Rule: "at least connect_timeout",
-			Meaning: "All attempts of one client together; left out, the default or connect_timeout, whichever is longer."},
+			Meaning: "All attempts of one client together, and how long a client of an all-down pool is held for a backend to come back; left out, the default or connect_timeout, whichever is longer."},
 		{Name: "idle_timeout", Kind: KindDuration, Default: 10 * time.Minute, Min: MinIdleTimeout, Only: ProtocolTCP,
 			Meaning: "No byte either way for this long closes the relay."},
 		{Name: "reply_timeout", Kind: KindDuration, Default: 2 * time.Second, Min: MinConnectTimeout, Only: ProtocolUDP,

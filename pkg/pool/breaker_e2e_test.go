@@ -174,7 +174,9 @@ func TestAllDownForceTriesOnlyTheBackendClosestToRecovery(t *testing.T) {
 	second, third := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	clk := clock.NewFake(time.Now())
 	p := newLBOn(t, clk, []string{first.addr, second, third},
-		"algorithm = \"round-robin\"\nretries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+		"algorithm = \"round-robin\"\nretries = 0\nconnect_timeout = \"300ms\"\nconnect_budget = \"300ms\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	// A client whose force-try failed waits out its connect budget for
+	// recovery, dialing nothing more (the counts below).
 	// Trip them one after another: the first tripped has the least left.
 	for _, addr := range []string{first.addr, second, third} {
 		for {

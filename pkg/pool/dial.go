@@ -61,6 +61,19 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 	return append(buf[:0], i), true
 }
 
+// AllDown reports whether no backend of the pool would take a new client
+// for any reason but a full slot: none is in rotation (usable, not
+// draining) with a weight above 0. It is Plan's condition for a force-try
+// (breaker rule 6), and what a client waiting for recovery waits to end.
+func (p *Pool) AllDown() bool {
+	for _, b := range p.backends {
+		if b.Weight() > 0 && b.InRotation() {
+			return false
+		}
+	}
+	return true
+}
+
 // forceTarget is the non-disabled backend with the least cooldown left,
 // ties in idx, the picker's order for this client (so hash affinity holds).
 func (p *Pool) forceTarget(idx []int) (int, bool) {

@@ -97,14 +97,21 @@ func TestLateSYNChild(t *testing.T) {
 	run(t, "nft", "flush chain inet l4lbt in")
 	run(t, "nft", "add rule inet l4lbt in tcp sport "+sport+" tcp dport "+port+" drop")
 	run(t, "nft", "add rule inet l4lbt in "+synTo+" reject with tcp reset")
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		if got := connect(t, p); got != "" {
 			t.Fatalf("client %d reached %q through the reject rule", i, got)
 		}
 	}
+	// The third refused dial trips the breaker, and its client, whose
+	// pool is all down now, waits for recovery within its budget (dialing
+	// nothing): it leaves.
+	third := p.dial(t)
+	testnet.Eventually(t, "the third refused dial", func() bool { _, f := b.Dials(pool.DialClient); return f == 3 })
 	if st := b.Breaker(); !st.Open || st.Generation != 1 {
+		third.Close()
 		t.Fatalf("after 3 refused dials: %+v, want open at generation 1", st)
 	}
+	third.Close()
 	select {
 	case r := <-late:
 		t.Fatalf("dial A ended before its SYN was let through: %+v", r)

@@ -56,7 +56,8 @@ func TestRestartedBackendIsReadmittedByPostTripHealthChecks(t *testing.T) {
 // An operator can ask for the probe now; it still decides.
 func TestProbeRequestAndEnableProbeAtOnce(t *testing.T) {
 	back := newRestartable(t)
-	p := newLB(t, []string{back.addr}, "retries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	// The budget bounds how long a refused client waits for recovery.
+	p := newLB(t, []string{back.addr}, "retries = 0\nconnect_timeout = \"300ms\"\nconnect_budget = \"300ms\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
 	b := p.Backends()[0]
 	ctx := context.Background()
 	if err := p.Probe(ctx, b); !errors.Is(err, pool.ErrBreakerClosed) {

@@ -106,7 +106,7 @@ type conn struct {
 	policy   *Policy        // the listener's when the client was accepted
 	sourced  bool           // counted by policy.Sources until close
 	dst      netip.AddrPort // what the client connected to, from its PROXY header; invalid: ask the socket
-	waiting  bool           // on the loop's queue for a backend slot
+	waiting  bool           // on the loop's queue: for a backend slot, or for recovery (recovery.go)
 	queuedAt int64          // when it began waiting, on the loop's clock
 
 	prev, next *conn // the loop's connList
@@ -217,6 +217,10 @@ func (c *conn) onTimer(now int64) {
 	case phaseProxy:
 		c.refuseBy(CloseProxyTimeout, true)
 	case phaseQueued:
+		if c.dial != nil {
+			c.recoveryBudgetSpent()
+			return
+		}
 		c.leaveQueue(queueTimeout)
 		c.refuseBy(CloseBackendCap, false)
 	case phaseDialing:

@@ -20,6 +20,7 @@ type dialState struct {
 	cands    [pool.MaxCandidates]int
 	n, next  int
 	force    bool
+	forced   bool  // a force-try was made: the one rule 6 allows this client
 	deadline int64 // the pool's connect budget, on the loop's clock
 	budgeted bool  // deadline is set: a connect(2) was made
 	cur      pool.Dial
@@ -32,14 +33,27 @@ type dialState struct {
 
 // startDial plans the candidates (or the one force-try) and dials the
 // first.
-func (c *conn) startDial() {
-	d := &dialState{}
+func (c *conn) startDial() { c.plan(&dialState{}) }
+
+// plan lists the candidates for d and dials the first. d is fresh, or
+// carries what a client back from waiting for recovery spent: its connect
+// budget and its force-try.
+func (c *conn) plan(d *dialState) {
 	cands, force := c.pool.Plan(c.src, d.cands[:0])
-	if len(cands) == 0 && !force {
+	switch {
+	case len(cands) == 0 && !force:
 		c.queueForSlot() // every usable backend is at its max_connections
 		return
+	case force && d.forced:
+		// All down again before this client's turn came: it had its one
+		// force-try (rule 6), so it waits on, within its budget.
+		c.dial = d
+		c.awaitRecovery()
+		return
 	}
-	d.n, d.force = len(cands), force
+	d.n, d.next, d.force = len(cands), 0, force
+	d.forced = d.forced || force
+	d.full, d.portsOut = false, nil
 	c.dial = d
 	c.phase = phaseDialing
 	c.tryNext()
@@ -119,7 +133,7 @@ func (c *conn) tryNext() {
 		c.refuse(d.portsOut) // every candidate tried was out of local ports
 		return
 	}
-	c.noBackend(errors.Join(pool.ErrNoBackend, d.last))
+	c.awaitRecovery()
 }
 
 // connectDone reads the result of the connect in flight. Writable with no

@@ -41,7 +41,7 @@ func (l *Loop) Detach(b *flow.Batch) (pending int) {
 		switch {
 		case c.phase == phaseRelaying && c.lingerUntil == 0 && !(c.ended[0] && c.ended[1]):
 			b.Relays = append(b.Relays, c.detachRelay(b))
-		case c.phase == phaseQueued && c.waiting:
+		case c.slotWaiting():
 			b.Queued = append(b.Queued, c.detachQueued(b))
 		default:
 			pending++
@@ -56,7 +56,7 @@ func (l *Loop) Detach(b *flow.Batch) (pending int) {
 // would be dialed into it while the relay goes on in the other process.
 func (l *Loop) DetachQueued(b *flow.Batch) (pending int) {
 	for c := range l.conns {
-		if c.stays || c.phase != phaseQueued || !c.waiting {
+		if c.stays || !c.slotWaiting() {
 			continue
 		}
 		if !b.Room() {

@@ -1,5 +1,7 @@
 package relay
 
+import "github.com/l4lb/l4lb/pkg/pool"
+
 // The wait for a backend slot (queue_timeout): a client whose pool is Full
 // (every usable backend at its max_connections) waits on its loop, first
 // come first served, until a slot frees or its time is up. A slot freed
@@ -55,7 +57,11 @@ func (c *conn) leaveQueue(r queueResult) {
 		return
 	}
 	c.waiting = false
-	c.f.Queued[r].Add(1)
+	if c.dial != nil {
+		c.f.RecoveryWaits[r].Add(1)
+	} else {
+		c.f.Queued[r].Add(1)
+	}
 	c.l.r.Disarm(&c.timer)
 	// The slice entry goes at the next retry pass.
 }
@@ -76,14 +82,27 @@ func (l *Loop) armQueueRetry(at int64) {
 }
 
 // retryQueued dials for the waiting clients, oldest first, while their
-// pools have room; the rest wait for the next retry. A client that loses
-// its slot to another loop queues again, keeping its deadline.
+// pools have room (or, for a wait for recovery, a backend back); the rest
+// wait for the next retry. A client that loses its slot to another loop
+// queues again, keeping its deadline; one that finds its pool all down
+// again waits on within its budget.
 func (l *Loop) retryQueued() {
 	waiting := l.waiting
 	kept := waiting[:0]
+	var down poolDown
 	for _, c := range waiting {
 		if !c.waiting {
 			continue // left or timed out
+		}
+		if c.dial != nil {
+			if down.is(c.pool) {
+				kept = append(kept, c)
+				continue
+			}
+			c.leaveQueue(queueServed)
+			c.phase = phaseDialing
+			c.plan(c.dial) // one back in the wait is appended past len(waiting)
+			continue
 		}
 		if c.pool.Full() {
 			kept = append(kept, c)
@@ -103,4 +122,19 @@ func (l *Loop) retryQueued() {
 	if len(l.waiting) > 0 {
 		l.armQueueRetry(l.r.Clock() + queueRetry)
 	}
+}
+
+// poolDown remembers AllDown for the pool asked last, so one retry pass
+// over many clients of one pool asks the pool once: waiting clients are
+// the ones of a pool that is down, and there may be thousands.
+type poolDown struct {
+	p    *pool.Pool
+	down bool
+}
+
+func (pd *poolDown) is(p *pool.Pool) bool {
+	if pd.p != p {
+		pd.p, pd.down = p, p.AllDown()
+	}
+	return pd.down
 }

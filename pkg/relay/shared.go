@@ -47,6 +47,10 @@ type Front struct {
 	// by how the wait ended: served (a slot came free), timeout, left
 	// (the client went away).
 	Queued [numQueueResults]atomic.Int64
+	// RecoveryWaits counts waits of clients of an all-down pool for a
+	// backend to come back (recovery.go), by how they ended: served (a
+	// backend came back), timeout (the connect budget ran out), left.
+	RecoveryWaits [numQueueResults]atomic.Int64
 }
 
 // NewFront returns the listener name feeding pool p.

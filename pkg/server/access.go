@@ -28,8 +28,11 @@ type ListenerCloses struct {
 	// Queued counts waits for a backend slot by how they ended, in the
 	// order of relay.QueueResults; Sources the client addresses the
 	// per-source limits track now.
-	Queued  [len(relay.QueueResults)]int64
-	Sources int64
+	Queued [len(relay.QueueResults)]int64
+	// RecoveryWaits counts waits of clients of an all-down pool for a
+	// backend to come back, by how they ended, in the same order.
+	RecoveryWaits [len(relay.QueueResults)]int64
+	Sources       int64
 }
 
 // Closes returns the per-listener close counts, in the order of Stats.
@@ -44,6 +47,7 @@ func (s *Server) Closes() []ListenerCloses {
 		}
 		for r := range out[i].Queued {
 			out[i].Queued[r] = f.Queued[r].Load()
+			out[i].RecoveryWaits[r] = f.RecoveryWaits[r].Load()
 		}
 		if pol := f.Policy(); pol != nil {
 			out[i].Sources = int64(pol.Sources.Sources())
