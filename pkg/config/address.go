@@ -46,6 +46,9 @@ func parseAddr(s string, role addrRole) (netip.AddrPort, error) {
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		if looksLikeHostName(host) {
+			if role == roleDial {
+				return netip.AddrPort{}, fmt.Errorf("%q: host %q must be an IP literal (IPv4 or [IPv6]), not a name: backends found by name go in [pool.NAME.discovery] (dns = \"NAME:PORT\")", s, host)
+			}
 			return netip.AddrPort{}, fmt.Errorf("%q: host %q must be an IP literal (IPv4 or [IPv6]), not a name: l4lb does not resolve DNS", s, host)
 		}
 		return netip.AddrPort{}, fmt.Errorf("%q: host %q is not a valid IP address (%s); write IPv4 as four numbers 0..255, e.g. \"10.0.0.1\", or IPv6 in brackets", s, host, parseAddrReason(host, err))

@@ -32,6 +32,13 @@ const (
 	// answers in a few milliseconds counts as failed, and every client
 	// dial feeds the breaker.
 	MinConnectTimeout = 10 * time.Millisecond
+	// MinDiscoveryRefresh is the least [pool.NAME.discovery] min_refresh:
+	// a pool is not rebuilt more often than this; MaxDiscoveryRefresh the
+	// longest refresh (and grace) worth a key.
+	MinDiscoveryRefresh = 100 * time.Millisecond
+	MaxDiscoveryRefresh = 24 * time.Hour
+	// MinDiscoveryTimeout is the least time one DNS query may take.
+	MinDiscoveryTimeout = 10 * time.Millisecond
 
 	// MinIdleTimeout is the least idle_timeout of a TCP pool and
 	// session_timeout of a UDP listener: silence shorter than one

@@ -164,7 +164,9 @@ type Pool struct {
 	ReplyTimeout time.Duration
 	Health       Health
 	Breaker      Breaker
-	Line         int // line of the [pool.NAME] header (or its first key)
+	// Discovery finds more backends in DNS; nil: the file's only.
+	Discovery *Discovery
+	Line      int // line of the [pool.NAME] header (or its first key)
 
 	// ProxyProtocol is the PROXY protocol header sent to backends before
 	// any client byte: "off" | "v1" | "v2" (UDP pools: "off" | "v2").
@@ -203,6 +205,24 @@ func (b Backend) Identity() string {
 		return b.ID
 	}
 	return b.Addr
+}
+
+// Discovery is a [pool.NAME.discovery] table: where in DNS the pool's
+// backends are found (one of DNS and SRV is set) and how often to look.
+type Discovery struct {
+	DNS        string   // "NAME:PORT": the name's A and AAAA records
+	SRV        string   // "_service._proto.NAME": its SRV records
+	Resolvers  []string // "IP:PORT", port filled in; empty: /etc/resolv.conf
+	Timeout    time.Duration
+	MinRefresh time.Duration
+	MaxRefresh time.Duration
+	EmptyGrace time.Duration
+	Family     string // FamilyAny, FamilyIPv4 or FamilyIPv6
+	// Weight and MaxConnections are each discovered backend's (SRV
+	// records bring their own weights).
+	Weight         int
+	MaxConnections int
+	Line           int // line of the table's header
 }
 
 // Health configures the active checks of a pool.

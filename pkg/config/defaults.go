@@ -183,6 +183,31 @@ func DefaultBackend() Backend {
 	}
 }
 
+// The [pool.NAME.discovery] family values.
+const (
+	FamilyAny  = "any"
+	FamilyIPv4 = "ipv4"
+	FamilyIPv6 = "ipv6"
+)
+
+// Families lists the accepted [pool.NAME.discovery] family values.
+func Families() []string { return []string{FamilyAny, FamilyIPv4, FamilyIPv6} }
+
+// DefaultDiscovery returns [pool.NAME.discovery] with every key at its
+// default; dns and srv have none.
+func DefaultDiscovery() Discovery {
+	const d = discoveryPath + "."
+	return Discovery{
+		Timeout:        def[time.Duration](d + "timeout"),
+		MinRefresh:     def[time.Duration](d + "min_refresh"),
+		MaxRefresh:     def[time.Duration](d + "max_refresh"),
+		EmptyGrace:     def[time.Duration](d + "empty_grace"),
+		Family:         def[string](d + "family"),
+		Weight:         def[int](d + "weight"),
+		MaxConnections: def[int](d + "max_connections"),
+	}
+}
+
 // DefaultHealth returns [pool.NAME.health] with every key at its default
 // (a UDP pool's type is "icmp" unless the file names one: see decodePool).
 func DefaultHealth() Health {

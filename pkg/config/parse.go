@@ -252,8 +252,11 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 		p.Backends = append(p.Backends, decodeBackend(bt))
 		backendKeys = append(backendKeys, bt.key)
 	}
-	if v, ok := t.m["backend"]; !ok || isEmptyArray(v) {
-		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr", name, t.keyOf("backend"))
+	if dt := t.sub("discovery"); dt != nil {
+		p.Discovery = decodeDiscovery(dt)
+	}
+	if v, ok := t.m["backend"]; (!ok || isEmptyArray(v)) && p.Discovery == nil && !t.written("discovery") {
+		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr, or find them in DNS with [%s]", name, t.keyOf("backend"), t.keyOf("discovery"))
 	}
 	checkBackendsDistinct(t.c, p.Backends, backendKeys)
 	checkWeights(t.c, p.Backends, backendKeys)

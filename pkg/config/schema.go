@@ -135,6 +135,8 @@ const (
 	backendPath = "pool.NAME.backend"
 	healthPath  = "pool.NAME.health"
 	breakerPath = "pool.NAME.breaker"
+	// discoveryPath is the pool's DNS discovery (discovery.go).
+	discoveryPath = "pool.NAME.discovery"
 )
 
 var schema = []Section{
@@ -277,7 +279,7 @@ var schema = []Section{
 		{Name: "source", Kind: KindStrings, Default: []string{}, Only: ProtocolTCP,
 			Meaning: `Local addresses to dial from, in turn: "ADDR", "ADDR:LO-HI" or "[V6]"; []: the kernel's choice.`},
 	}, keepaliveKeys("backend"))},
-	{Path: backendPath, Array: true, Meaning: "One backend of the pool; at least one per pool.", Keys: []Key{
+	{Path: backendPath, Array: true, Meaning: "One backend of the pool; at least one per pool without [pool.NAME.discovery].", Keys: []Key{
 		{Name: "addr", Kind: KindString, Rule: "required; unique in the pool",
 			Meaning: "The backend's IP:port; its name in metrics and the admin API."},
 		{Name: "weight", Kind: KindInteger, Default: 1, Min: 0, Max: MaxWeight, Rule: "not 0 on every backend",
@@ -286,6 +288,28 @@ var schema = []Section{
 			Meaning: `The identity hashing places it by, so it can move address without reshuffling; "": addr.`},
 		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxBackendConnections,
 			Meaning: "Dials in flight and relays (UDP: sessions) at once; 0: no cap."},
+	}},
+	{Path: discoveryPath, Meaning: "Backends found in DNS, beside or instead of [[pool.NAME.backend]] (docs/discovery.md). Lookups run off the event loops; a failed one keeps the last good set.", Keys: []Key{
+		{Name: "dns", Kind: KindString, Rule: `"NAME:PORT"; this or srv, not both`,
+			Meaning: "A name whose A and AAAA records are the backends, each at PORT."},
+		{Name: "srv", Kind: KindString, Rule: `"_service._proto.NAME"; this or dns, not both`,
+			Meaning: "A name whose SRV records are the backends: targets (resolved to addresses), ports and weights; the lowest priority that resolves serves."},
+		{Name: "resolvers", Kind: KindStrings, Default: []string{}, Rule: `"IP" or "IP:PORT" (port 53 when left out)`,
+			Meaning: "The DNS servers asked, in turn; []: the nameservers of /etc/resolv.conf."},
+		{Name: "timeout", Kind: KindDuration, Default: 2 * time.Second, Min: MinDiscoveryTimeout, Max: MaxDiscoveryRefresh,
+			Meaning: "How long one query to one resolver may take before the next is asked."},
+		{Name: "min_refresh", Kind: KindDuration, Default: 1 * time.Second, Min: MinDiscoveryRefresh, Max: MaxDiscoveryRefresh,
+			Meaning: "The records are looked up again at their TTL, but never sooner than this (and after a failed lookup, this long)."},
+		{Name: "max_refresh", Kind: KindDuration, Default: 5 * time.Minute, Min: MinDiscoveryRefresh, Max: MaxDiscoveryRefresh, Rule: "at least min_refresh",
+			Meaning: "...and never later than this."},
+		{Name: "empty_grace", Kind: KindDuration, Default: 60 * time.Second, Min: time.Duration(0), Max: MaxDiscoveryRefresh,
+			Meaning: `A name that stops existing (NXDOMAIN) or has no records keeps its last backends this long; "0s": they leave at once.`},
+		{Name: "family", Kind: KindString, Default: FamilyAny, Values: Families(),
+			Meaning: "Which addresses are backends: any (A and AAAA), ipv4 (A), ipv6 (AAAA)."},
+		{Name: "weight", Kind: KindInteger, Default: 1, Min: 1, Max: MaxWeight, Rule: "only with dns (SRV records carry their own)",
+			Meaning: "The weight of each backend found by dns."},
+		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxBackendConnections,
+			Meaning: "Each discovered backend's cap, as a backend's max_connections; 0: no cap."},
 	}},
 	{Path: healthPath, Meaning: "The pool's active health checks.", Keys: []Key{
 		{Name: "enabled", Kind: KindBool, Default: true, Meaning: "false: no check is made, and every backend counts as healthy."},

@@ -148,12 +148,13 @@ func schemaTestFile(lines map[string]string) string {
 		{"[[pool.web.backend]]", "addr = \"127.0.0.1:9001\"\n"},
 		{"[pool.web.health]", ""},
 		{"[pool.web.breaker]", ""},
+		{"[pool.web.discovery]", "dns = \"web.example.test:9001\"\n"},
 		{"[pool.dns]", ""},
 		{"[[pool.dns.backend]]", "addr = \"127.0.0.1:9053\"\n"},
 		{"[pool.dns.health]", ""},
 		{"[pool.dns.breaker]", ""},
 	}
-	names := []string{"global", "admin", "log", "cluster", "listener[0]", "listener[1]", "pool.web", "pool.web.backend[0]", "pool.web.health", "pool.web.breaker", "pool.dns", "pool.dns.backend[0]", "pool.dns.health", "pool.dns.breaker"}
+	names := []string{"global", "admin", "log", "cluster", "listener[0]", "listener[1]", "pool.web", "pool.web.backend[0]", "pool.web.health", "pool.web.breaker", "pool.web.discovery", "pool.dns", "pool.dns.backend[0]", "pool.dns.health", "pool.dns.breaker"}
 	var b strings.Builder
 	for i, tb := range tables {
 		b.WriteString(tb.header + "\n" + tb.body + lines[names[i]])
@@ -183,6 +184,8 @@ func tableOf(sec Section, k Key) string {
 		return pool + ".health"
 	case breakerPath:
 		return pool + ".breaker"
+	case discoveryPath:
+		return "pool.web.discovery"
 	}
 	return sec.Path
 }
