@@ -78,8 +78,8 @@ func TestListPoolsShape(t *testing.T) {
 	}
 	raw, _ := json.Marshal(v)
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
-		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"usable":true,"weight":3},` +
-		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"usable":true,"weight":1}` +
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":1}` +
 		`],"name":"web","protocol":"tcp"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
