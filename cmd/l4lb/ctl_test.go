@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,5 +208,30 @@ func TestCtlAPIErrors(t *testing.T) {
 	printAPIError(&out, 404, []byte("404 page not found\n"))
 	if !strings.Contains(out.String(), `not as l4lb's admin API does: "404 page not found"`) {
 		t.Errorf("%q", out.String())
+	}
+}
+
+// -json prints the API's body byte for byte, an error's too (and says the
+// error on stderr, exit 1).
+func TestCtlJSONAsItComes(t *testing.T) {
+	const pools = "{\"pools\": [ ],\n \"extra\":1}\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/pools" {
+			w.Write([]byte(pools))
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"error":"unknown pool \"nope\""}`))
+	}))
+	defer srv.Close()
+	addr := srv.URL[len("http://"):]
+	var out, errb bytes.Buffer
+	if code := run([]string{"ctl", "-admin", addr, "-json", "pools"}, &out, &errb); code != 0 || out.String() != pools || errb.Len() != 0 {
+		t.Errorf("pools -json: exit %d, %q %q; want the body unchanged", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"ctl", "-admin", addr, "-json", "pool", "nope"}, &out, &errb); code != 1 || out.String() != `{"error":"unknown pool \"nope\""}` || !strings.Contains(errb.String(), "ctl: unknown pool") {
+		t.Errorf("pool nope -json: exit %d, %q %q", code, out.String(), errb.String())
 	}
 }

@@ -168,4 +168,7 @@ func printAPIError(w io.Writer, status int, body []byte) {
 	for _, line := range e.Errors {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	if status == http.StatusUnauthorized {
+		fmt.Fprintln(w, "ctl: give it with -token T, or -config FILE (the file l4lb runs, whose [admin] token_file holds it)")
+	}
 }
