@@ -77,11 +77,11 @@ func membershipDone(req ctlRequest) string {
 	case "add":
 		return "added " + req.args[1] + " to pool " + req.args[0] + ": it takes clients once its health checks pass"
 	case "remove":
-		timeout := "30s, the default"
+		timeout := "30s (the default)"
 		if req.flags.timeoutSet {
 			timeout = req.flags.timeout.String()
 		}
-		return "removing " + req.args[1] + " from pool " + req.args[0] + ": no new clients; connections still open in " + timeout + " are reset"
+		return "removing " + req.args[1] + " from pool " + req.args[0] + ": no new clients; connections still open after " + timeout + " are reset"
 	}
 	return ""
 }

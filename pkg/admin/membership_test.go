@@ -2,10 +2,7 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -55,30 +52,6 @@ func newMembershipServer(t *testing.T, m Membership, token string) (*httptest.Se
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{testPool(t)}, Config: cs, Membership: m}, token, nil))
 	t.Cleanup(srv.Close)
 	return srv, cs
-}
-
-// send makes a request with body and headers; it returns the status and
-// the body decoded.
-func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var v map[string]any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("%s %s: body is not JSON: %q", method, url, raw)
-	}
-	return resp.StatusCode, v
 }
 
 func TestAddBackendRoute(t *testing.T) {
@@ -209,6 +182,7 @@ func TestMembershipRoutesGuarded(t *testing.T) {
 		{"remove with a wrong token", "DELETE", del, map[string]string{"Authorization": "Bearer s3cre"}, 401, "needs the admin token"},
 		{"add from a browser", "POST", add, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://evil.example"}, 403, "Origin"},
 		{"remove from a browser", "DELETE", del, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://evil.example"}, 403, "Origin"},
+		{"add by DNS rebinding", "POST", add, map[string]string{"Authorization": "Bearer s3cret", "Host": "evil.example:9090"}, 403, "Host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, v := send(t, tc.method, tc.url, body, tc.hdr)
@@ -216,17 +190,6 @@ func TestMembershipRoutesGuarded(t *testing.T) {
 				t.Fatalf("%d %v, want %d with %q", code, v, tc.code, tc.msg)
 			}
 		})
-	}
-	req, _ := http.NewRequest("POST", add, strings.NewReader(body))
-	req.Host = "evil.example:9090"
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 403 {
-		t.Fatalf("add with a foreign Host: %d, want 403", resp.StatusCode)
 	}
 	if len(m.added)+len(m.removed) != 0 {
 		t.Fatalf("refused requests reached the membership: %v %v", m.added, m.removed)
