@@ -63,8 +63,14 @@ func actionDone(req ctlRequest, b admin.BackendJSON) string {
 		if b.Drain == nil {
 			return "draining " + where
 		}
-		return fmt.Sprintf("draining %s: no new clients; the %d connections open are reset at %s unless they end first",
-			where, b.Drain.Remaining, b.Drain.Deadline.Local().Format(time.TimeOnly))
+		switch n, at := b.Drain.Remaining, b.Drain.Deadline.Local().Format(time.TimeOnly); n {
+		case 0:
+			return "draining " + where + ": no new clients; none is open"
+		case 1:
+			return fmt.Sprintf("draining %s: no new clients; the connection open is reset at %s unless it ends first", where, at)
+		default:
+			return fmt.Sprintf("draining %s: no new clients; the %d connections open are reset at %s unless they end first", where, n, at)
+		}
 	case "weight":
 		return fmt.Sprintf("weight of %s: %d for new picks", where, b.Weight)
 	}
