@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/admin"
 )
 
 // l4lb ctl: the admin API from the command line, so operators need neither
@@ -85,7 +87,7 @@ var ctlVerbs = map[string]ctlVerb{
 		request: action("enable")},
 	"probe": {args: []string{"POOL", "ADDR"}, about: "ask the backend's open breaker for its recovery probe now", request: action("probe")},
 	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout"},
-		about: "no new clients at once; the connections still open at the timeout (default 30s) are reset",
+		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset",
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
 			return "POST", backendPath(a[0], a[1]) + "/drain" + timeoutQuery(f), nil
 		}},
@@ -106,7 +108,7 @@ var ctlVerbs = map[string]ctlVerb{
 			return "POST", "/api/v1/pools/" + url.PathEscape(a[0]) + "/backends", []byte(body + "}")
 		}},
 	"remove": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout"},
-		about: "drain a backend added at run time (connections open at the timeout, default 30s, are reset) and remove it",
+		about: "drain a backend added at run time (connections open at the timeout, default " + admin.DefaultDrainTimeout.String() + ", are reset) and remove it",
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
 			return "DELETE", backendPath(a[0], a[1]) + timeoutQuery(f), nil
 		}},
@@ -175,7 +177,7 @@ func parseCtl(args []string, stdout, stderr io.Writer) (o ctlOptions, req ctlReq
 	// ("l4lb ctl pools -json").
 	ctlGlobalFlags(vfs, &o)
 	if slices.Contains(verb.flags, "timeout") {
-		vfs.Func("timeout", "the drain's timeout `D` (e.g. 30s); default: the API's (30s)", func(s string) error {
+		vfs.Func("timeout", "the drain's timeout `D` (e.g. 1m); default: the API's ("+admin.DefaultDrainTimeout.String()+")", func(s string) error {
 			d, err := time.ParseDuration(s)
 			if err != nil || d < 0 {
 				return fmt.Errorf("%q is not a duration >= 0 such as 30s", s)

@@ -83,7 +83,7 @@ func membershipDone(req ctlRequest) string {
 	case "add":
 		return "added " + req.args[1] + " to pool " + req.args[0] + ": it takes clients once its health checks pass"
 	case "remove":
-		timeout := "30s (the default)"
+		timeout := admin.DefaultDrainTimeout.String() + " (the default)"
 		if req.flags.timeoutSet {
 			timeout = req.flags.timeout.String()
 		}

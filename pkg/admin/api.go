@@ -185,9 +185,9 @@ var errBadParam = errors.New("bad parameter")
 // actionParams is the one query parameter each of drain and weight takes.
 var actionParams = map[string]string{"drain": "timeout", "weight": "value"}
 
-// defaultDrainTimeout is a drain's when the request names none: drain's
+// DefaultDrainTimeout is a drain's when the request names none: drain's
 // and the removal of a backend's (DELETE .../backends/{addr}).
-const defaultDrainTimeout = 30 * time.Second
+const DefaultDrainTimeout = 30 * time.Second
 
 // onlyParam returns r's query, refused (errBadParam) unless it has no
 // parameter but want, given at most once and with a value.
@@ -220,7 +220,7 @@ func onlyParam(r *http.Request, action, want string) (url.Values, error) {
 func drainTimeout(q url.Values) (time.Duration, error) {
 	v := q.Get("timeout")
 	if v == "" {
-		return defaultDrainTimeout, nil
+		return DefaultDrainTimeout, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
