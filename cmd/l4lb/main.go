@@ -6,6 +6,7 @@
 //	l4lb check -config FILE    validate the file as run would, print every error
 //	l4lb demo [-config FILE]   local TCP and UDP echo backends behind the balancer
 //	l4lb upgrade -pidfile FILE the running l4lb replaces itself with the executable on disk
+//	l4lb ctl [-admin ADDR] VERB the admin API from the command line (pools, drain, add, ...)
 //	l4lb version               (also -version, --version)
 //	l4lb help                  (also -h, -help, --help)
 package main
@@ -50,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(args, stdout, stderr)
 	case "upgrade":
 		return cmdUpgrade(args, stdout, stderr)
+	case "ctl":
+		return cmdCtl(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "l4lb: unknown command %q\n\n", cmd)
 		usage(stderr)
@@ -72,6 +75,12 @@ usage:
                              or $MAINPID) starts the executable now at its path
                              with its sockets, state and open connections, then exits
                              (SIGUSR2 does the same); waits for the outcome
+  l4lb ctl [-admin ADDR] [-config FILE] [-token T] [-json] VERB [ARGS]
+                             drive the running l4lb's admin API: pools, pool POOL,
+                             disable|enable|probe POOL ADDR, drain POOL ADDR [-timeout D],
+                             weight POOL ADDR N, add POOL ADDR [-weight N] [-id ID],
+                             remove POOL ADDR [-timeout D], reload (l4lb ctl -h: each verb);
+                             exit 1 when the API refuses
   l4lb version               print the version (also: -version, --version)
   l4lb help                  print this text (also: -h, -help, --help)
 
@@ -81,6 +90,9 @@ flags:
   -pidfile FILE              run: write the pid there (upgrade finds it there)
   -upgrade-timeout D         run: how long an upgrade waits for the new process
                              to serve before killing it (default 1m)
+  -admin ADDR                ctl: the admin endpoint (default: -config's [admin] listen)
+  -token T                   ctl: the admin token (default: -config's [admin] token_file)
+  -json                      ctl: print the API's JSON as it comes
   -h                         after a command: that command's usage
 
 exit status: 0 success, 1 a bad configuration or a failed start,

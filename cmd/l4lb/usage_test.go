@@ -20,7 +20,7 @@ func TestHelpPrintsTheUsage(t *testing.T) {
 		if strings.Contains(text+errb.String(), "Usage of") {
 			t.Errorf("l4lb %s prints the flag package's usage:\n%s%s", arg, text, errb.String())
 		}
-		for _, want := range []string{"l4lb [run] -config FILE", "l4lb check -config FILE", "l4lb demo [-config FILE]", "l4lb version", "-version, --version", "-h, -help, --help", "exit status"} {
+		for _, want := range []string{"l4lb [run] -config FILE", "l4lb check -config FILE", "l4lb demo [-config FILE]", "l4lb ctl [-admin ADDR]", "l4lb version", "-version, --version", "-h, -help, --help", "exit status"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("l4lb %s: usage lacks %q:\n%s", arg, want, text)
 			}

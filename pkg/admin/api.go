@@ -14,19 +14,27 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-type poolsJSON struct {
-	Pools []poolJSON `json:"pools"`
+// PoolsJSON is the body of GET /api/v1/pools; PoolJSON that of one pool
+// (GET /api/v1/pools/{pool}, and the answer of the membership routes);
+// BackendJSON that of one backend (the answer of its actions). Exported
+// for the API's clients (l4lb ctl) to decode: docs/contracts.md has the
+// contract.
+type PoolsJSON struct {
+	Pools []PoolJSON `json:"pools"`
 }
 
-type poolJSON struct {
+type PoolJSON struct {
 	Name      string        `json:"name"`
 	Algorithm string        `json:"algorithm"`
 	Protocol  string        `json:"protocol"`
-	Backends  []backendJSON `json:"backends"`
+	Backends  []BackendJSON `json:"backends"`
 }
 
-type backendJSON struct {
-	Addr   string `json:"addr"`
+type BackendJSON struct {
+	Addr string `json:"addr"`
+	// Source: where the backend came from, "file", "dns" or "api"
+	// (pool.Backend.Source).
+	Source string `json:"source"`
 	Weight int    `json:"weight"`
 	// Usable: takes new connections (pool.Backend.InRotation), so false
 	// while draining, even though the backend itself is fine.
@@ -38,7 +46,7 @@ type backendJSON struct {
 	Health            string      `json:"health"`
 	Disabled          bool        `json:"disabled"`
 	ActiveConnections int64       `json:"active_connections"`
-	Breaker           breakerJSON `json:"breaker"`
+	Breaker           BreakerJSON `json:"breaker"`
 	// Why the last active health check failed or was inconclusive;
 	// absent after a pass, before the first check and when checks are off.
 	LastCheckError string `json:"last_check_error,omitempty"`
@@ -46,25 +54,25 @@ type backendJSON struct {
 	// use), the connection cap (0: none) and a drain in progress or done.
 	ConfiguredWeight int        `json:"configured_weight"`
 	MaxConnections   int64      `json:"max_connections"`
-	Drain            *drainJSON `json:"drain,omitempty"`
+	Drain            *DrainJSON `json:"drain,omitempty"`
 }
 
-// drainJSON is a drain's progress: the connections still open
+// DrainJSON is a drain's progress: the connections still open
 // (active_connections) end by themselves or are reset at the deadline.
-type drainJSON struct {
+type DrainJSON struct {
 	Since               time.Time `json:"since"`
 	Deadline            time.Time `json:"deadline"`
 	DeadlineLeftSeconds float64   `json:"deadline_left_seconds"`
 	Remaining           int64     `json:"remaining"`
 }
 
-type breakerJSON struct {
+type BreakerJSON struct {
 	State               string  `json:"state"`
 	Generation          uint64  `json:"generation"`
 	CooldownLeftSeconds float64 `json:"cooldown_left_seconds"`
 }
 
-func backendView(b *pool.Backend) backendJSON {
+func backendView(b *pool.Backend) BackendJSON {
 	st := b.Breaker()
 	health, state := "up", "closed"
 	if !b.HealthUp() {
@@ -73,10 +81,10 @@ func backendView(b *pool.Backend) backendJSON {
 	if st.Open {
 		state = "open"
 	}
-	v := backendJSON{
-		Addr: b.Addr, Weight: b.Weight(), Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
+	v := BackendJSON{
+		Addr: b.Addr, Source: b.Source(), Weight: b.Weight(), Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
-		Breaker: breakerJSON{State: state, Generation: st.Generation,
+		Breaker: BreakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
 		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
 	}
@@ -85,14 +93,14 @@ func backendView(b *pool.Backend) backendJSON {
 	}
 	if d, ok := b.DrainState(); ok {
 		v.Draining = true
-		v.Drain = &drainJSON{Since: d.Since, Deadline: d.Deadline,
+		v.Drain = &DrainJSON{Since: d.Since, Deadline: d.Deadline,
 			DeadlineLeftSeconds: max(0, time.Until(d.Deadline).Seconds()), Remaining: b.Active()}
 	}
 	return v
 }
 
-func poolView(p *pool.Pool) poolJSON {
-	v := poolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Backends: []backendJSON{}}
+func poolView(p *pool.Pool) PoolJSON {
+	v := PoolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Backends: []BackendJSON{}}
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}
@@ -101,14 +109,17 @@ func poolView(p *pool.Pool) poolJSON {
 
 // api serves /api/v1.
 type api struct {
-	pools  func() []*pool.Pool
-	config *ConfigState
-	log    *slog.Logger
+	pools      func() []*pool.Pool
+	config     *ConfigState
+	membership Membership // nil: the membership routes answer 501
+	log        *slog.Logger
 }
 
 func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools", a.listPools)
 	mux.HandleFunc("/api/v1/pools/{pool}", a.getPool)
+	mux.HandleFunc("/api/v1/pools/{pool}/backends", a.addBackend)
+	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}", a.removeBackend)
 	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}/{action}", a.backendAction)
 	mux.HandleFunc("/api/v1/reload", a.reload)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +140,7 @@ func (a *api) listPools(w http.ResponseWriter, r *http.Request) {
 	if !allowMethod(w, r, http.MethodGet) {
 		return
 	}
-	out := poolsJSON{Pools: []poolJSON{}}
+	out := PoolsJSON{Pools: []PoolJSON{}}
 	for _, p := range a.pools() {
 		out.Pools = append(out.Pools, poolView(p))
 	}
@@ -174,43 +185,63 @@ var errBadParam = errors.New("bad parameter")
 // actionParams is the one query parameter each of drain and weight takes.
 var actionParams = map[string]string{"drain": "timeout", "weight": "value"}
 
-// withParams binds the query parameters of drain and weight to the pool's
-// call.
-func withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
+// DefaultDrainTimeout is a drain's when the request names none: drain's
+// and the removal of a backend's (DELETE .../backends/{addr}).
+const DefaultDrainTimeout = 30 * time.Second
+
+// onlyParam returns r's query, refused (errBadParam) unless it has no
+// parameter but want, given at most once and with a value.
+func onlyParam(r *http.Request, action, want string) (url.Values, error) {
 	// Not r.URL.Query: it drops a pair it cannot decode, and the default
 	// would then stand in for what the operator wrote; so would a
 	// misspelled name ("timout=0s").
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		err = fmt.Errorf("%w: query %q does not decode: %w", errBadParam, r.URL.RawQuery, err)
+		return nil, fmt.Errorf("%w: query %q does not decode: %w", errBadParam, r.URL.RawQuery, err)
 	}
 	for name, values := range q {
-		switch want := actionParams[action]; {
-		case err != nil:
+		switch {
 		case name != want:
-			err = fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, want)
+			return nil, fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, want)
 		// Neither an empty value nor a second one is what the
 		// operator meant: the default would stand in for the first, and
 		// one of two for the other.
 		case len(values) > 1:
-			err = fmt.Errorf("%w: %s given %d times: give it once", errBadParam, name, len(values))
+			return nil, fmt.Errorf("%w: %s given %d times: give it once", errBadParam, name, len(values))
 		case values[0] == "":
-			err = fmt.Errorf("%w: %s= has no value: give one, or leave %s out for the default", errBadParam, name, name)
+			return nil, fmt.Errorf("%w: %s= has no value: give one, or leave %s out for the default", errBadParam, name, name)
 		}
 	}
+	return q, nil
+}
+
+// drainTimeout is the timeout= of a drain or a removal: the default when
+// the query has none.
+func drainTimeout(q url.Values) (time.Duration, error) {
+	v := q.Get("timeout")
+	if v == "" {
+		return DefaultDrainTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: timeout=%q is not a duration >= 0 such as 30s", errBadParam, v)
+	}
+	return d, nil
+}
+
+// withParams binds the query parameters of drain and weight to the pool's
+// call.
+func withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
+	q, err := onlyParam(r, action, actionParams[action])
 	if err != nil {
 		return func(*pool.Pool, context.Context, *pool.Backend) error { return err }
 	}
 	switch action {
 	case "drain":
 		return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error {
-			timeout := 30 * time.Second
-			if v := q.Get("timeout"); v != "" {
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return fmt.Errorf("%w: timeout=%q is not a duration >= 0 such as 30s", errBadParam, v)
-				}
-				timeout = d
+			timeout, err := drainTimeout(q)
+			if err != nil {
+				return err
 			}
 			return p.Drain(ctx, b, timeout)
 		}
@@ -304,6 +335,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.Encode(v)
+}
+
+// ErrorJSON is the body of every error the API answers: error says what
+// went wrong; errors, of a failed reload only, lists every problem.
+type ErrorJSON struct {
+	Error  string   `json:"error"`
+	Errors []string `json:"errors"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -44,9 +44,20 @@ func newTokenServer(t *testing.T, token string) (*httptest.Server, *pool.Pool) {
 	return srv, p
 }
 
+// do is send without a body.
 func do(t *testing.T, method, url string, hdr map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
+	return send(t, method, url, "", hdr)
+}
+
+// send makes a request with body and headers ("Host" sets the Host);
+// it returns the status and the JSON body decoded.
+func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v
@@ -59,10 +70,10 @@ func do(t *testing.T, method, url string, hdr map[string]string) (int, map[strin
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	raw, _ := io.ReadAll(resp.Body)
 	var v map[string]any
-	if err := json.Unmarshal(body, &v); err != nil {
-		t.Fatalf("%s %s: body is not JSON: %q", method, url, body)
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %q", method, url, raw)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type %q", ct)
@@ -78,8 +89,8 @@ func TestListPoolsShape(t *testing.T) {
 	}
 	raw, _ := json.Marshal(v)
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
-		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"usable":true,"weight":3},` +
-		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"usable":true,"weight":1}` +
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":1}` +
 		`],"name":"web","protocol":"tcp"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)

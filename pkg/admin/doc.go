@@ -11,6 +11,14 @@
 //	POST /api/v1/pools/{pool}/backends/{addr}/probe     run the open breaker's recovery probe
 //	                                                    now (202; it decides in the background;
 //	                                                    409 when closed or disabled)
+//	POST /api/v1/pools/{pool}/backends/{addr}/drain     no new connections; reset at ?timeout= (202)
+//	POST /api/v1/pools/{pool}/backends/{addr}/weight    the weight new picks use (?value=N)
+//	POST /api/v1/pools/{pool}/backends                  add a backend ({"addr":...}; 201, the pool)
+//	DELETE /api/v1/pools/{pool}/backends/{addr}         drain and remove one the API added (202)
+//	POST /api/v1/reload                                 re-read the configuration file
+//
+// Adding and removing backends is the Membership's (membership.go); an
+// endpoint without one answers those two routes 501.
 //
 // The backend routes answer with the backend's state; an unknown pool or
 // backend is 404, and every error is a JSON object {"error": "..."}.

@@ -21,8 +21,11 @@ type Sources struct {
 	Pools  []*pool.Pool
 	Live   func() []*pool.Pool
 	Config *ConfigState // nil: no reloads (tests, an embedded handler)
-	Server *server.Server
-	Pipes  *splice.PipePool
+	// Membership adds and removes backends at run time (POST and DELETE
+	// on /api/v1/pools/{pool}/backends); nil: those routes answer 501.
+	Membership Membership
+	Server     *server.Server
+	Pipes      *splice.PipePool
 	// MaxConnections is the effective global cap.
 	MaxConnections int
 	// Version is l4lb's version, for l4lb_build_info.

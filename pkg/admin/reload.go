@@ -156,11 +156,6 @@ func (s Sources) pools() []*pool.Pool {
 	return s.Pools
 }
 
-type reloadErrorJSON struct {
-	Error  string   `json:"error"`
-	Errors []string `json:"errors"`
-}
-
 // reload serves POST /api/v1/reload: 200 with what changed, or 400 with
 // every error, the running configuration untouched; 409 while reloads are
 // refused (RefuseReloads).
@@ -179,7 +174,7 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(errs) > 0 {
-		writeJSON(w, http.StatusBadRequest, reloadErrorJSON{Error: "reload failed: the running configuration stays", Errors: errs})
+		writeJSON(w, http.StatusBadRequest, ErrorJSON{Error: "reload failed: the running configuration stays", Errors: errs})
 		return
 	}
 	writeJSON(w, http.StatusOK, result)

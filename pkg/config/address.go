@@ -65,6 +65,12 @@ func parseAddr(s string, role addrRole) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(ip, port), nil
 }
 
+// ParseBackendAddr checks a backend's address as the file's addr is
+// checked, for backends that come from elsewhere (the admin API): "IP:port"
+// with an IP literal that can be dialed. It returns the address
+// normalized.
+func ParseBackendAddr(s string) (netip.AddrPort, error) { return parseAddr(s, roleDial) }
+
 // limitedBroadcast is 255.255.255.255, the broadcast address of every
 // network: no TCP socket can be bound to it or connect to it. The
 // broadcast addresses of particular networks depend on the host's

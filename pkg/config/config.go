@@ -195,7 +195,19 @@ type Backend struct {
 	// MaxConnections caps what this backend holds at once: dials in
 	// flight and relays (sessions for UDP pools); 0: no cap.
 	MaxConnections int
+	// Source is where the backend came from: BackendFromFile,
+	// BackendFromDNS or BackendFromAPI. No key of the file sets it: the
+	// process does, as it merges discovery and the admin API into the
+	// file's pools; "" means the file.
+	Source string
 }
+
+// Where a backend came from (Backend.Source), as GET /api/v1/pools says.
+const (
+	BackendFromFile = "file"
+	BackendFromDNS  = "dns"
+	BackendFromAPI  = "api"
+)
 
 // Identity is the name the backend is hashed by: its ID, or its Addr when
 // no ID is set. Keeping an explicit ID lets an operator move a backend to a

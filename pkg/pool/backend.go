@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/health"
 )
@@ -41,6 +42,7 @@ type Backend struct {
 	// AddrPort is Addr parsed, for dialers that make their own sockets.
 	AddrPort netip.AddrPort
 	ID       string // hashing identity
+	source   string // config.Backend.Source
 	index    int
 
 	weight    atomic.Int32 // for new picks: the configured weight or an operator's
@@ -102,6 +104,15 @@ type counters struct {
 // Active is the number of connections on this backend now: dials in flight
 // and relays open.
 func (b *Backend) Active() int64 { return b.active.Load() }
+
+// Source is where the backend came from: config.BackendFromFile,
+// BackendFromDNS or BackendFromAPI.
+func (b *Backend) Source() string {
+	if b.source == "" {
+		return config.BackendFromFile
+	}
+	return b.source
+}
 
 // HealthUp reports whether active checks pass (always true when off).
 func (b *Backend) HealthUp() bool { return b.health == nil || b.health.Up() }

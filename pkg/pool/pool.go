@@ -160,7 +160,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 	}
 	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(),
-		cfgWeight: bc.Weight, maxConns: int64(bc.MaxConnections), index: i}
+		source: bc.Source, cfgWeight: bc.Weight, maxConns: int64(bc.MaxConnections), index: i}
 	b.weight.Store(int32(bc.Weight))
 	prev := deps.Previous.backend(bc.Identity())
 	if prev != nil {
