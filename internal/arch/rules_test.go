@@ -29,6 +29,7 @@ var rules = map[string][]string{
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
 	"pkg/breaker/storetest": {"pkg/breaker"},
+	"pkg/membership":        {"pkg/config"},
 	"pkg/pool":              {"pkg/breaker", "pkg/clock", "pkg/config", "pkg/dialer", "pkg/health", "pkg/pick", "pkg/proxyproto", "pkg/sockopt"},
 
 	// The data path: the reactor, and the TCP relay and UDP sessions on it.

@@ -17,12 +17,12 @@ import (
 // API's POST /api/v1/pools/{pool}/backends and DELETE
 // /api/v1/pools/{pool}/backends/{addr} call it.
 //
-// The routes call it as the other operators' actions on a backend are
-// made (disable, drain, weight): with ConfigState's hold on actions taken
-// shared, so a reload waits for a call under way and a call for a reload,
-// and while an upgrade refuses actions (RefuseActions) it is not called
-// at all (409). An implementation must therefore not wait for a reload
-// (ConfigState.Hold) itself; and two calls may run at once.
+// A change of membership rebuilds the pool as a reload does, so an
+// implementation makes it under ConfigState.HoldActions: no operator's
+// action on a backend runs meanwhile (made on the pool being replaced it
+// would be lost), and while an upgrade refuses actions the change is
+// refused too (ErrRefused, 409). The routes take no lock of their own
+// around the call; two calls may run at once.
 type Membership interface {
 	// AddBackend adds b to pool; as any backend added, it takes clients
 	// once its health checks pass.
@@ -55,6 +55,9 @@ var (
 	// ErrInvalid: the backend cannot join the pool as asked (400), for
 	// a reason only the pool knows (an identity another backend has).
 	ErrInvalid = errors.New("invalid backend")
+	// ErrRefused: actions are refused now (an upgrade under way, 409);
+	// HoldActions returns it wrapped with why.
+	ErrRefused = errors.New("actions are refused now")
 )
 
 // membershipStatus is the status of a Membership's error.
@@ -62,7 +65,7 @@ func membershipStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNoPool), errors.Is(err, ErrNoBackend):
 		return http.StatusNotFound
-	case errors.Is(err, ErrExists), errors.Is(err, ErrNotRemovable):
+	case errors.Is(err, ErrExists), errors.Is(err, ErrNotRemovable), errors.Is(err, ErrRefused):
 		return http.StatusConflict
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest
@@ -137,13 +140,6 @@ func (a *api) membershipOff(w http.ResponseWriter, verb string) bool {
 // the pool's JSON, or the error. The request is read before: a slow body
 // must not hold up reloads.
 func (a *api) membershipCall(w http.ResponseWriter, r *http.Request, verb string, status int, call func(context.Context) error) {
-	release, refused := a.config.acting() // as backendAction: not across a reload or an upgrade
-	if refused != "" {
-		a.log.Warn(verb+" refused: "+refused, "pool", r.PathValue("pool"))
-		writeError(w, http.StatusConflict, verb+" refused: "+refused)
-		return
-	}
-	defer release()
 	name := r.PathValue("pool")
 	if a.findPool(name) == nil {
 		writeError(w, http.StatusNotFound, "unknown pool "+quote(name))
@@ -158,11 +154,14 @@ func (a *api) membershipCall(w http.ResponseWriter, r *http.Request, verb string
 			writeError(w, code, verb+" failed: "+err.Error())
 			return
 		}
+		if errors.Is(err, ErrRefused) {
+			a.log.Warn(verb+" refused", "pool", name, "error", err)
+		}
 		writeError(w, code, verb+" refused: "+err.Error())
 		return
 	}
 	p := a.findPool(name)
-	if p == nil { // a reload cannot come between; only the Membership could drop the pool
+	if p == nil { // a reload dropped the pool since
 		writeError(w, http.StatusNotFound, "pool "+quote(name)+" is gone")
 		return
 	}

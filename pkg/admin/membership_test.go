@@ -22,26 +22,40 @@ type fakeMembership struct {
 	added   []NewBackend
 	removed []string // "addr timeout"
 	err     map[string]error
+	// cs, when set, holds actions around each change, as a real
+	// implementation must (HoldActions).
+	cs *ConfigState
+}
+
+func (f *fakeMembership) hold(change func() error) error {
+	if f.cs == nil {
+		return change()
+	}
+	return f.cs.HoldActions(change)
 }
 
 func (f *fakeMembership) AddBackend(_ context.Context, pool string, b NewBackend) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.err[b.Addr]; err != nil {
-		return fmt.Errorf("pool %q backend %s: %w", pool, b.Addr, err)
-	}
-	f.added = append(f.added, b)
-	return nil
+	return f.hold(func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := f.err[b.Addr]; err != nil {
+			return fmt.Errorf("pool %q backend %s: %w", pool, b.Addr, err)
+		}
+		f.added = append(f.added, b)
+		return nil
+	})
 }
 
 func (f *fakeMembership) RemoveBackend(_ context.Context, pool, addr string, timeout time.Duration) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.err[addr]; err != nil {
-		return fmt.Errorf("pool %q backend %s: %w", pool, addr, err)
-	}
-	f.removed = append(f.removed, addr+" "+timeout.String())
-	return nil
+	return f.hold(func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := f.err[addr]; err != nil {
+			return fmt.Errorf("pool %q backend %s: %w", pool, addr, err)
+		}
+		f.removed = append(f.removed, addr+" "+timeout.String())
+		return nil
+	})
 }
 
 // newMembershipServer serves the test pool with m (nil: none) and token.
@@ -49,6 +63,9 @@ func newMembershipServer(t *testing.T, m Membership, token string) (*httptest.Se
 	t.Helper()
 	testnet.CheckLeaks(t)
 	cs := &ConfigState{}
+	if f, ok := m.(*fakeMembership); ok {
+		f.cs = cs
+	}
 	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{testPool(t)}, Config: cs, Membership: m}, token, nil))
 	t.Cleanup(srv.Close)
 	return srv, cs

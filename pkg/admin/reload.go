@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,18 @@ func (c *ConfigState) Hold(f func()) {
 	c.actions.Lock()
 	defer c.actions.Unlock()
 	f()
+}
+
+// HoldActions runs f, a change that rebuilds pools (a membership change),
+// as Hold runs a reload; while RefuseActions holds, f does not run and the
+// error wraps ErrRefused with why.
+func (c *ConfigState) HoldActions(f func() error) error {
+	c.actions.Lock()
+	defer c.actions.Unlock()
+	if why := c.actionsRefused; why != "" {
+		return fmt.Errorf("%w: %s", ErrRefused, why)
+	}
+	return f()
 }
 
 // acting is held around an operator's action on a backend; it returns
