@@ -99,6 +99,10 @@ type counters struct {
 	dropped       atomic.Int64
 	// connect times of successful client dials (connecttime.go).
 	connect connectTimes
+	// forcing: a TCP client's force-try of this backend is in flight
+	// (TryBeginForce); here, so a reload that keeps the backend keeps
+	// the one slot.
+	forcing atomic.Bool
 }
 
 // Active is the number of connections on this backend now: dials in flight

@@ -102,6 +102,7 @@ type Dial struct {
 	Backend *Backend
 	kind    DialKind
 	attempt breaker.Attempt
+	forcing bool // holds Backend's force-try slot (TryBeginForce) until its outcome
 }
 
 // BeginDial starts an attempt on b: it counts against b from now (a dial
@@ -126,6 +127,7 @@ func (p *Pool) beginDial(b *Backend, force bool) Dial {
 // breaker. An attempt that did not connect gives back its count; one that
 // did keeps it until EndRelay.
 func (p *Pool) EndDial(d Dial, o dialer.Outcome) {
+	d.endForce()
 	d.Backend.countDial(d.kind, o)
 	d.Backend.breaker.Done(d.attempt, breakerResult(o))
 	if o != dialer.Success {
@@ -143,7 +145,33 @@ func (p *Pool) Pending(d Dial) *Settlement {
 		p.EndDial(d, dialer.Success)
 		return nil
 	}
+	d.endForce() // connected: the next force-try may go, whatever the verdict
 	return &Settlement{d: d}
+}
+
+// TryBeginForce is BeginDial for a TCP client's all-down force-try (rule
+// 6): ok is false, and nothing is counted, while another force-try of b is
+// in flight in this process. One at a time: a backend that is out gets
+// one client's connection to show whether it is back, not every waiting
+// client's at once (a reconnect storm's SYNs would overflow its listen
+// queue as it comes back, and the timeouts keep it out).
+func (p *Pool) TryBeginForce(b *Backend) (Dial, bool) {
+	if !b.forcing.CompareAndSwap(false, true) {
+		return Dial{}, false
+	}
+	b.active.Add(1)
+	b.loadChanged()
+	d := p.beginDial(b, true)
+	d.forcing = true
+	return d, true
+}
+
+// endForce gives back the force-try slot d holds, once: at its outcome.
+func (d *Dial) endForce() {
+	if d.forcing {
+		d.forcing = false
+		d.Backend.forcing.Store(false)
+	}
 }
 
 // Await is Pending for a dial whose result always comes later: a UDP

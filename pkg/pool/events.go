@@ -15,7 +15,10 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 			b.trips.Add(1)
 			changed(key, st)
 		},
-		Close:  changed,
+		Close: func(key string, st breaker.State) {
+			changed(key, st)
+			p.recoveredFromAllDown(b)
+		},
 		Reopen: changed,
 		// A change made elsewhere: the picker's masks follow. Two
 		// refreshes may report out of order, so the state read is the
@@ -36,5 +39,26 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 		Dropped: func(string) {
 			b.dropped.Add(1)
 		},
+	}
+}
+
+// recoveredFromAllDown asks for the recovery probe of every other backend
+// whose breaker is open when b's closing ends an all-down outage (no other
+// backend in rotation): one backend coming back from a pool-wide outage
+// says the cause may be gone for the rest too (a restart of every
+// backend, a network path that came back), and left to their cooldowns
+// they would leave the whole load on b for tens of seconds. The probes are
+// the ordinary ones (docs/breaker.md, readmission): single flight, each at
+// its breaker's open generation, so the stale-evidence rule is untouched.
+func (p *Pool) recoveredFromAllDown(b *Backend) {
+	for _, o := range p.backends {
+		if o != b && o.Weight() > 0 && o.InRotation() {
+			return // the pool was not all down
+		}
+	}
+	for _, o := range p.backends {
+		if st := o.breaker.State(); o != b && st.Open && !st.Disabled {
+			o.breaker.ProbeNow()
+		}
 	}
 }

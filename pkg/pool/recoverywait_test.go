@@ -2,11 +2,14 @@ package pool_test
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/relay"
 )
@@ -54,11 +57,12 @@ func TestAllDownClientsWaitForRecoveryAndAreServed(t *testing.T) {
 	// A: its dial is refused and trips the breaker; the pool is all down.
 	a := p.dial(t)
 	defer a.Close()
-	testnet.Eventually(t, "A's refused dial to trip the breaker", func() bool { return b.Breaker().Open })
+	// A has its force-try once its dial tripped the breaker: refused too.
+	testnet.Eventually(t, "A's force-try after its dial tripped the breaker", func() bool { _, f := b.Dials(pool.DialForce); return f == 1 })
 	// B: all down at once; its force-try is refused.
 	bc := p.dial(t)
 	defer bc.Close()
-	testnet.Eventually(t, "B's force-try", func() bool { _, f := b.Dials(pool.DialForce); return f == 1 })
+	testnet.Eventually(t, "B's force-try", func() bool { _, f := b.Dials(pool.DialForce); return f == 2 })
 	if n := p.server.Active(); n != 2 {
 		t.Fatalf("%d clients open, want A and B held while the pool is down", n)
 	}
@@ -83,8 +87,8 @@ func TestAllDownClientsWaitForRecoveryAndAreServed(t *testing.T) {
 	if ok, f := b.Dials(pool.DialClient); ok != 2 || f != 1 {
 		t.Fatalf("client dials: %d ok, %d failed; want A's refused one and A's and B's after recovery", ok, f)
 	}
-	if ok, f := b.Dials(pool.DialForce); ok != 1 || f != 1 {
-		t.Fatalf("force-tries: %d ok, %d failed; want B's refused one and C's", ok, f)
+	if ok, f := b.Dials(pool.DialForce); ok != 1 || f != 2 {
+		t.Fatalf("force-tries: %d ok, %d failed; want A's and B's refused and C's", ok, f)
 	}
 	if n := recoveryWaits(p, "timeout") + recoveryWaits(p, "left"); n != 0 {
 		t.Fatalf("%d waits ended otherwise than served", n)
@@ -114,8 +118,8 @@ func TestRecoveryWaitEndsWithTheBudget(t *testing.T) {
 	// force-try per client after it.
 	_, cf := b.Dials(pool.DialClient)
 	_, ff := b.Dials(pool.DialForce)
-	if cf != 1 || ff != 2 {
-		t.Fatalf("%d client and %d forced dials failed, want 1 and 2: one attempt per client", cf, ff)
+	if cf != 1 || ff != 3 {
+		t.Fatalf("%d client and %d forced dials failed, want 1 and 3: one force-try per client, the first's included", cf, ff)
 	}
 	if n := p.stats().Failed; n != 3 {
 		t.Fatalf("%d clients counted failed, want 3 (no_backend)", n)
@@ -135,5 +139,93 @@ func TestClientLeavingARecoveryWaitIsCountedLeft(t *testing.T) {
 	testnet.Eventually(t, "the client to be closed", func() bool { return p.server.Active() == 0 })
 	if _, f := b.Dials(pool.DialClient); f != 1 {
 		t.Fatalf("%d failed dials, want the one that tripped", f)
+	}
+}
+
+func TestForceTriesOfABackendGoOneAtATime(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		cfg := parse(t, poolTOML(t, []string{testnet.FreeAddr(t)}, fmt.Sprintf("[pool.p.breaker]\ncount_early_reset = %v", early)))
+		p := runPoolOn(t, nil, cfg)
+		b := p.Backends()[0]
+		first, ok := p.TryBeginForce(b)
+		if !ok {
+			t.Fatal("the first force-try was refused")
+		}
+		if _, ok := p.TryBeginForce(b); ok {
+			t.Fatal("a second force-try began while the first was in flight")
+		}
+		if n := b.Active(); n != 1 {
+			t.Fatalf("a refused force-try counted: %d active", n)
+		}
+		p.EndDial(first, dialer.Failure)
+		next, ok := p.TryBeginForce(b)
+		if !ok {
+			t.Fatal("no force-try after the first failed")
+		}
+		// Connected: the slot is free at once, even while a
+		// count_early_reset verdict is still open.
+		s := p.Pending(next)
+		if _, ok := p.TryBeginForce(b); !ok {
+			t.Fatalf("count_early_reset %v: the slot stayed taken after a connect", early)
+		}
+		s.Settle(dialer.Success)
+	}
+}
+
+func TestAllDownRecoveryProbesTheOtherBackendsAtOnce(t *testing.T) {
+	backs := []*restartable{newRestartable(t), newRestartable(t), newRestartable(t)}
+	addrs := []string{backs[0].addr, backs[1].addr, backs[2].addr}
+	p := newLB(t, addrs, "retries = 0\nconnect_timeout = \"300ms\"\nconnect_budget = \"300ms\"\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	for _, addr := range addrs {
+		b, _ := p.Backend(addr)
+		for !b.Breaker().Open {
+			connect(t, p)
+		}
+	}
+	for _, r := range backs {
+		r.start()
+	}
+	// One client's force-try closes one breaker; the recovery probes the
+	// other two now, not at the end of their 60s cooldowns.
+	if got := connect(t, p); got == "" {
+		t.Fatal("the force-try after the restart was refused")
+	}
+	testnet.Eventually(t, "every breaker closed", func() bool {
+		for _, b := range p.Backends() {
+			if b.Breaker().Open {
+				return false
+			}
+		}
+		return true
+	})
+	for _, b := range p.Backends() {
+		if n := b.ProbeFailures(); n != 0 {
+			t.Fatalf("backend %s: %d failed probes", b.Addr, n)
+		}
+	}
+}
+
+func TestRecoveryOfAPoolNotAllDownProbesNothing(t *testing.T) {
+	down, alsoDown := newRestartable(t), newRestartable(t)
+	live := startBackend(t)
+	p := newLB(t, []string{down.addr, alsoDown.addr, live.Addr}, "retries = 0\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"60s\"")
+	for _, addr := range []string{down.addr, alsoDown.addr} {
+		b, _ := p.Backend(addr)
+		for !b.Breaker().Open {
+			connect(t, p)
+		}
+	}
+	down.start()
+	alsoDown.start()
+	b, _ := p.Backend(down.addr)
+	if err := p.Probe(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "the requested probe to close", func() bool { return !b.Breaker().Open })
+	other, _ := p.Backend(alsoDown.addr)
+	// A probe would close it within milliseconds; give it ample time.
+	time.Sleep(300 * time.Millisecond)
+	if !other.Breaker().Open || alsoDown.accepted() != 0 {
+		t.Fatalf("a recovery in a pool with a backend in rotation probed another backend (%+v, %d accepted)", other.Breaker(), alsoDown.accepted())
 	}
 }

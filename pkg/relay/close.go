@@ -33,6 +33,12 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	if midDial {
 		c.pool.EndDial(c.dial.cur, dialer.Local) // cut mid-dial: no evidence
 	}
+	if c.waiting {
+		c.leaveQueue(queueLeft)
+	}
+	if c.dial != nil {
+		c.dial.endWait(c.f, queueLeft) // it waited for recovery, then went while dialing
+	}
 	c.dial = nil
 	c.streams[0].Release(l.scratch)
 	c.streams[1].Release(l.scratch)
@@ -60,9 +66,6 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	}
 	if c.sourced {
 		c.policy.Sources.Release(c.src.Addr())
-	}
-	if c.waiting {
-		c.leaveQueue(queueLeft)
 	}
 	c.record(why, relaying)
 	c.unlist()

@@ -17,18 +17,22 @@ import (
 // dialState is a connection's walk through its candidates; it lives only
 // while dialing, so an established connection does not carry it.
 type dialState struct {
-	cands    [pool.MaxCandidates]int
-	n, next  int
-	force    bool
-	forced   bool  // a force-try was made: the one rule 6 allows this client
-	deadline int64 // the pool's connect budget, on the loop's clock
-	budgeted bool  // deadline is set: a connect(2) was made
-	cur      pool.Dial
-	started  int64 // the current dial's connect(2), on the loop's clock
-	cut      bool  // the current dial got less than connect_timeout
-	full     bool  // a candidate was skipped for want of a slot
-	portsOut error // a candidate had no local port left (EADDRNOTAVAIL)
-	last     error
+	cands   [pool.MaxCandidates]int
+	n, next int
+	force   bool
+	forced  bool // a force-try was made: the one rule 6 allows this client
+	// forceBusy: the force-try target had another client's in flight
+	// (pool.TryBeginForce), so this client waits for its turn.
+	forceBusy bool
+	waited    bool  // it waits, or waited, for recovery (recovery.go): its end is counted once
+	deadline  int64 // the pool's connect budget, on the loop's clock
+	budgeted  bool  // deadline is set: a connect(2) was made
+	cur       pool.Dial
+	started   int64 // the current dial's connect(2), on the loop's clock
+	cut       bool  // the current dial got less than connect_timeout
+	full      bool  // a candidate was skipped for want of a slot
+	portsOut  error // a candidate had no local port left (EADDRNOTAVAIL)
+	last      error
 }
 
 // startDial plans the candidates (or the one force-try) and dials the
@@ -42,7 +46,8 @@ func (c *conn) plan(d *dialState) {
 	cands, force := c.pool.Plan(c.src, d.cands[:0])
 	switch {
 	case len(cands) == 0 && !force:
-		c.queueForSlot() // every usable backend is at its max_connections
+		d.endWait(c.f, queueServed) // back, but full: it waits for a slot now
+		c.queueForSlot()            // every usable backend is at its max_connections
 		return
 	case force && d.forced:
 		// All down again before this client's turn came: it had its one
@@ -52,7 +57,6 @@ func (c *conn) plan(d *dialState) {
 		return
 	}
 	d.n, d.next, d.force = len(cands), 0, force
-	d.forced = d.forced || force
 	d.full, d.portsOut = false, nil
 	c.dial = d
 	c.phase = phaseDialing
@@ -78,11 +82,19 @@ func (c *conn) tryNext() {
 				break
 			}
 		}
-		cur, ok := p.TryBeginDial(b, d.force) // the generation, before connect(2)
-		if !ok {
+		var cur pool.Dial
+		var ok bool
+		if d.force {
+			if cur, ok = p.TryBeginForce(b); !ok {
+				d.forceBusy = true // another client's force-try is in flight
+				continue
+			}
+			d.forced = true
+		} else if cur, ok = p.TryBeginDial(b, false); !ok {
 			d.full = true // another loop took its last slot since the plan
 			continue
 		}
+		// cur holds the generation, captured before connect(2).
 		d.cur = cur
 		d.started = c.l.r.Clock()
 		if !d.budgeted {
@@ -208,6 +220,7 @@ func (c *conn) clientLeftMidDial() {
 // already waiting.
 func (c *conn) connected(pump bool) {
 	d, p := c.dial, c.pool
+	d.endWait(c.f, queueServed)
 	c.dial = nil
 	c.backend = d.cur.Backend
 	c.settle = p.Pending(d.cur)

@@ -1,7 +1,5 @@
 package relay
 
-import "github.com/l4lb/l4lb/pkg/pool"
-
 // The wait for a backend slot (queue_timeout): a client whose pool is Full
 // (every usable backend at its max_connections) waits on its loop, first
 // come first served, until a slot frees or its time is up. A slot freed
@@ -58,7 +56,7 @@ func (c *conn) leaveQueue(r queueResult) {
 	}
 	c.waiting = false
 	if c.dial != nil {
-		c.f.RecoveryWaits[r].Add(1)
+		c.dial.endWait(c.f, r)
 	} else {
 		c.f.Queued[r].Add(1)
 	}
@@ -89,19 +87,17 @@ func (l *Loop) armQueueRetry(at int64) {
 func (l *Loop) retryQueued() {
 	waiting := l.waiting
 	kept := waiting[:0]
-	var down poolDown
+	var rp recoveryPass
 	for _, c := range waiting {
 		if !c.waiting {
 			continue // left or timed out
 		}
 		if c.dial != nil {
-			if down.is(c.pool) {
+			if !rp.next(c) {
 				kept = append(kept, c)
 				continue
 			}
-			c.leaveQueue(queueServed)
-			c.phase = phaseDialing
-			c.plan(c.dial) // one back in the wait is appended past len(waiting)
+			c.retryRecovery() // one back in the wait is appended past len(waiting)
 			continue
 		}
 		if c.pool.Full() {
@@ -122,19 +118,4 @@ func (l *Loop) retryQueued() {
 	if len(l.waiting) > 0 {
 		l.armQueueRetry(l.r.Clock() + queueRetry)
 	}
-}
-
-// poolDown remembers AllDown for the pool asked last, so one retry pass
-// over many clients of one pool asks the pool once: waiting clients are
-// the ones of a pool that is down, and there may be thousands.
-type poolDown struct {
-	p    *pool.Pool
-	down bool
-}
-
-func (pd *poolDown) is(p *pool.Pool) bool {
-	if pd.p != p {
-		pd.p, pd.down = p, p.AllDown()
-	}
-	return pd.down
 }
