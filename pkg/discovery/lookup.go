@@ -82,12 +82,17 @@ func (w *Watcher) addresses(ctx context.Context, name string) (addrs []netip.Add
 		types = append(types, dns.TypeAAAA)
 	}
 	nx := false
+	recordTTL, negativeTTL := uint32(noTTL), uint32(noTTL)
 	for _, qtype := range types {
 		in, err := w.res.query(ctx, name, qtype)
 		if err != nil {
 			return nil, failed(err)
 		}
-		o.ttl = min(o.ttl, answerTTL(in))
+		if len(in.Answer) > 0 {
+			recordTTL = min(recordTTL, answerTTL(in))
+		} else {
+			negativeTTL = min(negativeTTL, answerTTL(in))
+		}
 		nx = nx || in.Rcode == dns.RcodeNameError
 		for _, rr := range in.Answer {
 			switch rr := rr.(type) {
@@ -106,9 +111,13 @@ func (w *Watcher) addresses(ctx context.Context, name string) (addrs []netip.Add
 			}
 		}
 	}
+	// The records a set is built from say when to look again; a type
+	// without any (a name with A records only) does not make the
+	// refresh follow its negative TTL.
+	o.ttl = negativeTTL
 	switch {
 	case len(addrs) > 0:
-		o.result = resultOK
+		o.result, o.ttl = resultOK, recordTTL
 	case nx:
 		o.result = resultNXDomain
 	}
@@ -179,7 +188,9 @@ func (w *Watcher) lookupSRV(ctx context.Context) outcome {
 				if !t.result.answered() {
 					return t
 				}
-				o.ttl = min(o.ttl, t.ttl)
+				if t.result == resultOK {
+					o.ttl = min(o.ttl, t.ttl)
+				}
 				resolved[key] = addrs
 			}
 			for _, a := range addrs {

@@ -58,7 +58,8 @@ type Watcher struct {
 	res    resolvers
 	series *poolSeries // nil without Options.Metrics
 
-	// onWait, in tests, is called before each wait with its length.
+	// onWait, in tests, is called with each wait's length once its timer
+	// is armed.
 	onWait func(time.Duration)
 
 	// Run's own: the set reported last and the failure streak.
@@ -99,10 +100,10 @@ func (w *Watcher) Run(ctx context.Context) {
 			return // a lookup cut short by the stop is no answer
 		}
 		wait := w.apply(o)
-		if w.onWait != nil {
-			w.onWait(wait)
-		}
 		t, fire := w.clk.NewTimer(wait)
+		if w.onWait != nil {
+			w.onWait(wait) // armed first: a test may move its clock now
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
