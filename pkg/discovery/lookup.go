@@ -167,6 +167,7 @@ func (w *Watcher) lookupSRV(ctx context.Context) outcome {
 	}
 	slices.SortStableFunc(recs, func(a, b *dns.SRV) int { return int(a.Priority) - int(b.Priority) })
 	resolved := map[string][]netip.Addr{} // by lower-case target
+	negativeTTL := uint32(noTTL)          // of the targets without addresses
 	for start := 0; start < len(recs); {
 		end := start + 1
 		for end < len(recs) && recs[end].Priority == recs[start].Priority {
@@ -190,6 +191,8 @@ func (w *Watcher) lookupSRV(ctx context.Context) outcome {
 				}
 				if t.result == resultOK {
 					o.ttl = min(o.ttl, t.ttl)
+				} else {
+					negativeTTL = min(negativeTTL, t.ttl)
 				}
 				resolved[key] = addrs
 			}
@@ -205,5 +208,6 @@ func (w *Watcher) lookupSRV(ctx context.Context) outcome {
 			return o
 		}
 	}
+	o.ttl = min(o.ttl, negativeTTL) // look again when a target may have one
 	return o
 }

@@ -20,7 +20,8 @@ type dnsServer struct {
 	mu       sync.Mutex
 	records  []dns.RR
 	mode     serverMode
-	truncate bool // UDP answers carry only the TC bit
+	truncate bool            // UDP answers carry only the TC bit
+	failing  map[string]bool // names answered SERVFAIL, lower case
 	negTTL   uint32
 	queries  map[string]int // by "udp A web.test.", "tcp SRV ..."
 }
@@ -37,7 +38,7 @@ const (
 // it stops when the test ends.
 func startDNSServer(t *testing.T, records ...string) *dnsServer {
 	t.Helper()
-	s := &dnsServer{negTTL: 5, queries: map[string]int{}}
+	s := &dnsServer{negTTL: 5, queries: map[string]int{}, failing: map[string]bool{}}
 	s.set(t, records...)
 	pc, ln := listenUDPAndTCP(t)
 	s.addr = pc.LocalAddr().String()
@@ -100,6 +101,20 @@ func (s *dnsServer) setMode(m serverMode) {
 	s.mu.Unlock()
 }
 
+// failName makes the server answer SERVFAIL for name.
+func (s *dnsServer) failName(name string) {
+	s.mu.Lock()
+	s.failing[strings.ToLower(dns.Fqdn(name))] = true
+	s.mu.Unlock()
+}
+
+// setNegTTL sets the SOA's TTL and minimum, the negative answers' TTL.
+func (s *dnsServer) setNegTTL(ttl uint32) {
+	s.mu.Lock()
+	s.negTTL = ttl
+	s.mu.Unlock()
+}
+
 func (s *dnsServer) setTruncate(on bool) {
 	s.mu.Lock()
 	s.truncate = on
@@ -127,18 +142,10 @@ func (s *dnsServer) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 	s.mu.Lock()
 	s.queries[network+" "+dns.TypeToString[q.Qtype]+" "+strings.ToLower(q.Name)]++
 	mode, truncate, negTTL := s.mode, s.truncate && network == "udp", s.negTTL
-	known := false
-	var answer []dns.RR
-	for _, rr := range s.records {
-		h := rr.Header()
-		if !strings.EqualFold(h.Name, q.Name) {
-			continue
-		}
-		known = true
-		if h.Rrtype == q.Qtype {
-			answer = append(answer, dns.Copy(rr))
-		}
+	if s.failing[strings.ToLower(q.Name)] {
+		mode = servfail
 	}
+	answer, known := s.answerLocked(q)
 	s.mu.Unlock()
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -162,6 +169,37 @@ func (s *dnsServer) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 		}}
 	}
 	rw.WriteMsg(m)
+}
+
+// answerLocked is the records answering q, CNAMEs on the way first, as
+// a recursive resolver gives them; known: the name has records of some
+// type.
+func (s *dnsServer) answerLocked(q dns.Question) (answer []dns.RR, known bool) {
+	name := q.Name
+	for range 8 {
+		var cname *dns.CNAME
+		found := false
+		for _, rr := range s.records {
+			h := rr.Header()
+			if !strings.EqualFold(h.Name, name) {
+				continue
+			}
+			known = true
+			switch {
+			case h.Rrtype == q.Qtype:
+				answer = append(answer, dns.Copy(rr))
+				found = true
+			case h.Rrtype == dns.TypeCNAME:
+				cname = rr.(*dns.CNAME)
+			}
+		}
+		if found || cname == nil {
+			return answer, known
+		}
+		answer = append(answer, dns.Copy(cname))
+		name = cname.Target
+	}
+	return answer, known
 }
 
 // closedPort is an address on 127.0.0.1 nothing listens on (UDP): a

@@ -92,7 +92,7 @@ func TestFailuresKeepTheSetAndLogTheStateOnce(t *testing.T) {
 // empty set is reported; records within the grace cancel it.
 func TestEmptyGrace(t *testing.T) {
 	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"))
-	srv.negTTL = 25
+	srv.setNegTTL(25)
 	h := run(t, spec("web.test", srv))
 	h.wait()
 	h.mustReport(be("10.0.0.1:9001", "web.test"))
