@@ -46,7 +46,7 @@ func run(t *testing.T, spec Spec) *harness {
 	}
 	h.w, err = NewWatcher(spec, Options{
 		Pool: "web", Clock: h.clk, Metrics: h.metrics,
-		Log:      slog.New(slog.NewTextHandler(h.log, nil)),
+		Log:      slogTo(h.log),
 		OnChange: func(s Set) { h.sets <- s },
 	})
 	if err != nil {
@@ -166,3 +166,6 @@ func (b *lockedBuffer) String() string {
 func (b *lockedBuffer) lines(prefix string) int {
 	return strings.Count(b.String(), `msg="`+prefix)
 }
+
+// slogTo is a text logger writing to b.
+func slogTo(b *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
