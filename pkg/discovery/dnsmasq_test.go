@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -83,16 +82,7 @@ func startWatch(t *testing.T, d *realDNS, s Spec, m *Metrics) *watch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		wt.w.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	goRun(t, wt.w)
 	return wt
 }
 

@@ -31,7 +31,6 @@ type harness struct {
 	waits   chan time.Duration
 	log     *lockedBuffer
 	metrics *Metrics
-	stop    func()
 }
 
 // run starts a watcher of spec on a Fake clock; it is stopped, and the
@@ -52,31 +51,47 @@ func run(t *testing.T, spec Spec) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
 	h.w.onWait = func(d time.Duration) {
 		select {
 		case h.waits <- d:
-		case <-ctx.Done():
+		case <-stopped:
 		}
 	}
+	goRun(t, h.w)
+	t.Cleanup(func() { close(stopped) }) // before goRun's: a wait handed over unblocks
+	return h
+}
+
+// goRun runs w.Run on a goroutine of its own until stop (or the test's
+// end); stop reports whether Run returned within patience of its
+// context's end.
+func goRun(t *testing.T, w *Watcher) (stop func() bool) {
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.w.Run(ctx)
+		w.Run(ctx)
 	}()
 	var once sync.Once
-	h.stop = func() {
+	returned := false
+	stop = func() bool {
 		once.Do(func() {
 			cancel()
 			select {
 			case <-done:
+				returned = true
 			case <-time.After(patience):
-				t.Errorf("Run did not return within %v of its context's end", patience)
 			}
 		})
+		return returned
 	}
-	t.Cleanup(h.stop)
-	return h
+	t.Cleanup(func() {
+		if !stop() {
+			t.Errorf("Run did not return within %v of its context's end", patience)
+		}
+	})
+	return stop
 }
 
 // wait is the length of the wait after the next lookup: it returns once

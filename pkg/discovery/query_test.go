@@ -12,7 +12,7 @@ import (
 // A truncated UDP answer is asked again over TCP.
 func TestTruncatedAnswerRetriedOverTCP(t *testing.T) {
 	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"), rr("web.test.", 20, "AAAA", "2001:db8::1"))
-	srv.setTruncate(true)
+	srv.setMode(truncating)
 	h := run(t, spec("web.test", srv))
 	h.wait()
 	h.mustReport(be("10.0.0.1:9001", "web.test"), be("[2001:db8::1]:9001", "web.test"))
@@ -21,7 +21,7 @@ func TestTruncatedAnswerRetriedOverTCP(t *testing.T) {
 			t.Errorf("%s: %d queries over UDP and %d over TCP, want 1 and 1", qtype, u, c)
 		}
 	}
-	srv.setTruncate(false)
+	srv.setMode(answering)
 	h.step(20 * time.Second)
 	h.mustNotReport()
 	if c := srv.count("tcp", "", "web.test"); c != 2 {

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,19 +20,11 @@ func TestRunStopsInTheMiddleOfAQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
+	stop := goRun(t, w)
 	if !testnet.WaitUntil(patience, func() bool { return srv.count("udp", "", "web.test") > 0 }) {
 		t.Fatal("the watcher never asked")
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(patience):
+	if !stop() {
 		t.Fatalf("Run still waits %v after its context ended, on a query of timeout 1h", patience)
 	}
 	if st := w.Status(); st.Failing || !st.LastSuccess.IsZero() {

@@ -13,7 +13,8 @@ import (
 // dnsServer is an in-process DNS server on 127.0.0.1, UDP and TCP on one
 // port, answering from records the test sets: NXDOMAIN for a name it has
 // no record of, NOERROR with no answer (NODATA) for a name it knows with
-// other types, an SOA in the authority section of both.
+// other types, an SOA in the authority section of both (the SOA among the
+// records, or one of TTL 5).
 type dnsServer struct {
 	addr string
 
@@ -29,16 +30,17 @@ type dnsServer struct {
 type serverMode int
 
 const (
-	answering serverMode = iota
-	silent               // reads queries, never answers: the client times out
-	servfail             // answers SERVFAIL
+	answering  serverMode = iota
+	silent                // reads queries, never answers: the client times out
+	servfail              // answers SERVFAIL
+	truncating            // UDP answers carry only the TC bit; TCP ones all
 )
 
 // startDNSServer starts a server with the records in zone-file syntax;
 // it stops when the test ends.
 func startDNSServer(t *testing.T, records ...string) *dnsServer {
 	t.Helper()
-	s := &dnsServer{negTTL: 5, queries: map[string]int{}, failing: map[string]bool{}}
+	s := &dnsServer{queries: map[string]int{}, failing: map[string]bool{}}
 	s.set(t, records...)
 	pc, ln := listenUDPAndTCP(t)
 	s.addr = pc.LocalAddr().String()
@@ -108,19 +110,6 @@ func (s *dnsServer) failName(name string) {
 	s.mu.Unlock()
 }
 
-// setNegTTL sets the SOA's TTL and minimum, the negative answers' TTL.
-func (s *dnsServer) setNegTTL(ttl uint32) {
-	s.mu.Lock()
-	s.negTTL = ttl
-	s.mu.Unlock()
-}
-
-func (s *dnsServer) setTruncate(on bool) {
-	s.mu.Lock()
-	s.truncate = on
-	s.mu.Unlock()
-}
-
 // count is how many queries came in over network ("udp", "tcp") for
 // qtype ("A", "SRV", ...) of name, or of any type with qtype "".
 func (s *dnsServer) count(network, qtype, name string) int {
@@ -141,11 +130,12 @@ func (s *dnsServer) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 	network := rw.LocalAddr().Network()
 	s.mu.Lock()
 	s.queries[network+" "+dns.TypeToString[q.Qtype]+" "+strings.ToLower(q.Name)]++
-	mode, truncate, negTTL := s.mode, s.truncate && network == "udp", s.negTTL
+	mode := s.mode
 	if s.failing[strings.ToLower(q.Name)] {
 		mode = servfail
 	}
 	answer, known := s.answerLocked(q)
+	soa := s.soaLocked()
 	s.mu.Unlock()
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -155,7 +145,7 @@ func (s *dnsServer) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 		return
 	case mode == servfail:
 		m.Rcode = dns.RcodeServerFailure
-	case truncate:
+	case mode == truncating && network == "udp":
 		m.Truncated = true
 	case len(answer) > 0:
 		m.Answer = answer
@@ -163,12 +153,23 @@ func (s *dnsServer) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 		if !known {
 			m.Rcode = dns.RcodeNameError
 		}
-		m.Ns = []dns.RR{&dns.SOA{
-			Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: negTTL},
-			Ns:  "ns.test.", Mbox: "hostmaster.test.", Serial: 1, Refresh: 60, Retry: 60, Expire: 600, Minttl: negTTL,
-		}}
+		m.Ns = []dns.RR{soa}
 	}
 	rw.WriteMsg(m)
+}
+
+// soaLocked is the SOA among the records, or one whose TTL and minimum
+// are 5.
+func (s *dnsServer) soaLocked() dns.RR {
+	for _, rr := range s.records {
+		if rr.Header().Rrtype == dns.TypeSOA {
+			return dns.Copy(rr)
+		}
+	}
+	return &dns.SOA{
+		Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 5},
+		Ns:  "ns.test.", Mbox: "hostmaster.test.", Serial: 1, Refresh: 60, Retry: 60, Expire: 600, Minttl: 5,
+	}
 }
 
 // answerLocked is the records answering q, CNAMEs on the way first, as

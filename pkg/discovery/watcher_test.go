@@ -15,6 +15,17 @@ func spec(name string, servers ...*dnsServer) Spec {
 	return s
 }
 
+// oneBackend starts a server with web.test's A record 10.0.0.1 (TTL 20s)
+// and more records, and a watcher of it that has reported that set.
+func oneBackend(t *testing.T, more ...string) (*dnsServer, *harness) {
+	t.Helper()
+	srv := startDNSServer(t, append([]string{rr("web.test.", 20, "A", "10.0.0.1")}, more...)...)
+	h := run(t, spec("web.test", srv))
+	h.wait()
+	h.mustReport(be("10.0.0.1:9001", "web.test"))
+	return srv, h
+}
+
 // The next lookup is due at the answer's lowest TTL, within the bounds.
 func TestRefreshAtLowestTTLWithinBounds(t *testing.T) {
 	srv := startDNSServer(t, rr("web.test.", 30, "A", "10.0.0.1"), rr("web.test.", 40, "A", "10.0.0.2"))
@@ -46,10 +57,7 @@ func TestRefreshAtLowestTTLWithinBounds(t *testing.T) {
 // it begins and once as it ends; retries back off from MinRefresh to
 // MaxRefresh.
 func TestFailuresKeepTheSetAndLogTheStateOnce(t *testing.T) {
-	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"))
-	h := run(t, spec("web.test", srv))
-	h.wait()
-	h.mustReport(be("10.0.0.1:9001", "web.test"))
+	srv, h := oneBackend(t)
 	srv.setMode(servfail)
 	d := 20 * time.Second
 	for _, want := range []time.Duration{10, 20, 40, 60, 60} {
@@ -91,13 +99,10 @@ func TestFailuresKeepTheSetAndLogTheStateOnce(t *testing.T) {
 // NXDOMAIN or no records keeps the last set for EmptyGrace, then the
 // empty set is reported; records within the grace cancel it.
 func TestEmptyGrace(t *testing.T) {
-	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"))
-	srv.setNegTTL(25)
-	h := run(t, spec("web.test", srv))
-	h.wait()
-	h.mustReport(be("10.0.0.1:9001", "web.test"))
+	soa := rr("test.", 25, "SOA", "ns.test. hostmaster.test. 1 60 60 600 25")
+	srv, h := oneBackend(t, soa)
 
-	srv.set(t) // NXDOMAIN
+	srv.set(t, soa) // NXDOMAIN
 	if d := h.step(20 * time.Second); d != 25*time.Second {
 		t.Fatalf("first empty answer: waits %v, want the SOA's 25s", d)
 	}
@@ -105,7 +110,7 @@ func TestEmptyGrace(t *testing.T) {
 	if since := h.w.Status().EmptySince; !since.Equal(epoch.Add(20 * time.Second)) {
 		t.Fatalf("EmptySince %v, want the first empty answer's time", since)
 	}
-	srv.set(t, rr("web.test.", 20, "A", "10.0.0.1"))
+	srv.set(t, rr("web.test.", 20, "A", "10.0.0.1"), soa)
 	if d := h.step(25 * time.Second); d != 20*time.Second {
 		t.Fatalf("records again: waits %v, want 20s", d)
 	}
@@ -116,7 +121,7 @@ func TestEmptyGrace(t *testing.T) {
 
 	// No records of the wanted type (NODATA) starts a grace too; the
 	// lookup at its end reports the empty set.
-	srv.set(t, rr("web.test.", 20, "TXT", `"not an address"`))
+	srv.set(t, rr("web.test.", 20, "TXT", `"not an address"`), soa)
 	if d := h.step(20 * time.Second); d != 25*time.Second {
 		t.Fatalf("NODATA: waits %v, want 25s", d)
 	}
@@ -144,10 +149,7 @@ func TestEmptyGrace(t *testing.T) {
 // A failure during the grace does not hold it off: the answer that said
 // there are no records stands.
 func TestEmptyGraceEndsThroughFailures(t *testing.T) {
-	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"))
-	h := run(t, spec("web.test", srv))
-	h.wait()
-	h.mustReport(be("10.0.0.1:9001", "web.test"))
+	srv, h := oneBackend(t)
 	srv.set(t)
 	h.step(20 * time.Second) // empty: grace until 50s, next at 30s
 	srv.setMode(servfail)
