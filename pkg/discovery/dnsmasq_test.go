@@ -141,9 +141,7 @@ func TestDnsmasqHostsFile(t *testing.T) {
 	if st := wt.w.Status(); !st.Failing || st.Backends != 3 {
 		t.Fatalf("status with dnsmasq stopped: %+v", st)
 	}
-	if n := wt.log.lines("discovery: lookups failing"); n != 1 {
-		t.Fatalf("%d lines say the lookups fail, want 1:\n%s", n, wt.log)
-	}
+	wt.log.expect(t, "discovery: lookups failing", 1)
 
 	d.writeHosts(t, "127.0.10.9 other.disc.test\n")
 	removed := time.Now() // before dnsmasq can answer NXDOMAIN
@@ -158,9 +156,7 @@ func TestDnsmasqHostsFile(t *testing.T) {
 	if st := wt.w.Status(); st.Failing || st.LastSuccess.IsZero() {
 		t.Fatalf("status after dnsmasq came back: %+v", st)
 	}
-	if n := wt.log.lines("discovery: lookups answer again"); n != 1 {
-		t.Fatalf("%d lines say the lookups answer again, want 1:\n%s", n, wt.log)
-	}
+	wt.log.expect(t, "discovery: lookups answer again", 1)
 }
 
 // An answer too big for UDP comes truncated; the watcher asks again

@@ -176,10 +176,13 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// lines counts the log lines whose message begins with prefix (a text
-// handler quotes a message with spaces).
-func (b *lockedBuffer) lines(prefix string) int {
-	return strings.Count(b.String(), `msg="`+prefix)
+// expect fails t unless n log lines have a message beginning with
+// prefix (a text handler quotes a message with spaces).
+func (b *lockedBuffer) expect(t *testing.T, prefix string, n int) {
+	t.Helper()
+	if got := strings.Count(b.String(), `msg="`+prefix); got != n {
+		t.Fatalf("%d log lines begin %q, want %d; log:\n%s", got, prefix, n, b)
+	}
 }
 
 // slogTo is a text logger writing to b.

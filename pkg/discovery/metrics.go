@@ -59,7 +59,8 @@ func (m *Metrics) pool(name string) *poolSeries {
 }
 
 // Forget drops a pool's series: for a pool that left the configuration
-// or no longer discovers.
+// or no longer discovers, once its watcher's Run has returned (a watcher
+// still running would count into series no scrape reads).
 func (m *Metrics) Forget(pool string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

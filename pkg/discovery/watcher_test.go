@@ -71,9 +71,7 @@ func TestFailuresKeepTheSetAndLogTheStateOnce(t *testing.T) {
 	if !st.Failing || !st.FailingSince.Equal(epoch.Add(20*time.Second)) || st.LastError == "" || st.Backends != 1 {
 		t.Fatalf("status while failing: %+v", st)
 	}
-	if n := h.log.lines("discovery: lookups failing"); n != 1 {
-		t.Fatalf("%d lines say the lookups fail after 5 failures, want 1:\n%s", n, h.log)
-	}
+	h.log.expect(t, "discovery: lookups failing", 1)
 	srv.setMode(answering)
 	if d = h.step(d); d != 20*time.Second {
 		t.Fatalf("waits %v after the recovery, want the TTL, 20s", d)
@@ -83,17 +81,13 @@ func TestFailuresKeepTheSetAndLogTheStateOnce(t *testing.T) {
 	if st.Failing || !st.LastSuccess.Equal(h.clk.Now()) || st.LastError == "" {
 		t.Fatalf("status after the recovery: %+v", st)
 	}
-	if n := h.log.lines("discovery: lookups answer again"); n != 1 {
-		t.Fatalf("%d lines say the lookups answer again, want 1:\n%s", n, h.log)
-	}
+	h.log.expect(t, "discovery: lookups answer again", 1)
 	// A new failure streak backs off from MinRefresh again.
 	srv.setMode(servfail)
 	if d = h.step(d); d != 10*time.Second {
 		t.Fatalf("first retry of a new streak after %v, want 10s", d)
 	}
-	if n := h.log.lines("discovery: lookups failing"); n != 2 {
-		t.Fatalf("%d lines say the lookups fail after two streaks, want 2", n)
-	}
+	h.log.expect(t, "discovery: lookups failing", 2)
 }
 
 // NXDOMAIN or no records keeps the last set for EmptyGrace, then the
@@ -136,9 +130,7 @@ func TestEmptyGrace(t *testing.T) {
 	if got := s.At.Sub(epoch.Add(65 * time.Second)); got != 30*time.Second {
 		t.Fatalf("the empty set came %v after the first empty answer, want the grace, 30s", got)
 	}
-	if n := h.log.lines("discovery: no records for empty_grace"); n != 1 {
-		t.Fatalf("%d lines say the grace ran out, want 1:\n%s", n, h.log)
-	}
+	h.log.expect(t, "discovery: no records for empty_grace", 1)
 	h.step(25 * time.Second)
 	h.mustNotReport() // empty again: no change, no new grace
 	if st := h.w.Status(); !st.EmptySince.IsZero() || st.Backends != 0 {
