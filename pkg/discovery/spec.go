@@ -23,7 +23,8 @@ type Spec struct {
 	// Resolvers are "ip:port"; empty: the nameservers of ResolvConf.
 	Resolvers []string
 	// ResolvConf is the resolv.conf(5) read when Resolvers is empty;
-	// "": /etc/resolv.conf. It is read again at every lookup.
+	// "": /etc/resolv.conf. It is read again for every query, so an edited
+	// file is followed.
 	ResolvConf string
 	// MinRefresh and MaxRefresh bound the re-resolve interval, which is
 	// otherwise the answer's lowest TTL; 0: DefaultMinRefresh and
