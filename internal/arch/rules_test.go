@@ -31,6 +31,7 @@ var rules = map[string][]string{
 	"pkg/breaker/storetest": {"pkg/breaker"},
 	"pkg/membership":        {"pkg/config"},
 	"pkg/pool":              {"pkg/breaker", "pkg/clock", "pkg/config", "pkg/dialer", "pkg/health", "pkg/pick", "pkg/proxyproto", "pkg/sockopt"},
+	"pkg/discovery":         {"pkg/clock", "pkg/config"},
 
 	// The data path: the reactor, and the TCP relay and UDP sessions on it.
 	"pkg/reactor":    {"pkg/clock", "pkg/rawsys"},
@@ -59,14 +60,16 @@ var rules = map[string][]string{
 
 // fenced third-party modules and the only packages that may import them
 // directly: the TOML decoder behind the config parser, Prometheus behind
-// the admin API, the Redis client behind the fleet store, and the
-// WebSocket library the end-to-end tests' clients and servers use.
+// the admin API and DNS discovery's metrics, the Redis client behind the
+// fleet store, the DNS library behind discovery, and the WebSocket library
+// the end-to-end tests' clients and servers use.
 var fenced = map[string][]string{
 	"github.com/coder/websocket":          {"e2e"},
 	"github.com/BurntSushi/toml":          {"pkg/config", "cmd/l4lb"},
-	"github.com/prometheus/client_golang": {"pkg/admin", "cmd/l4lb"},
+	"github.com/prometheus/client_golang": {"pkg/admin", "pkg/discovery", "cmd/l4lb"},
 	"github.com/prometheus/client_model":  {"pkg/admin", "cmd/l4lb"},
 	"github.com/redis/rueidis":            {"pkg/fleet"},
+	"github.com/miekg/dns":                {"pkg/discovery"},
 }
 
 // dataPath are the packages an event loop runs, and badForDataPath what

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,6 +55,7 @@ type Dnsmasq struct {
 	Answer string // the A record it answers with: its tag
 	ip     string
 	port   int
+	extra  []string // options of the test's own
 	logf   *os.File
 
 	mu   sync.Mutex
@@ -66,12 +68,19 @@ type Dnsmasq struct {
 // test ends; the test is leak-checked (CheckLeaks).
 func StartDnsmasq(t testing.TB, ip, answer string) *Dnsmasq {
 	t.Helper()
+	return StartDnsmasqWith(t, ip, answer)
+}
+
+// StartDnsmasqWith is StartDnsmasq with more dnsmasq options: records of
+// the test's own (--addn-hosts, --srv-host, --local, --local-ttl, ...).
+func StartDnsmasqWith(t testing.TB, ip, answer string, extra ...string) *Dnsmasq {
+	t.Helper()
 	CheckLeaks(t)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "dnsmasq-"+ip+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Dnsmasq{Answer: answer, ip: ip, logf: logf}
+	d := &Dnsmasq{Answer: answer, ip: ip, extra: extra, logf: logf}
 	t.Cleanup(func() {
 		d.Kill()
 		d.logf.Close()
@@ -115,12 +124,13 @@ func freeDNSPort(t testing.TB, ip string) int {
 // start runs dnsmasq at d.Addr and waits until it answers a query.
 func (d *Dnsmasq) start() error {
 	fmt.Fprintf(d.logf, "--- starting dnsmasq on %s\n", d.Addr)
-	cmd := exec.Command(dnsmasqPath(),
+	args := append([]string{
 		"--keep-in-foreground", "--log-facility=-",
 		"--conf-file=/dev/null", "--pid-file=",
-		"--port="+strconv.Itoa(d.port), "--listen-address="+d.ip, "--bind-interfaces",
+		"--port=" + strconv.Itoa(d.port), "--listen-address=" + d.ip, "--bind-interfaces",
 		"--no-resolv", "--no-hosts", "--log-queries",
-		"--address=/"+DNSZone+"/"+d.Answer)
+		"--address=/" + DNSZone + "/" + d.Answer}, d.extra...)
+	cmd := exec.Command(dnsmasqPath(), args...)
 	cmd.Stdout, cmd.Stderr = d.logf, d.logf
 	if err := cmd.Start(); err != nil {
 		return err
@@ -173,6 +183,32 @@ func (d *Dnsmasq) Restart(t testing.TB) {
 	d.Kill()
 	if err := d.start(); err != nil {
 		t.Fatalf("dnsmasq restart on %s: %v\n%s", d.Addr, err, d.Log())
+	}
+}
+
+// RestartWith restarts dnsmasq on the same address with extra options in
+// place of those it ran with: dnsmasq reads its options (--srv-host
+// among them) only when it starts.
+func (d *Dnsmasq) RestartWith(t testing.TB, extra ...string) {
+	t.Helper()
+	d.Kill()
+	d.extra = extra
+	d.Restart(t)
+}
+
+// Reload sends dnsmasq SIGHUP: it empties its cache and reads its hosts
+// files (--addn-hosts) again, not its options. dnsmasq answers from the
+// new files once it has read them; the caller polls for that.
+func (d *Dnsmasq) Reload(t testing.TB) {
+	t.Helper()
+	d.mu.Lock()
+	cmd := d.cmd
+	d.mu.Unlock()
+	if cmd == nil {
+		t.Fatalf("dnsmasq on %s: reload of a killed server", d.Addr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("dnsmasq on %s: SIGHUP: %v", d.Addr, err)
 	}
 }
 
