@@ -193,6 +193,9 @@ type Backend struct {
 	// MaxConnections caps what this backend holds at once: dials in
 	// flight and relays (sessions for UDP pools); 0: no cap.
 	MaxConnections int
+	// Backup: the backend takes new clients only while no primary of its
+	// pool (a backend without Backup) is usable (pkg/pool, backup.go).
+	Backup bool
 }
 
 // Identity is the name the backend is hashed by: its ID, or its Addr when
