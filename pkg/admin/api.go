@@ -19,15 +19,22 @@ type poolsJSON struct {
 }
 
 type poolJSON struct {
-	Name      string        `json:"name"`
-	Algorithm string        `json:"algorithm"`
-	Protocol  string        `json:"protocol"`
-	Backends  []backendJSON `json:"backends"`
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	Protocol  string `json:"protocol"`
+	// Serving: which backends take new clients, "primary" while a primary
+	// is usable, "backup" while none is and a backup is, "none" when the
+	// pool is all down (pool.Serving).
+	Serving  string        `json:"serving"`
+	Backends []backendJSON `json:"backends"`
 }
 
 type backendJSON struct {
 	Addr   string `json:"addr"`
 	Weight int    `json:"weight"`
+	// Role: "backup" for a backup (backup = true), which takes new
+	// clients only while the pool serves from its backups; else "primary".
+	Role string `json:"role"`
 	// Usable: takes new connections (pool.Backend.InRotation), so false
 	// while draining, even though the backend itself is fine.
 	Usable bool `json:"usable"`
@@ -73,8 +80,12 @@ func backendView(b *pool.Backend) backendJSON {
 	if st.Open {
 		state = "open"
 	}
+	role := "primary"
+	if b.Backup() {
+		role = "backup"
+	}
 	v := backendJSON{
-		Addr: b.Addr, Weight: b.Weight(), Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
+		Addr: b.Addr, Weight: b.Weight(), Role: role, Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
 		Breaker: breakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
@@ -92,7 +103,7 @@ func backendView(b *pool.Backend) backendJSON {
 }
 
 func poolView(p *pool.Pool) poolJSON {
-	v := poolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Backends: []backendJSON{}}
+	v := poolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Serving: p.Serving().String(), Backends: []backendJSON{}}
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}
