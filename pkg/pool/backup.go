@@ -129,7 +129,9 @@ func (s *set) publish(picker pick.Picker) {
 	}
 }
 
-// pickFor is the set's pick for a client, as pool indices.
+// pickFor appends the set's pick for a client to dst, as pool indices
+// (the pickers keep what they append distinct from one another only, so
+// dst may hold another set's).
 func (s *set) pickFor(src netip.AddrPort, n int, dst []int) []int {
 	from := len(dst)
 	dst = (*s.pick.Load()).Pick(src, n, dst)

@@ -65,8 +65,10 @@ var clients = func() []netip.AddrPort {
 	return out
 }()
 
-// planned returns every backend Plan names for the clients, and fails on a
-// force-try or an empty plan.
+// planned returns the backends Plan names first (the one each client
+// goes to) for the clients. It fails on a force-try, an empty plan, or a
+// plan with a primary (0, 1) after a backup (2, 3): the retries the
+// primaries cannot fill go to the backups, after them.
 func planned(t *testing.T, p *pool.Pool, what string) map[int]bool {
 	t.Helper()
 	seen := map[int]bool{}
@@ -77,9 +79,10 @@ func planned(t *testing.T, p *pool.Pool, what string) map[int]bool {
 			if force || len(cands) == 0 {
 				t.Fatalf("%s: plan %v force %v for %v, want candidates", what, cands, force, c)
 			}
-			for _, i := range cands {
-				seen[i] = true
+			if k := slices.IndexFunc(cands, func(i int) bool { return i >= 2 }); k >= 0 && slices.ContainsFunc(cands[k:], func(i int) bool { return i < 2 }) {
+				t.Fatalf("%s: plan %v for %v has a primary after a backup", what, cands, c)
 			}
+			seen[cands[0]] = true
 		}
 	}
 	return seen
@@ -118,6 +121,12 @@ func TestEveryAlgorithmPicksOnlyFromTheSetServing(t *testing.T) {
 			bs := p.Backends()
 			wantServing(t, p, "all up", pool.ServingPrimary)
 			wantOnly(t, "all up", planned(t, p, "all up"), 0, 1)
+			var buf [pool.MaxCandidates]int
+			for _, c := range clients {
+				if cands, _ := p.Plan(c, buf[:0]); slices.ContainsFunc(cands, func(i int) bool { return i >= 2 }) {
+					t.Fatalf("all up: plan %v names a backup, though the two primaries fill 1+retries", cands)
+				}
+			}
 
 			fail(p, bs[0]) // tripped
 			wantOnly(t, "primary 0 tripped", planned(t, p, "primary 0 tripped"), 1)
@@ -140,6 +149,9 @@ func TestEveryAlgorithmPicksOnlyFromTheSetServing(t *testing.T) {
 			if bs[2].Active() != 5 {
 				t.Errorf("the backup's connections: %d, want its 5 left open", bs[2].Active())
 			}
+			for range 5 {
+				p.EndRelay(bs[2])
+			}
 
 			// A drain and a weight of 0 take a primary out as surely.
 			if err := p.Drain(ctx, bs[1], time.Hour); err != nil {
@@ -158,9 +170,6 @@ func TestEveryAlgorithmPicksOnlyFromTheSetServing(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantOnly(t, "primary 1 weighed again", planned(t, p, "primary 1 weighed again"), 1)
-			for range 5 {
-				p.EndRelay(bs[2])
-			}
 		})
 	}
 }
@@ -216,8 +225,8 @@ func TestFullPrimariesDoNotOverflowToBackups(t *testing.T) {
 	}
 	wantServing(t, p, "primary full", pool.ServingPrimary)
 	p.EndRelay(primary)
-	if cands, _ = p.Plan(client, buf[:0]); !slices.Equal(cands, []int{0}) {
-		t.Errorf("slot freed: plan %v, want the primary", cands)
+	if cands, _ = p.Plan(client, buf[:0]); !slices.Equal(cands, []int{0, 1}) {
+		t.Errorf("slot freed: plan %v, want the primary, then the backup for the retry", cands)
 	}
 }
 
@@ -328,8 +337,8 @@ func TestReloadChangingARoleKeepsTheBackendsState(t *testing.T) {
 	}
 	var buf [pool.MaxCandidates]int
 	for range 4 {
-		if cands, force := next.Plan(client, buf[:0]); force || len(cands) != 1 || next.At(cands[0]).Addr != "127.0.0.1:1003" {
-			t.Fatalf("after the reload: plan %v force %v, want the new primary 1003 alone", cands, force)
+		if cands, force := next.Plan(client, buf[:0]); force || len(cands) != 2 || next.At(cands[0]).Addr != "127.0.0.1:1003" || next.At(cands[1]).Addr != "127.0.0.1:1001" {
+			t.Fatalf("after the reload: plan %v force %v, want the new primary 1003, then the new backup 1001 for the retry", cands, force)
 		}
 	}
 	wantServing(t, next, "after the reload", pool.ServingPrimary)

@@ -30,6 +30,9 @@ const MaxCandidates = 1 + config.MaxRetries
 // Plan returns the backends, by index, to try in order for a client at
 // src: up to 1+retries usable ones with a free slot, of the set serving
 // (the primaries while one is in rotation, else the backups; backup.go).
+// Retries the primaries cannot fill go to the backups, after them: a
+// client whose every primary failed its dials (just gone, not yet known
+// down) reaches a backup rather than failing, as nginx's retries do.
 // When none is usable it returns the one backend to force-try (breaker
 // rule 6), a primary unless every primary is disabled or draining, with
 // force set, or nothing when every backend is. Nothing without force
@@ -39,6 +42,9 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 	cands = buf[:0]
 	if s := p.serving(); s != nil {
 		if cands = s.pickFor(src, n, cands); len(cands) > 0 {
+			if len(cands) < n && s == p.primaries && p.backups.inRotation.Load() > 0 {
+				cands = p.backups.pickFor(src, n-len(cands), cands)
+			}
 			return cands, false
 		}
 		if s.full() {
