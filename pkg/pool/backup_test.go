@@ -55,6 +55,17 @@ func backupPool(t *testing.T, algorithm, extra string, logs *logRecorder) *pool.
 	return p
 }
 
+// everyAlgorithm runs f on a backupPool of each algorithm, with the
+// backends.
+func everyAlgorithm(t *testing.T, f func(t *testing.T, p *pool.Pool, bs []*pool.Backend)) {
+	for _, algo := range pick.Algorithms {
+		t.Run(algo, func(t *testing.T) {
+			p := backupPool(t, algo, "", nil)
+			f(t, p, p.Backends())
+		})
+	}
+}
+
 // clients are sources enough to reach every backend under every
 // algorithm.
 var clients = func() []netip.AddrPort {
@@ -115,63 +126,59 @@ func wantServing(t *testing.T, p *pool.Pool, what string, want pool.Serving) {
 // backups still hold.
 func TestEveryAlgorithmPicksOnlyFromTheSetServing(t *testing.T) {
 	ctx := context.Background()
-	for _, algo := range pick.Algorithms {
-		t.Run(algo, func(t *testing.T) {
-			p := backupPool(t, algo, "", nil)
-			bs := p.Backends()
-			wantServing(t, p, "all up", pool.ServingPrimary)
-			wantOnly(t, "all up", planned(t, p, "all up"), 0, 1)
-			var buf [pool.MaxCandidates]int
-			for _, c := range clients {
-				if cands, _ := p.Plan(c, buf[:0]); slices.ContainsFunc(cands, func(i int) bool { return i >= 2 }) {
-					t.Fatalf("all up: plan %v names a backup, though the two primaries fill 1+retries", cands)
-				}
+	everyAlgorithm(t, func(t *testing.T, p *pool.Pool, bs []*pool.Backend) {
+		wantServing(t, p, "all up", pool.ServingPrimary)
+		wantOnly(t, "all up", planned(t, p, "all up"), 0, 1)
+		var buf [pool.MaxCandidates]int
+		for _, c := range clients {
+			if cands, _ := p.Plan(c, buf[:0]); slices.ContainsFunc(cands, func(i int) bool { return i >= 2 }) {
+				t.Fatalf("all up: plan %v names a backup, though the two primaries fill 1+retries", cands)
 			}
+		}
 
-			fail(p, bs[0]) // tripped
-			wantOnly(t, "primary 0 tripped", planned(t, p, "primary 0 tripped"), 1)
-			if err := p.Disable(ctx, bs[1]); err != nil {
-				t.Fatal(err)
-			}
-			wantServing(t, p, "primaries tripped and disabled", pool.ServingBackup)
-			wantOnly(t, "primaries tripped and disabled", planned(t, p, "primaries out"), 2, 3)
+		fail(p, bs[0]) // tripped
+		wantOnly(t, "primary 0 tripped", planned(t, p, "primary 0 tripped"), 1)
+		if err := p.Disable(ctx, bs[1]); err != nil {
+			t.Fatal(err)
+		}
+		wantServing(t, p, "primaries tripped and disabled", pool.ServingBackup)
+		wantOnly(t, "primaries tripped and disabled", planned(t, p, "primaries out"), 2, 3)
 
-			// Load on the backups, as connections they took while serving.
-			for range 5 {
-				d := p.BeginDial(bs[2], false)
-				p.EndDial(d, dialer.Success)
-			}
-			if err := p.Enable(ctx, bs[1]); err != nil {
-				t.Fatal(err)
-			}
-			wantServing(t, p, "primary 1 enabled", pool.ServingPrimary)
-			wantOnly(t, "primary 1 enabled", planned(t, p, "primary 1 enabled"), 1)
-			if bs[2].Active() != 5 {
-				t.Errorf("the backup's connections: %d, want its 5 left open", bs[2].Active())
-			}
-			for range 5 {
-				p.EndRelay(bs[2])
-			}
+		// Load on the backups, as connections they took while serving.
+		for range 5 {
+			d := p.BeginDial(bs[2], false)
+			p.EndDial(d, dialer.Success)
+		}
+		if err := p.Enable(ctx, bs[1]); err != nil {
+			t.Fatal(err)
+		}
+		wantServing(t, p, "primary 1 enabled", pool.ServingPrimary)
+		wantOnly(t, "primary 1 enabled", planned(t, p, "primary 1 enabled"), 1)
+		if bs[2].Active() != 5 {
+			t.Errorf("the backup's connections: %d, want its 5 left open", bs[2].Active())
+		}
+		for range 5 {
+			p.EndRelay(bs[2])
+		}
 
-			// A drain and a weight of 0 take a primary out as surely.
-			if err := p.Drain(ctx, bs[1], time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			wantServing(t, p, "primary 1 drained", pool.ServingBackup)
-			wantOnly(t, "primary 1 drained", planned(t, p, "primary 1 drained"), 2, 3)
-			p.Enable(ctx, bs[1])
-			wantServing(t, p, "drain ended", pool.ServingPrimary)
-			if err := p.SetWeight(ctx, bs[1], 0); err != nil {
-				t.Fatal(err)
-			}
-			wantServing(t, p, "primary 1 at weight 0", pool.ServingBackup)
-			wantOnly(t, "primary 1 at weight 0", planned(t, p, "primary 1 at weight 0"), 2, 3)
-			if err := p.SetWeight(ctx, bs[1], 1); err != nil {
-				t.Fatal(err)
-			}
-			wantOnly(t, "primary 1 weighed again", planned(t, p, "primary 1 weighed again"), 1)
-		})
-	}
+		// A drain and a weight of 0 take a primary out as surely.
+		if err := p.Drain(ctx, bs[1], time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		wantServing(t, p, "primary 1 drained", pool.ServingBackup)
+		wantOnly(t, "primary 1 drained", planned(t, p, "primary 1 drained"), 2, 3)
+		p.Enable(ctx, bs[1])
+		wantServing(t, p, "drain ended", pool.ServingPrimary)
+		if err := p.SetWeight(ctx, bs[1], 0); err != nil {
+			t.Fatal(err)
+		}
+		wantServing(t, p, "primary 1 at weight 0", pool.ServingBackup)
+		wantOnly(t, "primary 1 at weight 0", planned(t, p, "primary 1 at weight 0"), 2, 3)
+		if err := p.SetWeight(ctx, bs[1], 1); err != nil {
+			t.Fatal(err)
+		}
+		wantOnly(t, "primary 1 weighed again", planned(t, p, "primary 1 weighed again"), 1)
+	})
 }
 
 // Adding backups to a pool moves no client of the hashing algorithms
@@ -236,37 +243,33 @@ func TestFullPrimariesDoNotOverflowToBackups(t *testing.T) {
 // every backend is.
 func TestAllDownForceTriesPrimariesFirst(t *testing.T) {
 	ctx := context.Background()
-	for _, algo := range pick.Algorithms {
-		t.Run(algo, func(t *testing.T) {
-			p := backupPool(t, algo, "", nil)
-			bs := p.Backends()
-			fail(p, bs[0])
-			fail(p, bs[1])
-			// The backups trip later: less cooldown left than the
-			// primaries', which the force-try does not look at.
-			p.Disable(ctx, bs[2])
-			fail(p, bs[3])
-			wantServing(t, p, "all out", pool.ServingNone)
-			var buf [pool.MaxCandidates]int
-			for _, c := range clients {
-				cands, force := p.Plan(c, buf[:0])
-				if !force || len(cands) != 1 || cands[0] > 1 {
-					t.Fatalf("all down: plan %v force %v, want a force-try of a primary", cands, force)
-				}
+	everyAlgorithm(t, func(t *testing.T, p *pool.Pool, bs []*pool.Backend) {
+		fail(p, bs[0])
+		fail(p, bs[1])
+		// The backups trip later: less cooldown left than the
+		// primaries', which the force-try does not look at.
+		p.Disable(ctx, bs[2])
+		fail(p, bs[3])
+		wantServing(t, p, "all out", pool.ServingNone)
+		var buf [pool.MaxCandidates]int
+		for _, c := range clients {
+			cands, force := p.Plan(c, buf[:0])
+			if !force || len(cands) != 1 || cands[0] > 1 {
+				t.Fatalf("all down: plan %v force %v, want a force-try of a primary", cands, force)
 			}
-			p.Disable(ctx, bs[0])
-			if err := p.Drain(ctx, bs[1], time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			if cands, force := p.Plan(client, buf[:0]); !force || !slices.Equal(cands, []int{3}) {
-				t.Fatalf("primaries disabled and drained: plan %v force %v, want a force-try of backup 3", cands, force)
-			}
-			p.Disable(ctx, bs[3])
-			if cands, _ := p.Plan(client, buf[:0]); len(cands) != 0 {
-				t.Fatalf("every backend disabled or draining: plan %v, want nothing", cands)
-			}
-		})
-	}
+		}
+		p.Disable(ctx, bs[0])
+		if err := p.Drain(ctx, bs[1], time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if cands, force := p.Plan(client, buf[:0]); !force || !slices.Equal(cands, []int{3}) {
+			t.Fatalf("primaries disabled and drained: plan %v force %v, want a force-try of backup 3", cands, force)
+		}
+		p.Disable(ctx, bs[3])
+		if cands, _ := p.Plan(client, buf[:0]); len(cands) != 0 {
+			t.Fatalf("every backend disabled or draining: plan %v, want nothing", cands)
+		}
+	})
 }
 
 // The pool says when it starts and stops serving from its backups.
@@ -301,16 +304,8 @@ func TestServingFromBackupsIsLogged(t *testing.T) {
 // A backend that changes role at a reload keeps what it had by identity:
 // its breaker, its drain, its connections; and it serves in its new set.
 func TestReloadChangingARoleKeepsTheBackendsState(t *testing.T) {
-	store := breaker.NewMemoryStore(nil)
 	const extra = "[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\n"
-	build := func(text string, prev *pool.Pool) *pool.Pool {
-		t.Helper()
-		p, err := pool.New(parse(t, text).Pools["p"], pool.Deps{Store: store, Previous: prev})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	build := reloads(t, breaker.NewMemoryStore(nil))
 	old := build(backupTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, []string{"127.0.0.1:1003"}, extra), nil)
 	a, tripped, backup := old.Backends()[0], old.Backends()[1], old.Backends()[2]
 	d := old.BeginDial(a, false)

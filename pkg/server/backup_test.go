@@ -20,6 +20,11 @@ import (
 // health checks fail), tripped (the breaker opens on failed client
 // dials) and disabled by an operator.
 
+// healthChecked is a pool whose checks alone take a backend out (its
+// breaker never trips), with retries enough to reach a backup past both
+// primaries.
+const healthChecked = "retries = 2\n[pool.p.health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\nfall = 2\n[pool.p.breaker]\nfailures = 1000\n"
+
 // backupLB is l4lb over two primaries and two backups.
 type backupLB struct {
 	*lb
@@ -118,24 +123,16 @@ func TestBackupsTakeClientsWhilePrimariesAreOut(t *testing.T) {
 	}{
 		{
 			name:  "killed",
-			extra: "retries = 2\n[pool.p.health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\nfall = 2\n[pool.p.breaker]\nfailures = 1000\n",
-			out: func(t *testing.T, f *backupLB) {
-				for _, b := range f.primaries {
-					b.Close()
-				}
-			},
-			back: restartPrimaries,
+			extra: healthChecked,
+			out:   killPrimaries,
+			back:  restartPrimaries,
 		},
 		{
 			name:  "tripped",
 			extra: "retries = 2\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"100ms\"\nmax_cooldown = \"200ms\"\nsuccesses = 1\n",
 			nudge: true,
-			out: func(t *testing.T, f *backupLB) {
-				for _, b := range f.primaries {
-					b.Close()
-				}
-			},
-			back: restartPrimaries,
+			out:   killPrimaries,
+			back:  restartPrimaries,
 		},
 		{
 			name:  "disabled",
@@ -177,6 +174,13 @@ func TestBackupsTakeClientsWhilePrimariesAreOut(t *testing.T) {
 	}
 }
 
+// killPrimaries closes the primaries: their ports refuse.
+func killPrimaries(_ *testing.T, f *backupLB) {
+	for _, b := range f.primaries {
+		b.Close()
+	}
+}
+
 // restartPrimaries starts the primaries again on their addresses.
 func restartPrimaries(t *testing.T, f *backupLB) {
 	for i, b := range f.primaries {
@@ -188,10 +192,8 @@ func restartPrimaries(t *testing.T, f *backupLB) {
 // backups is: one force-try per client, of a primary, and the client
 // fails when it fails.
 func TestBackupsGoneTooIsAllDown(t *testing.T) {
-	f := startBackupLB(t, "retries = 2\n[pool.p.health]\ninterval = \"100ms\"\ntimeout = \"100ms\"\nrise = 1\nfall = 2\n[pool.p.breaker]\nfailures = 1000\n")
-	for _, b := range f.primaries {
-		b.Close()
-	}
+	f := startBackupLB(t, healthChecked)
+	killPrimaries(t, f)
 	f.waitServing(t, pool.ServingBackup, false)
 	f.clients(t, 4, "backup")
 	for _, b := range f.backups {
