@@ -287,7 +287,7 @@ var schema = []Section{
 		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxBackendConnections,
 			Meaning: "Dials in flight and relays (UDP: sessions) at once; 0: no cap."},
 		{Name: "backup", Kind: KindBool, Default: false, Rule: "not on every backend of the pool",
-			Meaning: "A backup takes new clients only while no primary (a backend without backup) is usable; health checked and breakered all the time."},
+			Meaning: "A backup takes new clients only while no primary (a backend without backup) of the pool is usable; its checks and breaker run all the time."},
 	}},
 	{Path: healthPath, Meaning: "The pool's active health checks.", Keys: []Key{
 		{Name: "enabled", Kind: KindBool, Default: true, Meaning: "false: no check is made, and every backend counts as healthy."},
