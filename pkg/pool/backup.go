@@ -174,15 +174,23 @@ func (s *set) full() bool {
 	return full
 }
 
-// pollOne re-reads one member's usability, round robin. A set with no
-// member in rotation is never picked from, so nothing else re-reads its
-// members on the dial path: should the notice of one coming back be missed,
-// the count still finds it within len(members) plans.
+// pollEvery is how many plans of a pool whose set has no member in
+// rotation make one re-read of a member (pollOne): a re-read of a backend
+// the dial path does not otherwise touch costs a cache miss or two, and
+// the notices make it a safety net only.
+const pollEvery = 16
+
+// pollOne re-reads one member's usability every pollEvery calls, round
+// robin. A set with no member in rotation is never picked from, so nothing
+// else re-reads its members on the dial path: should the notice of one
+// coming back be missed, the count still finds it within
+// pollEvery*len(members) plans.
 func (s *set) pollOne() {
-	if len(s.members) == 0 {
+	n := s.poll.Add(1)
+	if len(s.members) == 0 || n%pollEvery != 0 {
 		return
 	}
-	k := int(s.poll.Add(1)-1) % len(s.members)
+	k := int(n/pollEvery) % len(s.members)
 	s.p.backends[s.members[k]].refreshUsable(s.p.clock.Now)
 }
 
