@@ -48,3 +48,17 @@ func TestAMissedNoticeIsFoundByPolling(t *testing.T) {
 		t.Fatalf("plan %v: want a primary first", cands)
 	}
 }
+
+// A pool with no backend at all (each set empty, no picker) is all down:
+// nothing to try, no force-try, not Full, serving none.
+func TestAPoolWithNoBackendPlansNothing(t *testing.T) {
+	cfg := config.DefaultPool("p")
+	p, err := New(cfg, Deps{Store: breaker.NewMemoryStore(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf [MaxCandidates]int
+	if cands, force := p.Plan(netip.MustParseAddrPort("192.0.2.1:40000"), buf[:0]); len(cands) != 0 || !force || p.Full() || p.Serving() != ServingNone {
+		t.Fatalf("plan %v force %v full %v serving %v; want nothing to try, as all down", cands, force, p.Full(), p.Serving())
+	}
+}
