@@ -260,6 +260,7 @@ type apiBackend struct {
 	Health   string `json:"health"`
 	Disabled bool   `json:"disabled"`
 	Weight   int    `json:"weight"`
+	Role     string `json:"role"`
 	Breaker  struct {
 		State        string  `json:"state"`
 		Generation   uint64  `json:"generation"`

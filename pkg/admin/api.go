@@ -24,10 +24,14 @@ type PoolsJSON struct {
 }
 
 type PoolJSON struct {
-	Name      string        `json:"name"`
-	Algorithm string        `json:"algorithm"`
-	Protocol  string        `json:"protocol"`
-	Backends  []BackendJSON `json:"backends"`
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	Protocol  string `json:"protocol"`
+	// Serving: which backends take new clients, "primary" while a primary
+	// is usable, "backup" while none is and a backup is, "none" when the
+	// pool is all down (pool.Serving).
+	Serving  string        `json:"serving"`
+	Backends []BackendJSON `json:"backends"`
 }
 
 type BackendJSON struct {
@@ -36,6 +40,9 @@ type BackendJSON struct {
 	// (pool.Backend.Source).
 	Source string `json:"source"`
 	Weight int    `json:"weight"`
+	// Role: "backup" for a backup (backup = true), which takes new
+	// clients only while the pool serves from its backups; else "primary".
+	Role string `json:"role"`
 	// Usable: takes new connections (pool.Backend.InRotation), so false
 	// while draining, even though the backend itself is fine.
 	Usable bool `json:"usable"`
@@ -81,8 +88,12 @@ func backendView(b *pool.Backend) BackendJSON {
 	if st.Open {
 		state = "open"
 	}
+	role := "primary"
+	if b.Backup() {
+		role = "backup"
+	}
 	v := BackendJSON{
-		Addr: b.Addr, Source: b.Source(), Weight: b.Weight(), Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
+		Addr: b.Addr, Source: b.Source(), Weight: b.Weight(), Role: role, Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
 		Breaker: BreakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
@@ -100,7 +111,7 @@ func backendView(b *pool.Backend) BackendJSON {
 }
 
 func poolView(p *pool.Pool) PoolJSON {
-	v := PoolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Backends: []BackendJSON{}}
+	v := PoolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Serving: p.Serving().String(), Backends: []BackendJSON{}}
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}

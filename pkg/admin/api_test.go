@@ -24,6 +24,7 @@ addr = "127.0.0.1:9001"
 weight = 3
 [[pool.web.backend]]
 addr = "[::1]:9001"
+backup = true
 [pool.web.health]
 enabled = false
 `
@@ -89,11 +90,29 @@ func TestListPoolsShape(t *testing.T) {
 	}
 	raw, _ := json.Marshal(v)
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
-		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":3},` +
-		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"source":"file","usable":true,"weight":1}` +
-		`],"name":"web","protocol":"tcp"}]}`
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"role":"primary","source":"file","usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"role":"backup","source":"file","usable":true,"weight":1}` +
+		`],"name":"web","protocol":"tcp","serving":"primary"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
+	}
+}
+
+// The pool's serving set follows its primary: the backup serves while the
+// primary is disabled, nothing does once both are.
+func TestPoolSaysWhichSetServes(t *testing.T) {
+	srv, _ := newTestServer(t)
+	for _, step := range []struct{ path, serving string }{
+		{"127.0.0.1:9001/disable", "backup"},
+		{"%5B::1%5D:9001/disable", "none"},
+		{"127.0.0.1:9001/enable", "primary"},
+	} {
+		if code, _ := do(t, "POST", srv.URL+"/api/v1/pools/web/backends/"+step.path, nil); code != 200 {
+			t.Fatalf("POST %s: status %d", step.path, code)
+		}
+		if _, v := do(t, "GET", srv.URL+"/api/v1/pools/web", nil); v["serving"] != step.serving {
+			t.Errorf("after %s: serving %v, want %s", step.path, v["serving"], step.serving)
+		}
 	}
 }
 

@@ -63,6 +63,7 @@ algorithm = "least-conn"
 enabled = false
 [[pool.api.backend]]
 addr = "10.0.0.2:8080"
+backup = true
 [[pool.api.backend]]
 addr = "10.0.1.1:9000"
 [pool.dns]
@@ -75,7 +76,8 @@ addr = "10.0.2.1:53"
 // goldenSetup is a handler over goldenConfig's pools, a proxy server with a
 // TCP and a UDP listener, a pipe pool and a connection cap, with dials,
 // connect times in several buckets, bytes, a disabled, a draining and a
-// reweighted backend.
+// reweighted backend, and a pool serving from its backup (api's primary
+// is disabled).
 func goldenSetup(t *testing.T) http.Handler {
 	t.Helper()
 	cfg, err := config.Parse("golden.toml", []byte(goldenConfig))

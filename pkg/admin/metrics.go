@@ -108,6 +108,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	backends := make([]poolBackend, 0, n)
 	for _, p := range pools {
 		counter(descPortsExhausted, p.Exhausted(), p.Name)
+		gauge(descServingBackups, b01(p.Serving() == pool.ServingBackup), p.Name)
 		poolPair := labelPair(&labelPool, p.Name)
 		for _, b := range p.Backends() {
 			backends = append(backends, poolBackend{poolPair, b})
@@ -258,7 +259,7 @@ type backendSeries struct {
 	labels     [2]*dto.LabelPair
 	dialLabels [len(pool.DialKinds)][2][4]*dto.LabelPair
 	byteLabels [2][3]*dto.LabelPair
-	gauges     [8]gaugeSeries
+	gauges     [9]gaugeSeries
 	counters   [len(pool.DialKinds)*2 + 6]counterSeries
 	connect    histogramSeries
 }
@@ -285,6 +286,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 	g[4].send(ch, descDisabled, b01(st.Disabled), l)
 	g[5].send(ch, descBackendDraining, b01(b.Draining()), l)
 	g[6].send(ch, descBackendWeight, float64(b.Weight()), l)
+	g[8].send(ch, descBackendBackup, b01(b.Backup()), l)
 	for i, k := range dialKindsByName {
 		ok, failed := b.Dials(pool.DialKinds[k])
 		for r, v := range [2]int64{failed, ok} {

@@ -38,6 +38,10 @@ var (
 		"1 while an operator drains the backend (no new connections; the rest are reset at the deadline), until it is enabled.", backendLabels...)
 	descBackendWeight = desc("l4lb_backend_weight",
 		"The backend's weight for new picks: the configured one or an operator's.", backendLabels...)
+	descServingBackups = desc("l4lb_pool_serving_backups",
+		"1 while the pool sends new clients to its backups (backup = true): no primary is usable and a backup is.", "pool")
+	descBackendBackup = desc("l4lb_backend_backup",
+		"1 for a backup backend (backup = true), which takes new clients only while no primary of its pool is usable; 0 for a primary.", backendLabels...)
 	descPortsExhausted = desc("l4lb_pool_ports_exhausted_total",
 		"Client dials that found no local port toward their backend (EADDRNOTAVAIL from every source address): local trouble, no backend blamed.", "pool")
 	descAccessDropped = desc("l4lb_access_log_dropped_total",
@@ -46,7 +50,8 @@ var (
 
 func describeObservability(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
-		descQueued, descRecoveryWaits, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted} {
+		descQueued, descRecoveryWaits, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted,
+		descServingBackups, descBackendBackup} {
 		ch <- d
 	}
 }

@@ -200,6 +200,9 @@ type Backend struct {
 	// process does, as it merges discovery and the admin API into the
 	// file's pools; "" means the file.
 	Source string
+	// Backup: the backend takes new clients only while no primary of its
+	// pool (a backend without Backup) is usable (pkg/pool, backup.go).
+	Backup bool
 }
 
 // Where a backend came from (Backend.Source), as GET /api/v1/pools says.

@@ -180,6 +180,7 @@ func DefaultBackend() Backend {
 		Weight:         def[int](b + "weight"),
 		ID:             def[string](b + "id"),
 		MaxConnections: def[int](b + "max_connections"),
+		Backup:         def[bool](b + "backup"),
 	}
 }
 

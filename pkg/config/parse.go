@@ -260,6 +260,10 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	}
 	checkBackendsDistinct(t.c, p.Backends, backendKeys)
 	checkWeights(t.c, p.Backends, backendKeys)
+	checkBackups(t.c, p.Backends, backendKeys)
+	if t.written("backup") {
+		t.misplaced("backup", false, "backup is a key of each [[%s]]: it marks one backend as a backup of the pool's primaries", t.keyOf("backend"))
+	}
 	if vnodesOK && p.Algorithm == AlgorithmConsistentHash {
 		checkRingSize(t.c, t.keyOf("ring_vnodes"), p.RingVnodes, p.Backends)
 	}
@@ -295,6 +299,7 @@ func decodeBackend(t *table) Backend {
 	t.integer("weight", &b.Weight)
 	t.str("id", &b.ID)
 	t.integer("max_connections", &b.MaxConnections)
+	t.boolean("backup", &b.Backup)
 	t.done()
 	return b
 }

@@ -109,6 +109,7 @@ id = "pg-a"
 [[pool.pg.backend]]
 addr = "[2001:db8::2]:5432"
 weight = 256
+backup = true
 
 [pool.pg.health]
 enabled = false
@@ -172,17 +173,17 @@ instance = "lb-1"
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
-	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 71}}
-	spare.Line = 70
+	spare.Backends = []Backend{{Addr: "10.0.0.9:1", Weight: 1, Line: 72}}
+	spare.Line = 71
 	dns := DefaultPool("dns")
 	dns.Protocol = "udp"
 	dns.ReplyTimeout = 500 * time.Millisecond
-	dns.Backends = []Backend{{Addr: "10.0.0.53:53", Weight: 1, Line: 86}}
+	dns.Backends = []Backend{{Addr: "10.0.0.53:53", Weight: 1, Line: 87}}
 	dns.Health.Type = "send-expect"
 	dns.Health.Send = []byte{0x00, 0xff}
 	dns.Health.Expect = []byte("ok")
 	dns.Breaker.CountNoReply = true
-	dns.Line = 84
+	dns.Line = 85
 	want := &Config{
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536, BusyPoll: 50 * time.Microsecond, WakeCoalesce: 0},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
@@ -205,7 +206,7 @@ instance = "lb-1"
 		Listeners: []Listener{
 			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 17, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
 			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 24, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
-			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 74,
+			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 75,
 				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64},
 		},
 		Pools: map[string]*Pool{
@@ -223,7 +224,7 @@ instance = "lb-1"
 				MaglevTableSize:   251,
 				Backends: []Backend{
 					{Addr: "10.0.0.1:5432", Weight: 0, ID: "pg-a", Line: 41},
-					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 46},
+					{Addr: "[2001:db8::2]:5432", Weight: 256, Line: 46, Backup: true},
 				},
 				Protocol:     "tcp",
 				ReplyTimeout: 2 * time.Second,

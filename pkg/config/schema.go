@@ -288,6 +288,8 @@ var schema = []Section{
 			Meaning: `The identity hashing places it by, so it can move address without reshuffling; "": addr.`},
 		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxBackendConnections,
 			Meaning: "Dials in flight and relays (UDP: sessions) at once; 0: no cap."},
+		{Name: "backup", Kind: KindBool, Default: false, Rule: "not on every backend of the pool",
+			Meaning: "A backup takes new clients only while no primary (a backend without backup) of the pool is usable; its checks and breaker run all the time."},
 	}},
 	{Path: discoveryPath, Meaning: "Backends found in DNS, beside or instead of [[pool.NAME.backend]] (docs/discovery.md). Lookups run off the event loops; a failed one keeps the last good set.", Keys: []Key{
 		{Name: "dns", Kind: KindString, Rule: `"NAME:PORT"; this or srv, not both`,

@@ -87,6 +87,23 @@ func checkWeights(c *collector, backends []Backend, keys []string) {
 	c.add(joinKey(keys[len(keys)-1], "weight"), "every backend of the pool has weight 0, which takes no new connections, so every client would be refused; give at least one backend a weight above 0")
 }
 
+// checkBackups reports a pool whose every backend is a backup: a backup
+// stands in for the primaries while none is usable, so a pool of backups
+// alone says nothing a pool of plain backends would not, and is most
+// likely a backup = true copied once too often. The error goes on the
+// last backup key.
+func checkBackups(c *collector, backends []Backend, keys []string) {
+	if len(backends) == 0 {
+		return
+	}
+	for _, b := range backends {
+		if !b.Backup {
+			return
+		}
+	}
+	c.add(joinKey(keys[len(keys)-1], "backup"), "every backend of the pool is a backup (backup = true), so there is no primary for them to stand in for; remove backup = true from the backends that should serve normally")
+}
+
 // checkRingSize reports a consistent-hash ring too large to build: it has
 // ring_vnodes points per unit of weight, and pkg/hashring refuses more than
 // MaxRingPoints (tens of bytes each) when run builds the pool.

@@ -43,7 +43,16 @@ type Backend struct {
 	AddrPort netip.AddrPort
 	ID       string // hashing identity
 	source   string // config.Backend.Source
-	index    int
+	index    int    // in the pool's backends
+	// backup: backup = true, a member of the pool's backups (backup.go);
+	// slot is the backend's index in its set, as its set's picker knows
+	// it.
+	backup bool
+	slot   int
+	// pool is the pool b belongs to, once built; nil for retired.
+	pool *Pool
+	// rotating: counted in its set's inRotation; guarded by pool.rotMu.
+	rotating bool
 
 	weight    atomic.Int32 // for new picks: the configured weight or an operator's
 	cfgWeight int
@@ -183,8 +192,9 @@ func (b *Backend) setUsable(u bool, now func() time.Time) bool {
 			b.usableSince.Store(&t)
 		}
 		if n := b.notify.Load(); n != nil {
-			(*n)(b.index) // the picker's ordered structures learn of it
+			(*n)(b.slot) // the picker's ordered structures learn of it
 		}
+		b.rotationChanged()
 	}
 	return u
 }

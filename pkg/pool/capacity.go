@@ -46,21 +46,14 @@ func (p *Pool) TryBeginDial(b *Backend, force bool) (Dial, bool) {
 }
 
 // Full reports whether the pool refuses new clients only for want of a
-// slot: some backend is usable (enabled, health-up, breaker closed, not
-// draining, weight above 0) and every such one is at its max_connections. The loop then
-// queues the client for queue_timeout, or refuses it as backend_cap.
+// slot: some backend of the set serving is usable (enabled, health-up,
+// breaker closed, not draining, weight above 0) and every such one is at
+// its max_connections. The loop then queues the client for queue_timeout,
+// or refuses it as backend_cap. Full primaries are no reason to send a
+// client to the backups (backup.go).
 func (p *Pool) Full() bool {
-	full := false
-	for _, b := range p.backends {
-		if !b.Usable() || b.Draining() || b.Weight() == 0 {
-			continue // never picked for a new client: no slot to wait for
-		}
-		if !b.Full() {
-			return false
-		}
-		full = true
-	}
-	return full
+	s := p.serving()
+	return s != nil && s.full()
 }
 
 // QueueTimeout is how long a client may wait for a slot when the pool is
@@ -74,6 +67,6 @@ func (p *Pool) QueueTimeout() int64 { return int64(p.cfg.QueueTimeout) }
 func (b *Backend) loadChanged() {
 	c := b.current()
 	if n := c.notify.Load(); n != nil {
-		(*n)(c.index)
+		(*n)(c.slot)
 	}
 }

@@ -14,16 +14,7 @@ import (
 // A reload builds the new pool from the old one: what each kept backend
 // knew stays, what is new is checked before use.
 func TestReloadCarriesBackendsByIdentity(t *testing.T) {
-	store := breaker.NewMemoryStore(nil)
-	build := func(text string, prev *pool.Pool) *pool.Pool {
-		t.Helper()
-		cfg := parse(t, text)
-		p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: store, Previous: prev})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	build := reloads(t, breaker.NewMemoryStore(nil))
 	const health = "[pool.p.health]\ninterval = \"1h\"\ntimeout = \"1s\"\n[pool.p.breaker]\nfailures = 1\n"
 	old := build(poolTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"}, health), nil)
 	kept, disabled, tripped := old.Backends()[0], old.Backends()[1], old.Backends()[2]
@@ -91,15 +82,7 @@ func TestInitialHealthSeedsBackendsNotCarried(t *testing.T) {
 // backend the reload dropped, or moved to a new address, is not usable to
 // what still holds the old one (a UDP session moves on).
 func TestHandOverRetiresDroppedBackends(t *testing.T) {
-	store := breaker.NewMemoryStore(nil)
-	build := func(text string, prev *pool.Pool) *pool.Pool {
-		t.Helper()
-		p, err := pool.New(parse(t, text).Pools["p"], pool.Deps{Store: store, Previous: prev})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	build := reloads(t, breaker.NewMemoryStore(nil))
 	old := build(poolTOML(t, []string{"127.0.0.1:1001", "127.0.0.1:1002"}, "[pool.p.health]\nenabled = false\n"), nil)
 	next := build(poolTOML(t, []string{"127.0.0.1:1001"}, "[pool.p.health]\nenabled = false\n"), old)
 	kept, dropped := old.Backends()[0], old.Backends()[1]

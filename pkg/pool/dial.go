@@ -28,37 +28,53 @@ var (
 const MaxCandidates = 1 + config.MaxRetries
 
 // Plan returns the backends, by index, to try in order for a client at
-// src: up to 1+retries usable ones with a free slot. When none is usable it
-// returns the one backend to force-try (breaker rule 6) with force set, or
-// nothing when every backend is disabled or draining. Nothing without
-// force means the pool is Full: usable backends exist, all at their cap.
+// src: up to 1+retries usable ones with a free slot, of the set serving
+// (the primaries while one is in rotation, else the backups; backup.go).
+// Retries the primaries cannot fill go to the backups, after them: a
+// client whose every primary failed its dials (just gone, not yet known
+// down) reaches a backup rather than failing, as nginx's retries do.
+// When none is usable it returns the one backend to force-try (breaker
+// rule 6), a primary unless every primary is disabled or draining, with
+// force set, or nothing when every backend is. Nothing without force
+// means the pool is Full: usable backends exist, all at their cap.
 func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 	n := min(1+p.cfg.Retries, MaxCandidates)
-	cands = p.picker().Pick(src, n, buf[:0])
-	if len(cands) > 0 {
-		return cands, false
-	}
-	if p.Full() {
-		return buf[:0], false
-	}
-	var order [64]int
-	idx := p.picker().Order(src, order[:0])
-	// A slot freed, or a backend came back, since the pick (another
-	// loop's relay ended): that is no all-down pool, and a force-try would
-	// ignore max_connections. Dial such backends as the client's own.
-	for _, i := range idx {
-		if len(cands) < n && p.backends[i].Admits() {
-			cands = append(cands, i)
+	cands = buf[:0]
+	if s := p.serving(); s != nil {
+		if cands = s.pickFor(src, n, cands); len(cands) > 0 {
+			if len(cands) < n && s == p.primaries && p.backups.inRotation.Load() > 0 {
+				cands = p.backups.pickFor(src, n-len(cands), cands)
+			}
+			return cands, false
+		}
+		if s.full() {
+			return cands, false
 		}
 	}
-	if len(cands) > 0 {
-		return cands, false
+	var order [64]int
+	idx := p.primaries.orderFor(src, order[:0])
+	nPrimaries := len(idx)
+	idx = p.backups.orderFor(src, idx)
+	// A slot freed, or a backend came back, since the pick (another
+	// loop's relay ended), or the set serving went out during it: that is
+	// no all-down pool, and a force-try would ignore max_connections. Dial
+	// such backends as the client's own, the primaries if one admits.
+	for _, part := range [2][]int{idx[:nPrimaries], idx[nPrimaries:]} {
+		for _, i := range part {
+			if len(cands) < n && p.backends[i].Admits() {
+				cands = append(cands, i)
+			}
+		}
+		if len(cands) > 0 {
+			return cands, false
+		}
 	}
-	i, ok := p.forceTarget(idx)
-	if !ok {
-		return buf[:0], true
+	for _, part := range [2][]int{idx[:nPrimaries], idx[nPrimaries:]} {
+		if i, ok := p.forceTarget(part); ok {
+			return append(buf[:0], i), true
+		}
 	}
-	return append(buf[:0], i), true
+	return buf[:0], true
 }
 
 // AllDown reports whether no backend of the pool would take a new client
@@ -74,8 +90,9 @@ func (p *Pool) AllDown() bool {
 	return true
 }
 
-// forceTarget is the non-disabled backend with the least cooldown left,
-// ties in idx, the picker's order for this client (so hash affinity holds).
+// forceTarget is the non-disabled backend of idx with the least cooldown
+// left, ties in idx, the picker's order for this client (so hash affinity
+// holds). Plan asks for one of the primaries first, then of the backups.
 func (p *Pool) forceTarget(idx []int) (int, bool) {
 	var states [64]breaker.State
 	st := states[:0]

@@ -92,6 +92,20 @@ func runPoolDeps(t *testing.T, cfg *config.Config, deps pool.Deps) *pool.Pool {
 	return p
 }
 
+// reloads returns build, which makes pool "p" from a TOML text as a
+// reload does: prev is the pool it replaces (nil: the first), store the
+// breaker Store they share. The pools do not run.
+func reloads(t *testing.T, store breaker.Store) (build func(text string, prev *pool.Pool) *pool.Pool) {
+	return func(text string, prev *pool.Pool) *pool.Pool {
+		t.Helper()
+		p, err := pool.New(parse(t, text).Pools["p"], pool.Deps{Store: store, Previous: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 // lb is pool "p" with the data path in front of it, as l4lb runs it.
 type lb struct {
 	*pool.Pool

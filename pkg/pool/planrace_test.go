@@ -68,7 +68,7 @@ max_connections = 1
 		p.EndDial(d, dialer.Success)
 	}
 	src := netip.MustParseAddrPort("192.0.2.1:5000")
-	inner := p.picker()
+	inner := *p.primaries.pick.Load()
 	var freed int
 	var racing pick.Picker = &afterPick{Picker: inner, after: func() {
 		// The backend the force-try would not choose frees its slot.
@@ -76,7 +76,7 @@ max_connections = 1
 		freed = order[1]
 		p.EndRelay(p.backends[freed])
 	}}
-	p.pick.Store(&racing)
+	p.primaries.pick.Store(&racing)
 
 	var buf [MaxCandidates]int
 	cands, force := p.Plan(src, buf[:0])

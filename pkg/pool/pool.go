@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -70,17 +69,23 @@ type Pool struct {
 	Algorithm string
 	cfg       *config.Pool
 	backends  []*Backend
-	byID      map[string]*Backend         // a reload finds each backend's predecessor here
-	pick      atomic.Pointer[pick.Picker] // rebuilt when an operator sets a weight
-	pickCfg   pick.Config
-	wmu       sync.Mutex // serialises picker rebuilds
-	dialer    *dialer.Dialer
-	clock     clock.Clock
-	log       *slog.Logger
-	cut       func(*Backend)
-	onChange  func()
-	srcs      *sources
-	checks    *health.Scheduler
+	byID      map[string]*Backend // a reload finds each backend's predecessor here
+	// primaries and backups are the pool's two sets, each with its
+	// picker, rebuilt when an operator sets a weight (backup.go).
+	primaries, backups *set
+	pickCfg            pick.Config
+	wmu                sync.Mutex // serialises picker rebuilds
+	// rotMu guards the counts of backends in rotation per set and
+	// logged, the serving set last logged.
+	rotMu    sync.Mutex
+	logged   Serving
+	dialer   *dialer.Dialer
+	clock    clock.Clock
+	log      *slog.Logger
+	cut      func(*Backend)
+	onChange func()
+	srcs     *sources
+	checks   *health.Scheduler
 	// proxyVersion is proxy_protocol as a number (ProxyProtocol).
 	proxyVersion int
 }
@@ -120,19 +125,17 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		cut:          deps.CutBackend,
 		onChange:     deps.OnRuntimeChange,
 	}
-	pickBackends := make([]pick.Backend, len(cfg.Backends))
 	p.byID = make(map[string]*Backend, len(cfg.Backends))
 	for i, bc := range cfg.Backends {
 		b, err := p.newBackend(i, bc, deps)
 		if err != nil {
 			return nil, err
 		}
-		b.usable.Store(b.HealthUp())
+		b.usable.Store(b.Usable())
 		p.backends = append(p.backends, b)
 		if _, dup := p.byID[b.ID]; !dup {
 			p.byID[b.ID] = b
 		}
-		pickBackends[i] = pick.Backend{ID: b.ID, Weight: b.Weight()}
 	}
 	p.pickCfg = pick.Config{
 		Algorithm:         cfg.Algorithm,
@@ -146,11 +149,10 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		// picker (Backend.notify), so its structures are exact.
 		Notified: true,
 	}
-	picker, err := pick.New(pickBackends, p, p.pickCfg)
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", cfg.Name, err)
+	if err := p.buildSets(); err != nil {
+		return nil, err
 	}
-	p.publishPicker(picker)
+	p.countRotation(deps.Previous)
 	return p, nil
 }
 
@@ -160,7 +162,7 @@ func (p *Pool) newBackend(i int, bc config.Backend, deps Deps) (*Backend, error)
 		return nil, fmt.Errorf("pool %s backend %s: %w", p.Name, bc.Addr, err)
 	}
 	b := &Backend{Addr: bc.Addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: bc.Identity(),
-		source: bc.Source, cfgWeight: bc.Weight, maxConns: int64(bc.MaxConnections), index: i}
+		source: bc.Source, cfgWeight: bc.Weight, maxConns: int64(bc.MaxConnections), index: i, backup: bc.Backup}
 	b.weight.Store(int32(bc.Weight))
 	prev := deps.Previous.backend(bc.Identity())
 	if prev != nil {
@@ -346,7 +348,8 @@ func (p *Pool) Enable(ctx context.Context, b *Backend) error {
 	return nil
 }
 
-// The pick.State the picker reads on every pick.
+// What the sets' pickers read on every pick (their pick.State), by index
+// in the pool.
 
 // Usable, for the picker, is also "takes new clients": a draining backend
 // and one at its max_connections are skipped like unusable ones, without

@@ -88,6 +88,7 @@ func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error
 	d := &Drain{Since: now, Deadline: now.Add(timeout)}
 	b.drain.Store(d)
 	b.loadChanged() // out of the picker's structures at once
+	b.rotationChanged()
 	p.log.Info("backend draining", "backend", b.Addr, "timeout", timeout, "connections", b.Active())
 	p.scheduleCut(b, d)
 	p.changed()
@@ -114,6 +115,7 @@ func (p *Pool) undrain(b *Backend) bool {
 	was := b.drain.Swap(nil) != nil
 	if was {
 		b.loadChanged()
+		b.rotationChanged()
 	}
 	return was
 }
@@ -127,11 +129,12 @@ func (p *Pool) SetWeight(_ context.Context, b *Backend, w int) error {
 	}
 	p.wmu.Lock()
 	old := b.weight.Swap(int32(w))
-	err := p.rebuildPicker()
+	err := p.setOf(b).rebuild()
 	if err != nil {
 		b.weight.Store(old)
 	}
 	p.wmu.Unlock()
+	b.rotationChanged() // weight 0 is out of rotation
 	if err != nil {
 		return err
 	}
@@ -139,39 +142,6 @@ func (p *Pool) SetWeight(_ context.Context, b *Backend, w int) error {
 	p.changed()
 	return nil
 }
-
-// rebuildPicker makes a picker from the weights now; p.wmu must be held.
-func (p *Pool) rebuildPicker() error {
-	bs := make([]pick.Backend, len(p.backends))
-	for i, b := range p.backends {
-		bs[i] = pick.Backend{ID: b.ID, Weight: b.Weight()}
-	}
-	picker, err := pick.New(bs, p, p.pickCfg)
-	if err != nil {
-		return fmt.Errorf("pool %s: %w", p.Name, err)
-	}
-	p.publishPicker(picker)
-	return nil
-}
-
-// publishPicker makes picker the pool's and points every backend's change
-// notices at it (pick.Notified): with them its ordered structures stay
-// exact at a cost that does not grow with the pool.
-func (p *Pool) publishPicker(picker pick.Picker) {
-	p.pick.Store(&picker)
-	if n, ok := picker.(pick.Notified); ok {
-		f := n.Changed
-		for _, b := range p.backends {
-			b.notify.Store(&f)
-		}
-		// What changed between building the picker and publishing it.
-		for _, b := range p.backends {
-			f(b.index)
-		}
-	}
-}
-
-func (p *Pool) picker() pick.Picker { return *p.pick.Load() }
 
 func (p *Pool) changed() {
 	if p.onChange != nil {

@@ -55,6 +55,7 @@ pool = "api"
 retries = 3
 [[pool.web.backend]]
 addr = "127.0.0.1:9003"
+backup = true
 [[pool.web.backend]]
 addr = "127.0.0.1:9002"
 weight = 5
@@ -77,7 +78,7 @@ addr = "127.0.0.1:9101"
 		{"pools changed", c.PoolsChanged, []string{"web"}},
 		{"backends added", c.BackendsAdded, []string{"api/127.0.0.1:9101", "web/127.0.0.1:9004"}},
 		{"backends removed", c.BackendsRemoved, []string{"web/127.0.0.1:9001"}},
-		{"backends changed", c.BackendsChanged, []string{"web/127.0.0.1:9002"}},
+		{"backends changed", c.BackendsChanged, []string{"web/127.0.0.1:9002", "web/127.0.0.1:9003"}}, // a weight, a role
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.what, tc.got, tc.want)
@@ -90,7 +91,7 @@ addr = "127.0.0.1:9101"
 	// As the log line and the API's JSON say it.
 	var line strings.Builder
 	slog.New(slog.NewTextHandler(&line, nil)).Info("configuration reloaded", c.LogAttr())
-	for _, want := range []string{"changes.listeners_added=[api]", "changes.backends_changed=[web/127.0.0.1:9002]"} {
+	for _, want := range []string{"changes.listeners_added=[api]", `changes.backends_changed="[web/127.0.0.1:9002 web/127.0.0.1:9003]"`} {
 		if !strings.Contains(line.String(), want) {
 			t.Errorf("log line %q lacks %s", line.String(), want)
 		}
