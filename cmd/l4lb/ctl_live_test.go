@@ -123,7 +123,7 @@ func TestCtlDrivesARunningL4lb(t *testing.T) {
 		{[]string{"pool", "nope"}, `unknown pool "nope" (404 Not Found)`},
 		{[]string{"weight", "p", b2, "300"}, "out of range"},
 		{[]string{"probe", "p", b2}, "409 Conflict"},
-		{[]string{"add", "p", "127.0.0.1:9"}, "without a membership source) (501 Not Implemented)"},
+		{[]string{"remove", "p", b1}, "named by the configuration file or by DNS (the configuration file, line"},
 	} {
 		code, out, errs := ctl(t, append([]string{"-admin", adminAddr}, tc.args...)...)
 		if code != 1 || !strings.HasPrefix(errs, "ctl: ") || !strings.Contains(errs, tc.want) || out != "" {
@@ -132,6 +132,22 @@ func TestCtlDrivesARunningL4lb(t *testing.T) {
 	}
 	if p, _ := getPool(t, adminAddr); backendOf(t, p, b2).Weight != 1 {
 		t.Fatal("a refused weight changed the backend")
+	}
+
+	// add and remove, through the running l4lb's membership: the backend
+	// added is the API's, and removing it leaves the file's two.
+	b4 := testnet.StartBackend(t, "b4", "")
+	if code, out, errs := ctl(t, "-admin", adminAddr, "add", "p", b4.Addr, "-weight", "2"); code != 0 || !strings.Contains(out, "added "+b4.Addr) {
+		t.Fatalf("add: exit %d, %q %q", code, out, errs)
+	}
+	if p, _ := getPool(t, adminAddr); backendOf(t, p, b4.Addr).Source != "api" || backendOf(t, p, b4.Addr).Weight != 2 {
+		t.Fatalf("the added backend shows as %+v", backendOf(t, p, b4.Addr))
+	}
+	if code, out, errs := ctl(t, "-admin", adminAddr, "remove", "p", b4.Addr, "-timeout", "1s"); code != 0 {
+		t.Fatalf("remove: exit %d, %q %q", code, out, errs)
+	}
+	if p, _ := getPool(t, adminAddr); len(p.Backends) != 2 {
+		t.Fatalf("after the remove pool p has %d backends, want 2", len(p.Backends))
 	}
 
 	// reload, the endpoint found through -config: the file's new backend
@@ -241,7 +257,7 @@ func TestCtlAddRemove(t *testing.T) {
 		want string
 	}{
 		{[]string{"add", "p", "127.0.0.1:9"}, "already in the pool (409 Conflict)"},
-		{[]string{"add", "p", "web1.example:80"}, "not a name: l4lb does not resolve DNS (400 Bad Request)"},
+		{[]string{"add", "p", "web1.example:80"}, "not a name: backends found by name go in [pool.NAME.discovery]"},
 		{[]string{"add", "nope", "127.0.0.1:8"}, `unknown pool "nope" (404 Not Found)`},
 		{[]string{"remove", "p", be[0]}, "not removable through the API (409 Conflict)"},
 	} {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/handoff"
+	"github.com/l4lb/l4lb/pkg/membership"
 	"github.com/l4lb/l4lb/pkg/memtrim"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/relay"
@@ -34,8 +36,10 @@ type instance struct {
 	takeOver func()
 
 	// What a reload replaces (reload.go), under mu.
-	mu  sync.Mutex
-	cfg *config.Config
+	mu sync.Mutex
+	// cfg is what runs: file, the configuration file last loaded, with
+	// the backends discovery found and the API added (members).
+	cfg, file *config.Config
 	// running holds what runs of the keys a reload does not apply: the
 	// start's, and each TCP listener's backlog as its sockets were bound.
 	running *config.Config
@@ -49,6 +53,15 @@ type instance struct {
 	config   *admin.ConfigState
 	path     string
 	reloadMu sync.Mutex
+
+	// members are the discovered and API-added backends (members.go);
+	// discovery runs the pools' DNS watchers. started is set once the
+	// pools are built (changes before it are start's to use), stopping
+	// once stop began (changes after it are dropped).
+	members   *membership.Set
+	discovery *discoveries
+	started   atomic.Bool
+	stopping  atomic.Bool
 
 	// stopPools stops the running pools' breakers and health checks;
 	// stopBackground the rest (memory trimming).
@@ -67,7 +80,8 @@ func start(cfg *config.Config, log *slog.Logger) (in *instance, err error) {
 // listening sockets served instead of bound, and an upgrade's breaker
 // state and health. Inherited sockets nothing takes are closed.
 func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritance) (in *instance, err error) {
-	in = &instance{log: log, cfg: cfg, running: cfg, config: &admin.ConfigState{}}
+	in = &instance{log: log, cfg: cfg, file: cfg, running: cfg, config: &admin.ConfigState{}, members: membership.New()}
+	in.discovery = newDiscoveries(in)
 	bg, stopBG := context.WithCancel(context.Background())
 	in.stopBackground = stopBG
 	defer inh.CloseRest(log)
@@ -110,13 +124,33 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		return in, err
 	}
 	in.loops = loops
-	// The same build step as check, so check accepts nothing run refuses.
-	deps := in.poolDeps()
-	deps.Runtime = runtime
-	in.pools, err = server.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
+	// The backends the API added (kept by the state file, or passed by an
+	// upgrade's old process) and those discovery finds: from the old
+	// process's last sets, or a first lookup of each pool's own.
+	in.state.KeepMembers(in.members)
+	inherited, err := inh.Members(in.state, in.members, log)
 	if err != nil {
 		return in, err
 	}
+	in.members.Settle(cfg)
+	if started := in.discovery.follow(cfg); !inherited {
+		waitFirst(started)
+	}
+	// The same build step as check, so check accepts nothing run refuses.
+	deps := in.poolDeps()
+	deps.Runtime = runtime
+	served := in.members.Version()
+	in.cfg = in.members.Pools(cfg)
+	in.pools, err = server.BuildPools(in.cfg, deps, nil, inh.InitialHealth(in.cfg))
+	if err != nil && in.cfg != cfg {
+		log.Error("the discovered and API-added backends cannot be served; starting with the file's", "error", err)
+		in.cfg = cfg
+		in.pools, err = server.BuildPools(cfg, deps, nil, inh.InitialHealth(cfg))
+	}
+	if err != nil {
+		return in, err
+	}
+	cfg = in.cfg
 	byName := server.PoolsByName(in.pools)
 
 	in.policies = server.Policies(cfg, nil)
@@ -144,6 +178,8 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 			MaxConnections: in.budget.MaxConnections}
 		src.Version = buildVersion()
 		src.Cluster = in.store.fleet
+		src.Membership = apiMembers{in}
+		src.Collectors = append(src.Collectors, in.discovery.metrics)
 		in.config.Reload = in.reloadForAPI
 		if ln := inh.AdminListener(cfg.Admin.Listen, log); ln != nil {
 			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)
@@ -156,6 +192,11 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	}
 
 	in.runPools(in.pools)
+	in.started.Store(true)
+	if in.members.Version() != served {
+		// A lookup answered while the pools were being built.
+		in.discovery.changed()
+	}
 	trim := memtrim.New(log)
 	in.poolsDone.Go(func() { trim.Run(bg) })
 	in.server.Serve()
@@ -177,6 +218,10 @@ func (in *instance) shutdown(ctx context.Context) error {
 
 // stop ends the background work and releases the listeners.
 func (in *instance) stop() {
+	// First the watchers: a change they would apply now would rebuild
+	// pools on a server going away.
+	in.stopping.Store(true)
+	in.discovery.close()
 	if in.server != nil {
 		// Releases the addresses of a server that never served (a failed
 		// start); after a drain it returns at once.

@@ -114,12 +114,48 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	if err != nil {
 		return res, []string{err.Error()}
 	}
-	cfg, err := config.Parse(in.path, data)
+	file, err := config.Parse(in.path, data)
 	if err != nil {
 		return res, server.ErrorLines(err)
 	}
 	in.mu.Lock()
-	running, oldPools, oldCfg := in.running, in.pools, in.cfg
+	oldCfg := in.cfg
+	in.mu.Unlock()
+	// The backends discovery found and the API added stay on top of the
+	// new file (pkg/membership), but for what the file now names itself.
+	in.members.Settle(file)
+	cfg := in.members.Pools(file)
+	st, err := in.serve(cfg)
+	if err != nil {
+		return res, server.ErrorLines(err)
+	}
+	in.mu.Lock()
+	in.file = file
+	in.mu.Unlock()
+	in.discovery.follow(file)
+	in.saveMembers()
+	hash := server.FileHash(data)
+	in.config.Loaded(hash, time.Now())
+	res = server.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
+		Pools: st.Pools, Warnings: st.Warnings, Changes: server.DiffConfigs(oldCfg, cfg)}
+	return res, nil
+}
+
+// applied is what serve changed.
+type applied struct {
+	server.ReloadStats
+	Pools    int
+	Warnings []string
+}
+
+// serve makes cfg (a file with its discovered and added backends) the
+// running configuration: its pools built aside, each carrying on the one
+// of its name, then listeners and pools swapped while serving. An error
+// leaves everything as it was. Under reloadMu.
+func (in *instance) serve(cfg *config.Config) (applied, error) {
+	var res applied
+	in.mu.Lock()
+	running, oldPools := in.running, in.pools
 	in.mu.Unlock()
 	res.Warnings = server.NeedsRestart(running, cfg)
 
@@ -129,14 +165,14 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	}
 	pools, err := server.BuildPools(cfg, in.poolDeps(), previous, nil)
 	if err != nil {
-		return res, server.ErrorLines(err)
+		return res, err
 	}
 	byName := server.PoolsByName(pools)
 	budget := server.BudgetFor(cfg, in.loops, running.Admin)
 	pols := server.Policies(cfg, in.policies)
 	st, err := in.server.Reload(server.Frontends(cfg, byName, pols), budget.MaxConnections)
 	if err != nil {
-		return res, []string{err.Error()}
+		return res, err
 	}
 
 	// Serving the new configuration: its pools' checks start (a backend
@@ -150,9 +186,6 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
 	in.running = server.StillRunning(running, cfg)
 	in.mu.Unlock()
-	hash := server.FileHash(data)
-	in.config.Loaded(hash, time.Now())
-	res = server.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
-		Pools: len(pools), Warnings: res.Warnings, Changes: server.DiffConfigs(oldCfg, cfg)}
+	res.ReloadStats, res.Pools = st, len(pools)
 	return res, nil
 }

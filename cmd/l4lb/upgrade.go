@@ -102,7 +102,7 @@ func (in *instance) offer() (handoff.Offer, error) {
 	if err != nil {
 		return handoff.Offer{}, err
 	}
-	of := handoff.Offer{Sockets: make([]int, 0, len(socks)+1), Pools: in.livePools}
+	of := handoff.Offer{Sockets: make([]int, 0, len(socks)+1), Pools: in.livePools, Members: in.members}
 	for _, s := range socks {
 		of.Sockets = append(of.Sockets, s.FD)
 	}

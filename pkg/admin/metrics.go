@@ -33,6 +33,9 @@ type Sources struct {
 	// Cluster is the fleet's shared breaker store; nil with the
 	// process's own (no l4lb_cluster_* metrics).
 	Cluster *fleet.Store
+	// Collectors are other parts' metrics served on /metrics too (DNS
+	// discovery's).
+	Collectors []prometheus.Collector
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

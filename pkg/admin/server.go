@@ -41,6 +41,7 @@ func handler(src Sources, token string, conns *limitListener, log *slog.Logger) 
 	reg.MustRegister(collector{src: src, conns: conns},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
+	reg.MustRegister(src.Collectors...)
 	// The API and the profiles act or reveal, so a browser page must not
 	// reach them; /metrics is read-only and scraped by host name.
 	guarded := http.NewServeMux()

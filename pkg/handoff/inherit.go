@@ -12,6 +12,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
+	"github.com/l4lb/l4lb/pkg/membership"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -206,6 +207,27 @@ func (in *Inheritance) restoreStore(store *breaker.MemoryStore, log *slog.Logger
 	fd := in.feed
 	in.feed = -1
 	return followBreakerFeed(fd, store, in.State, log)
+}
+
+// Members restores, in a starting process, the backends the admin API
+// added: the upgrade's old process's, fresher than any state file and
+// there without one, else the state file's; and the old process's
+// discovered sets. It reports whether it restored discovered sets (the
+// process then serves them at once, without waiting for its first
+// lookups).
+func (in *Inheritance) Members(sf *StateFile, set *membership.Set, log *slog.Logger) (discovered bool, err error) {
+	if in.State != nil && in.State.Members != nil {
+		return in.State.RestoreMembers(set), nil
+	}
+	added, err := sf.LoadMembers()
+	if err != nil {
+		return false, err
+	}
+	set.Restore(added)
+	if n := len(added); n > 0 {
+		log.Info("state_file: backends added through the API restored", "pools", n)
+	}
+	return false, nil
 }
 
 // InitialHealth is the upgrade's health by pool (see State).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/membership"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -23,7 +24,7 @@ import (
 // are two builds.
 const (
 	docFormat  = "l4lb-upgrade-state"
-	docVersion = 2
+	docVersion = 3
 	// docMaxBytes bounds what a reader takes: a pipe that never ends
 	// must not stall or exhaust the new process.
 	docMaxBytes = 64 << 20
@@ -48,6 +49,60 @@ type State struct {
 	// left out. Version 2 on; what the state file keeps too, so a drained
 	// backend stays out across an upgrade with or without state_file.
 	Runtime []RuntimeEntry `json:"runtime"`
+	// Members are the backends the admin API added and those discovery
+	// found, by pool, so the new process serves (and adopts connections
+	// to) every backend the old one did. Version 3 on; nil: none.
+	Members *Members `json:"members,omitempty"`
+}
+
+// Members are the pools' backends that are not the file's.
+type Members struct {
+	Added      map[string][]membership.Added `json:"added,omitempty"`
+	Discovered map[string][]DiscoveredEntry  `json:"discovered,omitempty"`
+}
+
+// DiscoveredEntry is one discovered backend.
+type DiscoveredEntry struct {
+	Addr           string `json:"addr"`
+	Weight         int    `json:"weight"`
+	MaxConnections int    `json:"max_connections,omitempty"`
+	Backup         bool   `json:"backup,omitempty"`
+}
+
+// captureMembers is the document's record of set (nil: none).
+func captureMembers(set *membership.Set) *Members {
+	if set == nil {
+		return nil
+	}
+	m := &Members{Added: set.AddedBackends(), Discovered: map[string][]DiscoveredEntry{}}
+	for name, bs := range set.DiscoveredBackends() {
+		for _, b := range bs {
+			m.Discovered[name] = append(m.Discovered[name], DiscoveredEntry{Addr: b.Addr, Weight: b.Weight,
+				MaxConnections: b.MaxConnections, Backup: b.Backup})
+		}
+	}
+	return m
+}
+
+// RestoreMembers puts the old process's API-added backends into set, and
+// its discovered ones when discovered is set; it reports whether the
+// document had discovered sets (so the new process need not wait for its
+// first lookups).
+func (st *State) RestoreMembers(set *membership.Set) (discovered bool) {
+	if st == nil || st.Members == nil {
+		return false
+	}
+	set.Restore(st.Members.Added)
+	sets := map[string][]config.Backend{}
+	for name, es := range st.Members.Discovered {
+		for _, e := range es {
+			b := config.DefaultBackend()
+			b.Addr, b.Weight, b.MaxConnections, b.Backup = e.Addr, e.Weight, e.MaxConnections, e.Backup
+			sets[name] = append(sets[name], b)
+		}
+	}
+	set.RestoreDiscovered(sets)
+	return len(sets) > 0
 }
 
 // RuntimeEntry is one backend's run-time changes.
@@ -159,6 +214,9 @@ func Decode(r io.Reader) (*State, error) {
 	}
 	if head.Version < 2 && st.Runtime != nil {
 		return nil, fmt.Errorf("upgrade state: version %d has no runtime", head.Version)
+	}
+	if head.Version < 3 && st.Members != nil {
+		return nil, fmt.Errorf("upgrade state: version %d has no members", head.Version)
 	}
 	if _, err := st.breakerSnapshot(); err != nil {
 		return nil, err

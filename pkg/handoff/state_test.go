@@ -78,7 +78,7 @@ addr = "127.0.0.1:9002"
 		t.Fatal(err)
 	}
 	doc := buf.String()
-	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":2`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
+	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":3`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("document lacks %s:\n%s", want, doc)
 		}
@@ -184,7 +184,8 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 		{"empty", "", "empty"},
 		{"not JSON", "READY 12\n", "not a JSON document"},
 		{"another format", `{"format":"tableflip","version":1}`, `format "tableflip"`},
-		{"a newer version", `{"format":"l4lb-upgrade-state","version":3,"whatever":[1]}`, "version 3, and this l4lb reads versions 1 to 2"},
+		{"a newer version", `{"format":"l4lb-upgrade-state","version":4,"whatever":[1]}`, "version 4, and this l4lb reads versions 1 to 3"},
+		{"members in version 2", `{"format":"l4lb-upgrade-state","version":2,"members":{"added":{"p":[{"addr":"127.0.0.1:1","weight":1}]}}}`, "version 2 has no members"},
 		{"runtime in version 1", `{"format":"l4lb-upgrade-state","version":1,"runtime":[]}`, "version 1 has no runtime"},
 		{"runtime twice", `{"format":"l4lb-upgrade-state","version":2,"runtime":[{"pool":"p","backend":"a","configured_weight":1,"drained":true},{"pool":"p","backend":"a","configured_weight":1}]}`, "runtime of p/a twice"},
 		{"runtime without a backend", `{"format":"l4lb-upgrade-state","version":2,"runtime":[{"pool":"p","configured_weight":1}]}`, "without pool or backend"},

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/membership"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -30,6 +31,10 @@ type stateDoc struct {
 	Version  int                            `json:"version"`
 	Disabled []string                       `json:"disabled"` // breaker keys: "pool/identity"
 	Backends map[string]map[string]stateRun `json:"backends"` // pool -> identity -> changes
+	// Added are the backends the admin API added, by pool (pkg/membership);
+	// left out when there are none, so older builds read the file as
+	// before (and drop them).
+	Added map[string][]membership.Added `json:"added,omitempty"`
 }
 
 type stateRun struct {
@@ -44,6 +49,35 @@ type StateFile struct {
 	path string
 	log  *slog.Logger
 	mu   sync.Mutex
+	// added, when set, gives the API's additions each Save writes.
+	added func() map[string][]membership.Added
+}
+
+// KeepMembers makes every Save write the API's additions from set too.
+func (sf *StateFile) KeepMembers(set *membership.Set) {
+	if sf != nil {
+		sf.added = set.AddedBackends
+	}
+}
+
+// LoadMembers reads the API's additions the file keeps; none without a
+// file.
+func (sf *StateFile) LoadMembers() (map[string][]membership.Added, error) {
+	if sf == nil {
+		return nil, nil
+	}
+	b, err := os.ReadFile(sf.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state_file %s: %w", sf.path, err)
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("state_file %s: %w", sf.path, err)
+	}
+	return doc.Added, nil
 }
 
 // NewStateFile is the state file at path; nil when path is "".
@@ -109,6 +143,11 @@ func (sf *StateFile) Save(store breaker.Store, live func() []*pool.Pool) {
 				doc.Backends[p.Name] = map[string]stateRun{}
 			}
 			doc.Backends[p.Name][id] = stateRun{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained}
+		}
+	}
+	if sf.added != nil {
+		if added := sf.added(); len(added) > 0 {
+			doc.Added = added
 		}
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")

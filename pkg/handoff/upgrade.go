@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/membership"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/sdnotify"
 )
@@ -81,6 +82,9 @@ type Offer struct {
 	// Pools are the pools serving now; called once the feed follows the
 	// store, for the state document.
 	Pools func() []*pool.Pool
+	// Members are the pools' API-added and discovered backends (nil:
+	// none), for the state document.
+	Members *membership.Set
 }
 
 // Refuser refuses reloads and operators' actions, saying why, until the

@@ -56,6 +56,16 @@ type Set struct {
 	mu  sync.Mutex
 	dns map[string][]config.Backend // pool -> discovered, by address
 	api map[string][]Added          // pool -> added, in order
+	// version counts the changes, so a caller that built pools from
+	// Pools can tell a change it has not served yet.
+	version uint64
+}
+
+// Version grows with every change of what Pools returns.
+func (s *Set) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
 }
 
 // New returns an empty Set.
@@ -136,6 +146,7 @@ func (s *Set) Discovered(pool string, bs []config.Backend) bool {
 	} else {
 		s.dns[pool] = bs
 	}
+	s.version++
 	return true
 }
 
@@ -170,6 +181,7 @@ func (s *Set) Add(p *config.Pool, a Added) (undo func(), err error) {
 	// replaced by this one.
 	s.api[p.Name] = slices.DeleteFunc(s.api[p.Name], func(x Added) bool { return addrOf(x.Addr) == ap })
 	s.api[p.Name] = append(s.api[p.Name], a)
+	s.version++
 	return func() { s.drop(p.Name, ap) }, nil
 }
 
@@ -195,10 +207,12 @@ func (s *Set) Remove(p *config.Pool, addr string) (spelled string, undo func(), 
 		i := slices.IndexFunc(list, func(x Added) bool { return addrOf(x.Addr) == ap })
 		gone := list[i]
 		s.api[p.Name] = slices.Delete(slices.Clone(list), i, i+1)
+		s.version++
 		return b.Addr, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.api[p.Name] = slices.Insert(s.api[p.Name], min(i, len(s.api[p.Name])), gone)
+			s.version++
 		}, nil
 	}
 	return "", nil, fmt.Errorf("pool %q: %w: %s", p.Name, ErrNoBackend, addr)
@@ -211,6 +225,7 @@ func (s *Set) drop(pool string, ap netip.AddrPort) {
 	if len(s.api[pool]) == 0 {
 		delete(s.api, pool)
 	}
+	s.version++
 }
 
 func sourceOf(b config.Backend) string {
@@ -229,6 +244,7 @@ func sourceOf(b config.Backend) string {
 func (s *Set) Settle(cfg *config.Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	for name, list := range s.api {
 		p, ok := cfg.Pools[name]
 		if !ok {
@@ -270,6 +286,7 @@ func (s *Set) AddedBackends() map[string][]Added {
 func (s *Set) Restore(added map[string][]Added) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	for name, list := range added {
 		if len(list) > 0 {
 			s.api[name] = slices.Clone(list)
@@ -287,4 +304,12 @@ func (s *Set) DiscoveredBackends() map[string][]config.Backend {
 		out[name] = slices.Clone(list)
 	}
 	return out
+}
+
+// RestoreDiscovered puts back discovered sets an upgrade's old process
+// served, so the new one starts with them (its own lookups follow).
+func (s *Set) RestoreDiscovered(sets map[string][]config.Backend) {
+	for name, bs := range sets {
+		s.Discovered(name, bs)
+	}
 }

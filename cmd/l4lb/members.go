@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/admin"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/discovery"
+	"github.com/l4lb/l4lb/pkg/membership"
+)
+
+// Backends that come and go at run time: DNS discovery's watchers and the
+// admin API's additions (pkg/membership says how they combine with the
+// file). Every change is applied as a reload applies a file, from the
+// file last loaded: the pools are rebuilt aside, carrying every backend
+// that stays (its breaker, health, drain, weight and connections), and
+// swapped in while serving.
+
+// firstLookupWait bounds how long start waits for the first answer of
+// every pool's discovery: a resolver that does not answer leaves the pool
+// empty until it does, rather than holding up the start.
+const firstLookupWait = 5 * time.Second
+
+// discoveries runs a Watcher per pool with [pool.NAME.discovery], and one
+// goroutine that serves what they found: a watcher never waits for a
+// rebuild (a reload stops watchers while it holds the reload lock).
+type discoveries struct {
+	in      *instance
+	metrics *discovery.Metrics
+	mu      sync.Mutex
+	pools   map[string]*poolWatch
+	closed  bool
+	// kick asks the applier to serve the discovered sets as they are now.
+	kick       chan struct{}
+	stopApply  context.CancelFunc
+	applierEnd chan struct{}
+}
+
+// poolWatch is one pool's running watcher.
+type poolWatch struct {
+	spec   config.Discovery
+	cancel context.CancelFunc
+	done   chan struct{}
+	first  chan struct{} // closed at its first report
+}
+
+func newDiscoveries(in *instance) *discoveries {
+	m, _ := discovery.NewMetrics(nil) // registered by the admin endpoint
+	ctx, cancel := context.WithCancel(context.Background())
+	ds := &discoveries{in: in, metrics: m, pools: map[string]*poolWatch{},
+		kick: make(chan struct{}, 1), stopApply: cancel, applierEnd: make(chan struct{})}
+	go ds.applier(ctx)
+	return ds
+}
+
+// applier serves the discovered sets each time it is kicked, once the
+// pools are built (before, start serves what the first answers say).
+func (ds *discoveries) applier(ctx context.Context) {
+	defer close(ds.applierEnd)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ds.kick:
+			if ds.in.started.Load() {
+				ds.in.applyDiscovered()
+			}
+		}
+	}
+}
+
+// changed asks the applier to serve the sets as they are now.
+func (ds *discoveries) changed() {
+	select {
+	case ds.kick <- struct{}{}:
+	default: // one is pending: it will read the latest sets
+	}
+}
+
+// follow makes the running watchers those cfg's pools ask for: new ones
+// start, changed ones restart, dropped ones stop (their pools' discovered
+// backends go with them: membership.Set.Settle).
+func (ds *discoveries) follow(cfg *config.Config) []*poolWatch {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.closed {
+		return nil
+	}
+	var started []*poolWatch
+	for name, pw := range ds.pools {
+		p, ok := cfg.Pools[name]
+		if ok && p.Discovery != nil && sameSpec(*p.Discovery, pw.spec) {
+			continue
+		}
+		pw.stop()
+		delete(ds.pools, name)
+		ds.metrics.Forget(name)
+	}
+	for _, name := range cfg.PoolNames {
+		p := cfg.Pools[name]
+		if p.Discovery == nil || ds.pools[name] != nil {
+			continue
+		}
+		pw, err := ds.start(name, *p.Discovery)
+		if err != nil {
+			ds.in.log.Error("discovery not started", "pool", name, "error", err)
+			continue
+		}
+		ds.pools[name] = pw
+		started = append(started, pw)
+	}
+	return started
+}
+
+func (ds *discoveries) start(name string, d config.Discovery) (*poolWatch, error) {
+	pw := &poolWatch{spec: d, done: make(chan struct{}), first: make(chan struct{})}
+	var once sync.Once
+	w, err := discovery.NewWatcher(discovery.Spec{
+		DNS: d.DNS, SRV: d.SRV, Resolvers: d.Resolvers, MinRefresh: d.MinRefresh, MaxRefresh: d.MaxRefresh,
+		EmptyGrace: d.EmptyGrace, Family: d.Family, Timeout: d.Timeout,
+	}, discovery.Options{Pool: name, Log: ds.in.log, Metrics: ds.metrics, OnChange: func(s discovery.Set) {
+		ds.in.discovered(name, d, s)
+		once.Do(func() { close(pw.first) })
+	}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pw.cancel = cancel
+	go func() {
+		defer close(pw.done)
+		w.Run(ctx)
+	}()
+	return pw, nil
+}
+
+func (pw *poolWatch) stop() {
+	pw.cancel()
+	<-pw.done
+}
+
+// waitFirst waits, at most firstLookupWait in all, for the first report
+// of each watcher.
+func waitFirst(ws []*poolWatch) {
+	deadline := time.After(firstLookupWait)
+	for _, pw := range ws {
+		select {
+		case <-pw.first:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// close stops every watcher and the applier; none starts after. Not
+// under the reload lock: the applier may be waiting for it.
+func (ds *discoveries) close() {
+	ds.mu.Lock()
+	ds.closed = true
+	pools := ds.pools
+	ds.pools = nil
+	ds.mu.Unlock()
+	for _, pw := range pools {
+		pw.stop()
+	}
+	ds.stopApply()
+	<-ds.applierEnd
+}
+
+// sameSpec reports whether two discovery blocks look up alike (the
+// line they are written on aside): a reload that keeps a block keeps its
+// watcher and the set it found.
+func sameSpec(a, b config.Discovery) bool {
+	a.Line, b.Line = 0, 0
+	return reflect.DeepEqual(a, b)
+}
+
+// discoveredBackends is what a lookup found as the pool's backends.
+func discoveredBackends(d config.Discovery, s discovery.Set) []config.Backend {
+	out := make([]config.Backend, 0, len(s.Backends))
+	for _, db := range s.Backends {
+		b := config.DefaultBackend()
+		b.Addr, b.Line, b.MaxConnections = db.Addr.String(), d.Line, d.MaxConnections
+		b.Weight = d.Weight
+		if d.SRV != "" {
+			b.Weight = db.Weight
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// discovered takes a pool's new discovered set (a watcher's goroutine)
+// and has it served when it changed what the pool has.
+func (in *instance) discovered(pool string, d config.Discovery, s discovery.Set) {
+	if in.members.Discovered(pool, discoveredBackends(d, s)) {
+		in.discovery.changed()
+	}
+}
+
+// applyDiscovered serves the discovered sets as they are now. While an
+// upgrade hands the state over, nothing is changed: the new process
+// looks up on its own.
+func (in *instance) applyDiscovered() {
+	err := in.changeMembers("dns", func(*config.Config) (func(), error) { return func() {}, nil })
+	if err != nil && !errors.Is(err, admin.ErrRefused) && !in.stopping.Load() {
+		in.log.Error("discovery: the pools keep their backends: the new sets cannot be served", "error", err)
+	}
+}
+
+// changeMembers makes one change of membership (change, given the file's
+// configuration; its undo puts things back) and serves the pools it
+// leaves, as a reload does: under the reload lock, with no operator's
+// action under way (refused while an upgrade hands this process's state
+// over). A change the pools cannot be built with is undone.
+func (in *instance) changeMembers(source string, change func(file *config.Config) (undo func(), err error)) error {
+	in.reloadMu.Lock()
+	defer in.reloadMu.Unlock()
+	return in.config.HoldActions(func() error {
+		in.mu.Lock()
+		file, before := in.file, in.cfg
+		in.mu.Unlock()
+		if file == nil || in.stopping.Load() {
+			return errors.New("l4lb is stopping")
+		}
+		undo, err := change(file)
+		if err != nil {
+			return err
+		}
+		next := in.members.Pools(file)
+		if _, err := in.serve(next); err != nil {
+			undo()
+			return fmt.Errorf("%w: %v", admin.ErrInvalid, err)
+		}
+		logMembership(in.log, source, before, next)
+		in.saveMembers()
+		return nil
+	})
+}
+
+// logMembership says which backends a change added to and removed from
+// each pool.
+func logMembership(log *slog.Logger, source string, before, after *config.Config) {
+	for _, name := range after.PoolNames {
+		was := map[netip.AddrPort]bool{}
+		if p := before.Pools[name]; p != nil {
+			for _, b := range p.Backends {
+				ap, _ := config.ParseBackendAddr(b.Addr)
+				was[ap] = true
+			}
+		}
+		var added, removed []string
+		now := map[netip.AddrPort]bool{}
+		for _, b := range after.Pools[name].Backends {
+			ap, _ := config.ParseBackendAddr(b.Addr)
+			now[ap] = true
+			if !was[ap] {
+				added = append(added, b.Addr)
+			}
+		}
+		if p := before.Pools[name]; p != nil {
+			for _, b := range p.Backends {
+				if ap, _ := config.ParseBackendAddr(b.Addr); !now[ap] {
+					removed = append(removed, b.Addr)
+				}
+			}
+		}
+		if len(added)+len(removed) > 0 {
+			log.Info("pool membership changed", "pool", name, "source", source, "added", added, "removed", removed,
+				"backends", len(after.Pools[name].Backends))
+		}
+	}
+}
+
+// saveMembers keeps the API's additions where they outlive the process:
+// the state file (a restart), beside the drains, weights and disables.
+func (in *instance) saveMembers() {
+	in.state.Save(in.store.store, in.livePools)
+}
+
+// apiMembers is the admin API's Membership: POST and DELETE on
+// /api/v1/pools/{pool}/backends.
+type apiMembers struct{ in *instance }
+
+func (m apiMembers) AddBackend(ctx context.Context, name string, nb admin.NewBackend) error {
+	return m.in.changeMembers("api", func(file *config.Config) (func(), error) {
+		p := file.Pools[name]
+		if p == nil {
+			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
+		}
+		undo, err := m.in.members.Add(p, membership.Added{Addr: nb.Addr, Weight: nb.Weight, ID: nb.ID})
+		return undo, adminError(err)
+	})
+}
+
+func (m apiMembers) RemoveBackend(ctx context.Context, name, addr string, drainTimeout time.Duration) error {
+	return m.in.changeMembers("api", func(file *config.Config) (func(), error) {
+		p := file.Pools[name]
+		if p == nil {
+			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
+		}
+		spelled, undo, err := m.in.members.Remove(p, addr)
+		if err != nil {
+			return nil, adminError(err)
+		}
+		// No new client from now; the connections still open at the
+		// deadline are reset, from the backend the rebuild retires.
+		for _, lp := range m.in.livePools() {
+			if lp.Name != name {
+				continue
+			}
+			if b, ok := lp.Backend(spelled); ok {
+				if err := lp.Drain(ctx, b, drainTimeout); err != nil {
+					undo()
+					return nil, err
+				}
+			}
+		}
+		return undo, nil
+	})
+}
+
+// adminError is a membership error as the admin API answers it: its
+// message, and the admin error its status comes from.
+func adminError(err error) error {
+	for _, e := range []struct{ from, to error }{
+		{membership.ErrNoPool, admin.ErrNoPool}, {membership.ErrNoBackend, admin.ErrNoBackend},
+		{membership.ErrExists, admin.ErrExists}, {membership.ErrNotRemovable, admin.ErrNotRemovable},
+		{membership.ErrInvalid, admin.ErrInvalid},
+	} {
+		if errors.Is(err, e.from) {
+			return statusError{err: err, status: e.to}
+		}
+	}
+	return err
+}
+
+// statusError is err, which also is status (an admin API error).
+type statusError struct{ err, status error }
+
+func (e statusError) Error() string   { return e.err.Error() }
+func (e statusError) Unwrap() []error { return []error{e.err, e.status} }
