@@ -187,7 +187,7 @@ func discoveredBackends(d config.Discovery, s discovery.Set) []config.Backend {
 	out := make([]config.Backend, 0, len(s.Backends))
 	for _, db := range s.Backends {
 		b := config.DefaultBackend()
-		b.Addr, b.Line, b.MaxConnections = db.Addr.String(), d.Line, d.MaxConnections
+		b.Addr, b.Line, b.MaxConnections, b.Backup = db.Addr.String(), d.Line, d.MaxConnections, d.Backup
 		b.Weight = d.Weight
 		if d.SRV != "" {
 			b.Weight = db.Weight

@@ -237,7 +237,8 @@ type Discovery struct {
 	// records bring their own weights).
 	Weight         int
 	MaxConnections int
-	Line           int // line of the table's header
+	Backup         bool // every discovered backend is a backup
+	Line           int  // line of the table's header
 }
 
 // Health configures the active checks of a pool.

@@ -206,6 +206,7 @@ func DefaultDiscovery() Discovery {
 		Family:         def[string](d + "family"),
 		Weight:         def[int](d + "weight"),
 		MaxConnections: def[int](d + "max_connections"),
+		Backup:         def[bool](d + "backup"),
 	}
 }
 

@@ -51,6 +51,7 @@ func decodeDiscovery(t *table) *Discovery {
 		t.integer("weight", &d.Weight)
 	}
 	t.integer("max_connections", &d.MaxConnections)
+	t.boolean("backup", &d.Backup)
 	t.done()
 	return &d
 }

@@ -56,6 +56,7 @@ func TestDiscoveryErrors(t *testing.T) {
 		{"weight with srv", "[pool.web.discovery]\nsrv = \"_a._tcp.test\"\nweight = 2\n", "pool.web.discovery.weight", "SRV records carry"},
 		{"family", "[pool.web.discovery]\ndns = \"web.test:80\"\nfamily = \"ipx\"\n", "pool.web.discovery.family", "is not a family (of addresses); use one of: any, ipv4, ipv6"},
 		{"no backends at all", "", "pool.web.backend", "or find them in DNS with [pool.web.discovery]"},
+		{"backups of nothing", "[pool.web.discovery]\ndns = \"web.test:80\"\nbackup = true\n", "pool.web.discovery.backup", "no primary"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -254,6 +254,9 @@ func decodePool(t *table, name string, use poolUse) *Pool {
 	}
 	if dt := t.sub("discovery"); dt != nil {
 		p.Discovery = decodeDiscovery(dt)
+		if p.Discovery.Backup && !slices.ContainsFunc(p.Backends, func(b Backend) bool { return !b.Backup }) {
+			t.c.add(dt.keyOf("backup"), "the discovered backends are backups, and the pool has no primary [[%s]] for them to stand in for", t.keyOf("backend"))
+		}
 	}
 	if v, ok := t.m["backend"]; (!ok || isEmptyArray(v)) && p.Discovery == nil && !t.written("discovery") {
 		t.c.add(t.keyOf("backend"), "pool %q has no backends: add at least one [[%s]] with an addr, or find them in DNS with [%s]", name, t.keyOf("backend"), t.keyOf("discovery"))

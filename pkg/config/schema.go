@@ -312,6 +312,8 @@ var schema = []Section{
 			Meaning: "The weight of each backend found by dns."},
 		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxBackendConnections,
 			Meaning: "Each discovered backend's cap, as a backend's max_connections; 0: no cap."},
+		{Name: "backup", Kind: KindBool, Default: false, Rule: "only beside primary [[backend]]s",
+			Meaning: "Every discovered backend is a backup (as a backend's backup = true)."},
 	}},
 	{Path: healthPath, Meaning: "The pool's active health checks.", Keys: []Key{
 		{Name: "enabled", Kind: KindBool, Default: true, Meaning: "false: no check is made, and every backend counts as healthy."},
