@@ -211,11 +211,7 @@ func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte) error {
 // when the Store is apart. Apart, a pool this Store never had an answer
 // about is an error wrapping ErrStoreDown. The caller may keep the slice.
 func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
-	var d memberDoc
-	ok, err := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-		d, err = r.readMembers(ctx, pool)
-		return err
-	})
+	d, ok, err := s.fetchDoc(ctx, pool)
 	if ok {
 		if err != nil {
 			return nil, fmt.Errorf("members of pool %s: %w", pool, err)
@@ -238,16 +234,8 @@ func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
 // Apart it answers from what it knows, or an error wrapping ErrStoreDown
 // if it never read the index.
 func (s *Store) MemberPools(ctx context.Context) ([]string, error) {
-	var listed []string
-	ok, err := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-		listed, err = r.readMemberPools(ctx)
-		return err
-	})
-	if ok && err != nil {
+	if ok, err := s.fetchIndex(ctx); ok && err != nil {
 		return nil, fmt.Errorf("members index: %w", err)
-	}
-	if ok {
-		s.members.list(listed)
 	}
 	pools, read := s.members.pools()
 	if !read {
@@ -265,7 +253,9 @@ func (s *Store) MemberPools(ctx context.Context) ([]string, error) {
 // called once for every pool that has a document, so a caller that
 // watches first and reads after misses nothing. Once stop returns,
 // changed is not called again (but for a call already under way); stop
-// may be called from changed. Calls need Run to be running.
+// may be called from changed. Calls need Run to be running, and wait for
+// changed to return (as do Run's checks of Redis): changed may call
+// Members, but should not wait for anything Run does.
 func (s *Store) WatchMembers(changed func(pool string)) (stop func()) {
 	w := &memberWatch{changed: changed}
 	s.members.mu.Lock()
@@ -291,19 +281,13 @@ func (s *Store) syncMembers(ctx context.Context) {
 		return
 	}
 	if all {
-		var listed []string
-		ok, err := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-			listed, err = r.readMemberPools(ctx)
-			return err
-		})
+		ok, err := s.fetchIndex(ctx)
 		if !ok {
 			s.members.markAll()
 			return
 		}
 		if err != nil {
 			s.log.Error("cluster store: the members index is unusable", "key", s.ks.membersIndex(), "error", err)
-		} else {
-			s.members.list(listed)
 		}
 		pools, _ = s.members.pools()
 	}
@@ -326,11 +310,7 @@ func (s *Store) syncMembers(ctx context.Context) {
 // syncPool re-reads one pool's document and writes the copy back if Redis
 // is behind it; false when Redis is out of reach.
 func (s *Store) syncPool(ctx context.Context, pool string) bool {
-	var d memberDoc
-	ok, err := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-		d, err = r.readMembers(ctx, pool)
-		return err
-	})
+	d, ok, err := s.fetchDoc(ctx, pool)
 	if !ok {
 		return false
 	}
@@ -360,4 +340,28 @@ func (s *Store) syncPool(ctx context.Context, pool string) bool {
 	}
 	s.members.learn(pool, now)
 	return true
+}
+
+// fetchDoc reads pool's document from Redis; ok false: the Store is
+// apart (or just went).
+func (s *Store) fetchDoc(ctx context.Context, pool string) (d memberDoc, ok bool, err error) {
+	ok, err = s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
+		d, err = r.readMembers(ctx, pool)
+		return err
+	})
+	return d, ok, err
+}
+
+// fetchIndex reads the index from Redis into what the Store knows; ok
+// false: the Store is apart (or just went).
+func (s *Store) fetchIndex(ctx context.Context) (ok bool, err error) {
+	var listed []string
+	ok, err = s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
+		listed, err = r.readMemberPools(ctx)
+		return err
+	})
+	if ok && err == nil {
+		s.members.list(listed)
+	}
+	return ok, err
 }

@@ -226,13 +226,7 @@ func TestMembers_PutWhileApartIsRefused(t *testing.T) {
 
 // A Store that never reached Redis knows nothing: every call says so.
 func TestMembers_NeverJoinedKnowsNothing(t *testing.T) {
-	srv := testnet.StartRedis(t)
-	srv.Kill()
-	s, err := New(Config{RedisURL: srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: 100 * time.Millisecond}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
+	s := neverJoined(t)
 	ctx := context.Background()
 	if err := s.PutMembers(ctx, "web", []byte(docOne)); !errors.Is(err, ErrStoreDown) {
 		t.Fatalf("PutMembers: %v", err)

@@ -17,7 +17,10 @@ import (
 
 // ErrStoreDown is wrapped by the error of an operation the Store refuses to
 // make alone while Redis is out of reach: an enable made on one instance
-// only would be undone, or worse, spread, by the next merge.
+// only would be undone, or worse, spread, by the next merge; a change of
+// a pool's API-added backends (PutMembers) could undo, when written back,
+// one made elsewhere meanwhile. Reads of what the Store never had an
+// answer about (Members, MemberPools) wrap it too.
 var ErrStoreDown = errors.New("the cluster store is unreachable")
 
 // Options are a Store's injected dependencies; every field is optional.
