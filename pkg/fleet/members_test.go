@@ -339,3 +339,35 @@ func TestMembers_WatchStopStopsCalls(t *testing.T) {
 		t.Fatalf("the stopped watcher was called for web %d times, api %d times, after its stop (want 1, 0)", n, m)
 	}
 }
+
+// With no change, an instance reads no document: every sync_interval it
+// pings Redis (the marker), and the documents wait for an invalidation
+// (issue 31: the fleet's load must not grow with instances × pools).
+func TestMembers_NoReadsWithoutAChange(t *testing.T) {
+	h := newFleet(t)
+	ops := newOpCounter()
+	s := h.store(func(c *Config) { c.SyncInterval = 50 * time.Millisecond }, Options{Observe: ops.observe})
+	w, _ := watchMembers(t, s)
+	for _, pool := range []string{"api", "db", "web"} {
+		put(t, s, pool, docOne)
+		w.told(t, "the watcher", pool, 1, docOne)
+	}
+	// quiet reports whether no document was read while Redis was checked
+	// n times; a read the change itself caused (its own invalidation,
+	// re-read) may still come first.
+	quiet := func(n int) (reads int, ok bool) {
+		reads, pings := ops.n("members_read"), ops.n("ping")
+		deadline := time.Now().Add(20 * time.Second)
+		for ops.n("ping") < pings+n && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return ops.n("members_read") - reads, ops.n("ping") >= pings+n
+	}
+	testnet.Eventually(t, "the writes' own invalidations are read", func() bool {
+		n, _ := quiet(3)
+		return n == 0
+	})
+	if n, checked := quiet(10); n != 0 || !checked {
+		t.Fatalf("%d members reads during 10 checks of Redis with no change (the checks made: %v)", n, checked)
+	}
+}
