@@ -47,15 +47,23 @@ func TestRedisStore_Contract(t *testing.T) {
 	})
 }
 
-// A Redis that is down at start is no error: the instance decides locally.
-func TestStartsApartWhenRedisIsDown(t *testing.T) {
+// neverJoined is a Store whose Redis was down at its start (and stays
+// down), shut down at the end of the test.
+func neverJoined(t *testing.T) *Store {
+	t.Helper()
 	srv := testnet.StartRedis(t)
 	srv.Kill()
 	s, err := New(Config{RedisURL: srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: 100 * time.Millisecond}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown()
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// A Redis that is down at start is no error: the instance decides locally.
+func TestStartsApartWhenRedisIsDown(t *testing.T) {
+	s := neverJoined(t)
 	if s.Up() {
 		t.Fatal("up with redis down")
 	}

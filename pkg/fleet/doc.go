@@ -23,6 +23,13 @@
 //     apart is raised above both sides, so no dial begun before the merge
 //     can close a breaker after it.
 //
+// Beside the breaker state, the Store shares each pool's backends added
+// through the admin API (members.go, membersredis.go): one versioned
+// document per pool, which the caller encodes. Writes need Redis (apart,
+// PutMembers fails with ErrStoreDown); reads answer the newest copy known;
+// changes reach the other instances by invalidation, never by a poll; and
+// a copy newer than Redis's (Redis lost its data) is written back.
+//
 // Nothing here runs on the data path: the event loops read breaker
 // snapshots, and with breaker.Options.Async their transitions reach the
 // Store from the breakers' own goroutines.

@@ -46,3 +46,36 @@ func (ks keyspace) breakerKey(redisKey string) (string, bool) {
 	}
 	return rest[:i], true
 }
+
+// The Redis keys of the backends operators added through the admin API
+// (members.go), one document per pool, with the same prefix P:
+//
+//	P{members}        a set: the pools that have a document
+//	P{members}:POOL   the pool's document, "VERSION DOC"
+//
+// The hash tag puts the index and every document in one Redis Cluster
+// slot, so that one script writes a document and its index entry. A
+// breaker key always holds a "/" (pool/backend), so "members" is none.
+const membersTag = "{members}"
+
+// membersIndex is the set of the pools that have a document.
+func (ks keyspace) membersIndex() string { return ks.prefix + membersTag }
+
+// members is one pool's document.
+func (ks keyspace) members(pool string) string { return ks.membersIndex() + ":" + pool }
+
+// membersKey says what a Redis key is to the membership documents: the
+// index, a pool's document, or neither.
+func (ks keyspace) membersKey(redisKey string) (pool string, index, ok bool) {
+	rest, ok := strings.CutPrefix(redisKey, ks.membersIndex())
+	switch {
+	case !ok:
+		return "", false, false
+	case rest == "":
+		return "", true, true
+	}
+	if pool, ok = strings.CutPrefix(rest, ":"); !ok {
+		return "", false, false
+	}
+	return pool, false, true
+}

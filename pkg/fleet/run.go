@@ -15,8 +15,9 @@ const rejoinEvery = 500 * time.Millisecond
 // Run checks Redis every SyncInterval while it answers (and at once when
 // the client reconnected), and while it does not tries it every half
 // second (or SyncInterval, if shorter), merging what was decided locally
-// meanwhile before any decision is Redis's again. It returns when ctx is
-// done, after closing the client.
+// meanwhile before any decision is Redis's again. It also re-reads the
+// membership documents the server invalidated and calls their watchers
+// (syncMembers). It returns when ctx is done, after closing the client.
 func (s *Store) Run(ctx context.Context) {
 	defer s.Shutdown()
 	timer, tick := s.clock.NewTimer(0)
@@ -25,6 +26,9 @@ func (s *Store) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.members.kick:
+			s.syncMembers(ctx)
+			continue
 		case <-tick:
 		case <-s.kick:
 		}
@@ -178,5 +182,9 @@ func (s *Store) rejoin(ctx context.Context) error {
 	}
 	s.log.Info("cluster store reachable: decisions are the fleet's", "merged_keys", merged, "store_was_empty", lost)
 	s.notifyAll()
+	// What changed while apart, and what Redis lost, is found by reading
+	// every membership document again.
+	s.members.markAll()
+	s.members.poke()
 	return nil
 }

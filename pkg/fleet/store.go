@@ -17,7 +17,10 @@ import (
 
 // ErrStoreDown is wrapped by the error of an operation the Store refuses to
 // make alone while Redis is out of reach: an enable made on one instance
-// only would be undone, or worse, spread, by the next merge.
+// only would be undone, or worse, spread, by the next merge; a change of
+// a pool's API-added backends (PutMembers) could undo, when written back,
+// one made elsewhere meanwhile. Reads of what the Store never had an
+// answer about (Members, MemberPools) wrap it too.
 var ErrStoreDown = errors.New("the cluster store is unreachable")
 
 // Options are a Store's injected dependencies; every field is optional.
@@ -25,7 +28,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe is called after every Redis operation with its name (read,
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
-	// merge, ping), how long it took and its error.
+	// merge, ping, members_read, members_write), how long it took and its
+	// error.
 	Observe func(op string, took time.Duration, err error)
 	// Clock times Run: its checks of Redis and its tries to rejoin. Every
 	// other time is real: cooldowns and probe locks are Redis's TTLs, on
@@ -76,6 +80,9 @@ type Store struct {
 	wmu      sync.Mutex
 	watchers map[string]map[*watch]struct{}
 
+	// members are the pools' API-added backends (members.go).
+	members memberState
+
 	resync        atomic.Bool  // Redis lost its data: write every local key back
 	epoch         atomic.Value // string: the fleet marker's value when last seen
 	stats         stats
@@ -115,6 +122,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 		probes:   map[probeID]time.Time{},
 		owed:     map[probeID]struct{}{},
 		watchers: map[string]map[*watch]struct{}{},
+		members:  newMemberState(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

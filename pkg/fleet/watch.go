@@ -34,6 +34,8 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 		// everything, and have Run check at once whether Redis still
 		// holds the fleet's data.
 		s.notifyAll()
+		s.members.markAll()
+		s.members.poke()
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -41,11 +43,28 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 		return
 	}
 	s.invalidations.Add(uint64(len(msgs)))
+	members := false
+	defer func() {
+		if members {
+			s.members.poke()
+		}
+	}()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	for i := range msgs {
 		k, err := msgs[i].ToString()
 		if err != nil {
+			continue
+		}
+		// Before breakerKey, which would read "P{members}:POOL" as the
+		// breaker key "members".
+		if pool, index, ok := s.ks.membersKey(k); ok {
+			members = true
+			if index {
+				s.members.markAll()
+			} else {
+				s.members.markDirty(pool)
+			}
 			continue
 		}
 		if key, ok := s.ks.breakerKey(k); ok {

@@ -1,0 +1,367 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// memberState is what a Store knows of the backends operators added
+// through the admin API, as the fleet shares them: per pool, an opaque
+// document the caller encodes (cmd/l4lb stores
+// json.Marshal([]membership.Added)), one Redis key per pool, with a
+// version that grows with every write (membersredis.go). The rules:
+//
+//   - Writes need Redis. PutMembers while the Store is apart fails with
+//     ErrStoreDown and writes nothing anywhere: an operator's change must
+//     reach the whole fleet or be refused (the admin API answers 503),
+//     and a change kept on one instance to be written back later could
+//     undo, by its version, a change another operator made meanwhile.
+//     (A write whose answer timed out may have reached Redis all the
+//     same; the document is a whole replacement, so the retry is safe.)
+//   - Reads answer the newest document known: Redis's, or this
+//     instance's last-known copy (every answer and every own write) when
+//     that is newer (Redis lost it) or when the Store is apart. Apart, a
+//     pool (or the index) this Store never had an answer about is
+//     ErrStoreDown rather than a guess of "none".
+//   - No instance deletes a document, so Redis holding an older version
+//     than a copy, or none, means Redis lost it (a restart without
+//     persistence, a FLUSHALL, a failover to a lagging replica): the
+//     instance writes its copy back, at its version, where Redis is
+//     behind. Versions order the write-backs, so of two copies the newer
+//     wins whoever writes first, and a write made after the loss (whose
+//     version is at least the server's clock in milliseconds) is never
+//     undone by a copy from before it.
+//   - Changes travel by RESP3 invalidation: each instance reads the
+//     index and the documents through the client-side cache, the server
+//     tells it when another instance writes one, and only then does it
+//     re-read that one (a new pool's first document changes the index).
+//     Nothing is polled per sync_interval: with no change, the fleet's
+//     load does not grow with instances × pools.
+type memberState struct {
+	mu sync.Mutex
+	// docs is the newest document known per pool; a pool is present once
+	// Redis has answered about it (version 0: it had none).
+	docs map[string]memberDoc
+	// listed are the pools the index named; indexRead, whether it has
+	// been read at all.
+	listed    map[string]struct{}
+	indexRead bool
+	// announced is the version last told to the watchers, per pool.
+	announced map[string]uint64
+	// dirty are the pools to re-read (invalidated, or written here), all
+	// that the index and every pool are (a reconnect, a flush, a rejoin,
+	// a new watcher, a change of the index).
+	dirty    map[string]struct{}
+	all      bool
+	watchers map[*memberWatch]struct{}
+	// kick wakes Run to sync (syncMembers).
+	kick chan struct{}
+}
+
+type memberWatch struct {
+	changed func(pool string)
+	stopped atomic.Bool
+}
+
+func newMemberState() memberState {
+	return memberState{
+		docs:      map[string]memberDoc{},
+		listed:    map[string]struct{}{},
+		announced: map[string]uint64{},
+		dirty:     map[string]struct{}{},
+		watchers:  map[*memberWatch]struct{}{},
+		kick:      make(chan struct{}, 1),
+	}
+}
+
+// learn keeps d, an answer from Redis or an own write, if it is newer than
+// the copy; it answers the newest document known and whether Redis is
+// behind it (d is older than the copy).
+func (m *memberState) learn(pool string, d memberDoc) (newest memberDoc, behind bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.docs[pool]
+	if !ok || d.version > cur.version {
+		m.docs[pool] = d
+		return d, false
+	}
+	return cur, d.version < cur.version
+}
+
+// known is the copy of a pool's document, and whether there is one.
+func (m *memberState) known(pool string) (memberDoc, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.docs[pool]
+	return d, ok
+}
+
+// list records what the index named.
+func (m *memberState) list(pools []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.indexRead = true
+	for _, p := range pools {
+		m.listed[p] = struct{}{}
+	}
+}
+
+// pools is every pool known to have a document (named by the index or
+// with a copy), sorted; ok is false before the index was ever read.
+func (m *memberState) pools() (pools []string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := range m.listed {
+		pools = append(pools, p)
+	}
+	for p, d := range m.docs {
+		if _, dup := m.listed[p]; !dup && d.version > 0 {
+			pools = append(pools, p)
+		}
+	}
+	slices.Sort(pools)
+	return pools, m.indexRead
+}
+
+// markDirty has the next sync re-read pool; markAll, everything.
+func (m *memberState) markDirty(pool string) {
+	m.mu.Lock()
+	m.dirty[pool] = struct{}{}
+	m.mu.Unlock()
+}
+
+func (m *memberState) markAll() {
+	m.mu.Lock()
+	m.all = true
+	m.mu.Unlock()
+}
+
+// poke wakes Run to sync; it never blocks (rueidis' reading goroutine
+// calls it).
+func (m *memberState) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the dirty marks. Nothing is to be done for a Store that
+// never used the members: it has no copy, no watcher and no index read.
+func (m *memberState) take() (all bool, pools []string, engaged bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all, m.all = m.all, false
+	for p := range m.dirty {
+		pools = append(pools, p)
+	}
+	clear(m.dirty)
+	return all, pools, len(m.docs) > 0 || len(m.watchers) > 0 || m.indexRead
+}
+
+// due are the pools whose copy is newer than what the watchers were told,
+// marked told, and the watchers to tell. With no watcher nothing is due,
+// so that the first watcher is told of every document there is.
+func (m *memberState) due() (pools []string, ws []*memberWatch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.watchers) == 0 {
+		return nil, nil
+	}
+	for p, d := range m.docs {
+		if d.version > m.announced[p] {
+			m.announced[p] = d.version
+			pools = append(pools, p)
+		}
+	}
+	slices.Sort(pools)
+	for w := range m.watchers {
+		ws = append(ws, w)
+	}
+	return pools, ws
+}
+
+// PutMembers replaces pool's document for the whole fleet. It needs Redis:
+// apart it fails with an error wrapping ErrStoreDown and writes nothing
+// (memberState explains why).
+func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte) error {
+	floor, _ := s.members.known(pool)
+	var v uint64
+	ok, err := s.call(ctx, "members_write", func(ctx context.Context, r *redisStore) (err error) {
+		v, err = r.putMembers(ctx, pool, doc, floor.version)
+		return err
+	})
+	if !ok {
+		return fmt.Errorf("members of pool %s: %w: the change may not have reached the fleet; retry when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
+	}
+	if err != nil {
+		return fmt.Errorf("members of pool %s: %w", pool, err)
+	}
+	s.members.learn(pool, memberDoc{version: v, doc: append([]byte{}, doc...)})
+	s.members.markDirty(pool) // have the watchers told, and the key tracked again
+	s.members.poke()
+	return nil
+}
+
+// Members is pool's document, nil when none is recorded: Redis's, or the
+// copy when it is newer (Redis lost it, and the copy is written back) or
+// when the Store is apart. Apart, a pool this Store never had an answer
+// about is an error wrapping ErrStoreDown. The caller may keep the slice.
+func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
+	d, ok, err := s.fetchDoc(ctx, pool)
+	if ok {
+		if err != nil {
+			return nil, fmt.Errorf("members of pool %s: %w", pool, err)
+		}
+		newest, behind := s.members.learn(pool, d)
+		if behind {
+			s.members.markDirty(pool)
+			s.members.poke()
+		}
+		return bytes.Clone(newest.doc), nil
+	}
+	if d, known := s.members.known(pool); known {
+		return bytes.Clone(d.doc), nil
+	}
+	return nil, fmt.Errorf("members of pool %s: %w, and this instance has no copy", pool, ErrStoreDown)
+}
+
+// MemberPools is every pool with a document, sorted: the index in Redis
+// with the pools this Store has a copy of (Redis may have lost some).
+// Apart it answers from what it knows, or an error wrapping ErrStoreDown
+// if it never read the index.
+func (s *Store) MemberPools(ctx context.Context) ([]string, error) {
+	if ok, err := s.fetchIndex(ctx); ok && err != nil {
+		return nil, fmt.Errorf("members index: %w", err)
+	}
+	pools, read := s.members.pools()
+	if !read {
+		return nil, fmt.Errorf("members index: %w, and this instance never read it", ErrStoreDown)
+	}
+	return pools, nil
+}
+
+// WatchMembers calls changed(pool) when pool's document has a version
+// newer than the last one told: another instance's write (told by the
+// server's invalidation), this one's, or one found at a rejoin. It is
+// called from Run's goroutine (never an event loop, never rueidis'),
+// one call at a time, at most once per version, and only after Members
+// answers that version or a newer one. Right after WatchMembers it is
+// called once for every pool that has a document, so a caller that
+// watches first and reads after misses nothing. Once stop returns,
+// changed is not called again (but for a call already under way); stop
+// may be called from changed. Calls need Run to be running, and wait for
+// changed to return (as do Run's checks of Redis): changed may call
+// Members, but should not wait for anything Run does.
+func (s *Store) WatchMembers(changed func(pool string)) (stop func()) {
+	w := &memberWatch{changed: changed}
+	s.members.mu.Lock()
+	s.members.watchers[w] = struct{}{}
+	s.members.all = true
+	s.members.mu.Unlock()
+	s.members.poke()
+	return func() {
+		w.stopped.Store(true)
+		s.members.mu.Lock()
+		delete(s.members.watchers, w)
+		s.members.mu.Unlock()
+	}
+}
+
+// syncMembers re-reads what was invalidated (through the cache, which has
+// the server track the keys again), writes back every copy Redis is
+// behind, and tells the watchers what changed. Run calls it when poked.
+// Apart it leaves everything for the rejoin, which marks it all again.
+func (s *Store) syncMembers(ctx context.Context) {
+	all, pools, engaged := s.members.take()
+	if !engaged || (!all && len(pools) == 0) {
+		return
+	}
+	if all {
+		ok, err := s.fetchIndex(ctx)
+		if !ok {
+			s.members.markAll()
+			return
+		}
+		if err != nil {
+			s.log.Error("cluster store: the members index is unusable", "key", s.ks.membersIndex(), "error", err)
+		}
+		pools, _ = s.members.pools()
+	}
+	for _, pool := range pools {
+		if !s.syncPool(ctx, pool) {
+			s.members.markAll()
+			return
+		}
+	}
+	due, ws := s.members.due()
+	for _, pool := range due {
+		for _, w := range ws {
+			if !w.stopped.Load() {
+				w.changed(pool)
+			}
+		}
+	}
+}
+
+// syncPool re-reads one pool's document and writes the copy back if Redis
+// is behind it; false when Redis is out of reach.
+func (s *Store) syncPool(ctx context.Context, pool string) bool {
+	d, ok, err := s.fetchDoc(ctx, pool)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		s.log.Error("cluster store: a pool's members document is unusable", "pool", pool, "key", s.ks.members(pool), "error", err)
+		return true
+	}
+	newest, behind := s.members.learn(pool, d)
+	if !behind {
+		return true
+	}
+	var now memberDoc
+	var wrote bool
+	ok, err = s.call(ctx, "members_write", func(ctx context.Context, r *redisStore) (err error) {
+		now, wrote, err = r.restoreMembers(ctx, pool, newest)
+		return err
+	})
+	if !ok {
+		return false
+	}
+	if err != nil {
+		s.log.Error("cluster store: a pool's members document cannot be written back", "pool", pool, "key", s.ks.members(pool), "error", err)
+		return true
+	}
+	if wrote {
+		s.log.Info("cluster store: wrote back a pool's members document Redis had lost", "pool", pool, "version", newest.version, "redis_version", d.version)
+	}
+	s.members.learn(pool, now)
+	return true
+}
+
+// fetchDoc reads pool's document from Redis; ok false: the Store is
+// apart (or just went).
+func (s *Store) fetchDoc(ctx context.Context, pool string) (d memberDoc, ok bool, err error) {
+	ok, err = s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
+		d, err = r.readMembers(ctx, pool)
+		return err
+	})
+	return d, ok, err
+}
+
+// fetchIndex reads the index from Redis into what the Store knows; ok
+// false: the Store is apart (or just went).
+func (s *Store) fetchIndex(ctx context.Context) (ok bool, err error) {
+	var listed []string
+	ok, err = s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
+		listed, err = r.readMemberPools(ctx)
+		return err
+	})
+	if ok && err == nil {
+		s.members.list(listed)
+	}
+	return ok, err
+}
