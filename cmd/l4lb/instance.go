@@ -60,6 +60,8 @@ type instance struct {
 	// once stop began (changes after it are dropped).
 	members   *membership.Set
 	discovery *discoveries
+	// stopFleetMembers stops following the fleet's API additions.
+	stopFleetMembers func()
 	started   atomic.Bool
 	stopping  atomic.Bool
 
@@ -132,6 +134,9 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	if err != nil {
 		return in, err
 	}
+	// A fleet's record of the API's additions replaces the state file's
+	// as it arrives (every pool's is announced once at the start).
+	in.stopFleetMembers = in.followFleet()
 	in.members.Settle(cfg)
 	if started := in.discovery.follow(cfg); !inherited {
 		waitFirst(started)
@@ -221,6 +226,9 @@ func (in *instance) stop() {
 	// First the watchers: a change they would apply now would rebuild
 	// pools on a server going away.
 	in.stopping.Store(true)
+	if in.stopFleetMembers != nil {
+		in.stopFleetMembers()
+	}
 	in.discovery.close()
 	if in.server != nil {
 		// Releases the addresses of a server that never served (a failed

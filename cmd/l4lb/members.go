@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -205,9 +206,9 @@ func (in *instance) discovered(pool string, d config.Discovery, s discovery.Set)
 	}
 }
 
-// applyDiscovered serves the discovered sets as they are now. While an
-// upgrade hands the state over, nothing is changed: the new process
-// looks up on its own.
+// applyDiscovered serves the discovered sets (and the fleet's API
+// additions) as they are now. While an upgrade hands the state over,
+// nothing is changed: the new process looks up on its own.
 func (in *instance) applyDiscovered() {
 	err := in.changeMembers("dns", func(*config.Config) (func(), error) { return func() {}, nil })
 	if err != nil && !errors.Is(err, admin.ErrRefused) && !in.stopping.Load() {
@@ -290,7 +291,7 @@ func (in *instance) saveMembers() {
 type apiMembers struct{ in *instance }
 
 func (m apiMembers) AddBackend(ctx context.Context, name string, nb admin.NewBackend) error {
-	return m.in.changeMembers("api", func(file *config.Config) (func(), error) {
+	return m.in.changeShared(ctx, name, func(file *config.Config) (func(), error) {
 		p := file.Pools[name]
 		if p == nil {
 			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
@@ -301,7 +302,7 @@ func (m apiMembers) AddBackend(ctx context.Context, name string, nb admin.NewBac
 }
 
 func (m apiMembers) RemoveBackend(ctx context.Context, name, addr string, drainTimeout time.Duration) error {
-	return m.in.changeMembers("api", func(file *config.Config) (func(), error) {
+	return m.in.changeShared(ctx, name, func(file *config.Config) (func(), error) {
 		p := file.Pools[name]
 		if p == nil {
 			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
@@ -324,6 +325,65 @@ func (m apiMembers) RemoveBackend(ctx context.Context, name, addr string, drainT
 			}
 		}
 		return undo, nil
+	})
+}
+
+// changeShared is changeMembers for an operator's change of pool, which
+// a fleet ([cluster] store = "redis") shares: the change is served here,
+// then written to the fleet store, every instance follows it
+// (followFleet); when the store cannot take it, it is undone here too and
+// the API answers 503, so no instance serves a change the others never
+// see.
+func (in *instance) changeShared(ctx context.Context, pool string, change func(*config.Config) (func(), error)) error {
+	var undo func()
+	err := in.changeMembers("api", func(file *config.Config) (func(), error) {
+		u, err := change(file)
+		undo = u
+		return u, err
+	})
+	if err != nil || in.store.fleet == nil {
+		return err
+	}
+	doc, err := json.Marshal(in.members.AddedBackends()[pool])
+	if err == nil {
+		err = in.store.fleet.PutMembers(ctx, pool, doc)
+	}
+	if err == nil {
+		return nil
+	}
+	undo()
+	if rerr := in.changeMembers("api", func(*config.Config) (func(), error) { return func() {}, nil }); rerr != nil {
+		in.log.Error("membership: the change the fleet store refused could not be taken back here", "pool", pool, "error", rerr)
+	}
+	return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
+}
+
+// followFleet keeps the API's additions as the fleet store has them:
+// another instance's add or remove reaches this one's pools. It returns
+// the stop; nothing without a fleet.
+func (in *instance) followFleet() (stop func()) {
+	f := in.store.fleet
+	if f == nil {
+		return func() {}
+	}
+	return f.WatchMembers(func(pool string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		doc, err := f.Members(ctx, pool)
+		if err != nil {
+			in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
+			return
+		}
+		var list []membership.Added
+		if len(doc) > 0 {
+			if err := json.Unmarshal(doc, &list); err != nil {
+				in.log.Warn("membership: the fleet's record of a pool's backends is not readable; the pool keeps its own", "pool", pool, "error", err)
+				return
+			}
+		}
+		if in.members.SetAdded(pool, list) {
+			in.discovery.changed()
+		}
 	})
 }
 

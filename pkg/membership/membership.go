@@ -294,6 +294,31 @@ func (s *Set) Restore(added map[string][]Added) {
 	}
 }
 
+// SetAdded replaces pool's API additions with list (a fleet's record of
+// them, written by another instance) and reports whether that changed
+// them. Addresses that do not parse are dropped.
+func (s *Set) SetAdded(pool string, list []Added) bool {
+	var clean []Added
+	for _, a := range list {
+		if ap, err := config.ParseBackendAddr(a.Addr); err == nil {
+			a.Addr = ap.String()
+			clean = append(clean, a)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Equal(s.api[pool], clean) {
+		return false
+	}
+	if len(clean) == 0 {
+		delete(s.api, pool)
+	} else {
+		s.api[pool] = clean
+	}
+	s.version++
+	return true
+}
+
 // DiscoveredBackends returns every pool's discovered backends, for an
 // upgrade (the new process starts from them, as the old one served).
 func (s *Set) DiscoveredBackends() map[string][]config.Backend {

@@ -156,3 +156,24 @@ func TestRestoreAfterAnUpgrade(t *testing.T) {
 		t.Fatalf("restored backend %+v", b)
 	}
 }
+
+func TestSetAddedReplacesThePoolsAdditions(t *testing.T) {
+	cfg := fileConfig(t, "")
+	s := New()
+	if _, err := s.Add(cfg.Pools["web"], Added{Addr: "10.0.0.5:80", Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	v := s.Version()
+	if !s.SetAdded("web", []Added{{Addr: "[::ffff:10.0.0.6]:80", Weight: 2}, {Addr: "nonsense", Weight: 1}}) || s.Version() == v {
+		t.Fatal("another instance's record changed nothing")
+	}
+	if got := s.AddedBackends()["web"]; len(got) != 1 || got[0] != (Added{Addr: "10.0.0.6:80", Weight: 2}) {
+		t.Fatalf("additions %+v, want the record's one, normalised, without the unparsable", got)
+	}
+	if s.SetAdded("web", []Added{{Addr: "10.0.0.6:80", Weight: 2}}) {
+		t.Fatal("the same record again reported a change")
+	}
+	if !s.SetAdded("web", nil) || len(s.AddedBackends()) != 0 {
+		t.Fatal("an empty record left additions")
+	}
+}
