@@ -62,8 +62,8 @@ type instance struct {
 	discovery *discoveries
 	// stopFleetMembers stops following the fleet's API additions.
 	stopFleetMembers func()
-	started   atomic.Bool
-	stopping  atomic.Bool
+	started          atomic.Bool
+	stopping         atomic.Bool
 
 	// stopPools stops the running pools' breakers and health checks;
 	// stopBackground the rest (memory trimming).
