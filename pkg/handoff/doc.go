@@ -102,9 +102,10 @@
 //
 // # Documents and their versions
 //
-// The state document is JSON: {"format":"l4lb-upgrade-state","version":2,
-// "from_pid":…,"from_version":…,"breaker":[…],"health":[…],"runtime":[…]}
-// (State). Version 1 had no "runtime" (drains and weights). A reader takes
+// The state document is JSON: {"format":"l4lb-upgrade-state","version":3,
+// "from_pid":…,"from_version":…,"breaker":[…],"health":[…],"runtime":[…],
+// "members":{…}} (State). Version 1 had no "runtime" (drains and weights),
+// version 2 no "members" (the API's and DNS's backends). A reader takes
 // its own version and the older ones; a newer version, another format or
 // an unknown key is refused with an error naming it, and the new process
 // then starts fresh (breakers, disables, health, drains and weights), with
@@ -159,7 +160,9 @@
 // (Request) waits for it to be replaced: another live pid is a hand-over,
 // the same pid a failed attempt. The state file
 // ([global] state_file) is {"format":"l4lb-state","version":1,
-// "disabled":[…],"backends":{pool:{identity:{…}}}}, rewritten whole after
+// "disabled":[…],"backends":{pool:{identity:{…}}},"added":{pool:[…]}}
+// ("added", the API's backends, left out when there are none, so older
+// builds read the file as before), rewritten whole after
 // every operator's change; a process refuses to start on one it cannot
 // read rather than guess. A starting process takes the state file's
 // disables (with its own breaker store; a fleet keeps them in Redis) and
