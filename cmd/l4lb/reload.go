@@ -123,10 +123,11 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	in.mu.Unlock()
 	// The backends discovery found and the API added stay on top of the
 	// new file (pkg/membership), but for what the file now names itself.
-	in.members.Settle(file)
+	unsettle := in.members.Settle(file)
 	cfg := in.members.Pools(file)
 	st, err := in.serve(cfg)
 	if err != nil {
+		unsettle()
 		return res, server.ErrorLines(err)
 	}
 	in.mu.Lock()

@@ -26,6 +26,7 @@ package membership
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -240,11 +241,21 @@ func sourceOf(b config.Backend) string {
 
 // Settle drops what the file cfg makes moot: API additions of pools the
 // file no longer has, and of addresses the file now names (the file's
-// from now on); and the discovered sets of pools without discovery.
-func (s *Set) Settle(cfg *config.Config) {
+// from now on); and the discovered sets of pools without discovery. undo
+// puts back what it dropped (the file could not be served after all).
+func (s *Set) Settle(cfg *config.Config) (undo func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.version++
+	// The maps' slices are never changed in place, so copies of the maps
+	// keep what was.
+	api, dns := maps.Clone(s.api), maps.Clone(s.dns)
+	undo = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.api, s.dns = api, dns
+		s.version++
+	}
 	for name, list := range s.api {
 		p, ok := cfg.Pools[name]
 		if !ok {
@@ -267,6 +278,7 @@ func (s *Set) Settle(cfg *config.Config) {
 			delete(s.dns, name)
 		}
 	}
+	return undo
 }
 
 // AddedBackends returns every pool's API additions, for the state file and

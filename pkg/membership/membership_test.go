@@ -177,3 +177,22 @@ func TestSetAddedReplacesThePoolsAdditions(t *testing.T) {
 		t.Fatal("an empty record left additions")
 	}
 }
+
+func TestSettleUndone(t *testing.T) {
+	cfg := fileConfig(t, "")
+	s := New()
+	if _, err := s.Add(cfg.Pools["web"], Added{Addr: "10.0.0.5:80", Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Discovered("web", dnsBackends("10.0.0.6:80"))
+	next := fileConfig(t, "[[pool.web.backend]]\naddr = \"10.0.0.5:80\"\n")
+	delete(next.Pools, "web")
+	undo := s.Settle(next)
+	if len(s.AddedBackends())+len(s.DiscoveredBackends()) != 0 {
+		t.Fatal("Settle kept what a file without the pool makes moot")
+	}
+	undo() // the file could not be served: nothing is forgotten
+	if len(s.AddedBackends()["web"]) != 1 || len(s.DiscoveredBackends()["web"]) != 1 {
+		t.Fatalf("after the undo: %v, %v", s.AddedBackends(), s.DiscoveredBackends())
+	}
+}
