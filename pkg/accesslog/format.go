@@ -16,9 +16,10 @@ const (
 const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // maxLine bounds one formatted line: names are at most 64 bytes,
-// addresses at most 47, numbers 20 digits; the keys and punctuation come
-// to about 120.
-const maxLine = 512
+// addresses at most 47, numbers 20 digits, a TLS server name 255 bytes
+// (each escaped byte of it up to 6); the keys and punctuation come to
+// about 150.
+const maxLine = 2048
 
 // AppendJSON appends r as one JSON object and a newline:
 //
@@ -27,7 +28,9 @@ const maxLine = 512
 //	 "to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"}
 //
 // backend is "" for a client that never reached one; duration is in
-// seconds.
+// seconds. A client of a listener with SNI routes also has "route" (""
+// for the listener's own pool) and "server_name" (its ClientHello's, ""
+// when none) after "result".
 func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, `{"time":"`...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
@@ -49,7 +52,14 @@ func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, r.Reason...)
 	b = append(b, `","result":"`...)
 	b = append(b, r.Result...)
-	return append(b, "\"}\n"...)
+	b = append(b, '"')
+	if r.Route != "" || r.ServerName != "" {
+		b = append(b, `,"route":`...)
+		b = appendJSONString(b, r.Route)
+		b = append(b, `,"server_name":`...)
+		b = appendJSONString(b, r.ServerName)
+	}
+	return append(b, "}\n"...)
 }
 
 // AppendText appends r as one logfmt line (the process log's text format)
@@ -82,6 +92,12 @@ func AppendText(b []byte, r *Record) []byte {
 	b = append(b, r.Reason...)
 	b = append(b, " result="...)
 	b = append(b, r.Result...)
+	if r.Route != "" || r.ServerName != "" {
+		b = append(b, " route="...)
+		b = appendTextValue(b, r.Route)
+		b = append(b, " server_name="...)
+		b = appendTextValue(b, r.ServerName)
+	}
 	return append(b, '\n')
 }
 

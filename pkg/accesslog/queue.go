@@ -25,6 +25,10 @@ type Record struct {
 	// "failed", "rejected"). Both are static strings: a record holds
 	// no pointer that is not shared.
 	Reason, Result string
+	// Route and ServerName: on a listener with SNI routes, the route that
+	// took the client ("" for the listener's own pool) and the server
+	// name of its ClientHello ("" when none).
+	Route, ServerName string
 }
 
 // Queue carries access records from the loops to one writer

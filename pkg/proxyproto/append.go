@@ -68,6 +68,31 @@ func AppendV2(buf []byte, t Transport, src, dst netip.AddrPort) []byte {
 	return binary.BigEndian.AppendUint16(buf, dst.Port())
 }
 
+// Registered TLV types of the v2 header that l4lb writes.
+const (
+	// TLVAuthority is PP2_TYPE_AUTHORITY: the host name the client asked
+	// for (the TLS server name, SNI), UTF-8, without a terminating NUL.
+	TLVAuthority = 0x02
+)
+
+// AppendTLV appends one TLV of type typ to the v2 header that hdr ends
+// with (hdr[start:] is that header, as AppendV2 wrote it) and grows its
+// length field to cover it. A value longer than 65535 bytes, or one
+// that would take the header past 65535 bytes of addresses and TLVs,
+// leaves hdr as it was: the receiver would misread the header.
+func AppendTLV(hdr []byte, start int, typ byte, value string) []byte {
+	h := hdr[start:]
+	length := int(binary.BigEndian.Uint16(h[14:16]))
+	if len(value) > 0xffff || length+3+len(value) > 0xffff {
+		return hdr
+	}
+	hdr = append(hdr, typ)
+	hdr = binary.BigEndian.AppendUint16(hdr, uint16(len(value)))
+	hdr = append(hdr, value...)
+	binary.BigEndian.PutUint16(hdr[start+14:start+16], uint16(length+3+len(value)))
+	return hdr
+}
+
 // AppendV2Local appends to buf the 16-byte v2 header with the LOCAL command
 // (family UNSPEC, no address): a connection the proxy makes on its own
 // behalf, such as a health check. It returns the extended buffer.
