@@ -5,24 +5,25 @@ package arch
 // is placed on purpose. Leaves (nil) import nothing of the module.
 var rules = map[string][]string{
 	// Leaves: one job each, no module imports but the clock.
-	"pkg/clock":      nil,
-	"pkg/rawsys":     nil,
-	"pkg/hashring":   nil,
-	"pkg/breaker":    {"pkg/clock"},
-	"pkg/health":     {"pkg/clock"},
-	"pkg/dialer":     nil,
-	"pkg/listener":   nil,
-	"pkg/config":     nil,
-	"pkg/sdnotify":   nil,
-	"pkg/sockopt":    nil,
-	"pkg/proxyproto": nil,
-	"pkg/srclimit":   nil,
-	"pkg/ipset":      nil,
-	"pkg/loopguard":  nil,
-	"pkg/accesslog":  nil,
-	"pkg/memtrim":    nil,
-	"pkg/siginbox":   nil,
-	"pkg/flow":       nil,
+	"pkg/clock":       nil,
+	"pkg/rawsys":      nil,
+	"pkg/hashring":    nil,
+	"pkg/breaker":     {"pkg/clock"},
+	"pkg/health":      {"pkg/clock"},
+	"pkg/dialer":      nil,
+	"pkg/listener":    nil,
+	"pkg/config":      nil,
+	"pkg/sdnotify":    nil,
+	"pkg/sockopt":     nil,
+	"pkg/proxyproto":  nil,
+	"pkg/srclimit":    nil,
+	"pkg/ipset":       nil,
+	"pkg/loopguard":   nil,
+	"pkg/accesslog":   nil,
+	"pkg/memtrim":     nil,
+	"pkg/siginbox":    nil,
+	"pkg/flow":        nil,
+	"pkg/clienthello": nil,
 
 	// Built on leaves.
 	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
@@ -61,8 +62,9 @@ var rules = map[string][]string{
 // fenced third-party modules and the only packages that may import them
 // directly: the TOML decoder behind the config parser, Prometheus behind
 // the admin API and DNS discovery's metrics, the Redis client behind the
-// fleet store, the DNS library behind discovery, and the WebSocket library
-// the end-to-end tests' clients and servers use.
+// fleet store, the DNS library behind discovery, the WebSocket library
+// the end-to-end tests' clients and servers use, and cryptobyte behind the
+// ClientHello parser.
 var fenced = map[string][]string{
 	"github.com/coder/websocket":          {"e2e"},
 	"github.com/BurntSushi/toml":          {"pkg/config", "cmd/l4lb"},
@@ -70,6 +72,7 @@ var fenced = map[string][]string{
 	"github.com/prometheus/client_model":  {"pkg/admin", "cmd/l4lb"},
 	"github.com/redis/rueidis":            {"pkg/fleet"},
 	"github.com/miekg/dns":                {"pkg/discovery"},
+	"golang.org/x/crypto":                 {"pkg/clienthello"},
 }
 
 // dataPath are the packages an event loop runs, and badForDataPath what
@@ -83,6 +86,7 @@ var (
 		"pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker", "pkg/health",
 		"pkg/pool", "pkg/srclimit", "pkg/ipset", "pkg/proxyproto", "pkg/sockopt",
 		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog", "pkg/flow",
+		"pkg/clienthello",
 	}
 	badForDataPath = []string{
 		"net/http", "os/exec", "text/template", "html/template",
