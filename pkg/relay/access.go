@@ -72,6 +72,9 @@ const (
 	CloseProxyHeader
 	// CloseProxyTimeout: no complete PROXY header within proxy_timeout.
 	CloseProxyTimeout
+	// CloseUnrecognized: a listener with SNI routes and on_unrecognized =
+	// "reset" met first bytes that are no ClientHello; reset.
+	CloseUnrecognized
 
 	NumCloseReasons
 )
@@ -80,7 +83,7 @@ var closeReasonNames = [NumCloseReasons]string{
 	"completed", "client_reset", "backend_reset", "idle_timeout", "shutdown", "drained",
 	"connection_cap", "no_backend", "local_error", "loop", "client_left",
 	"denied", "source_connections", "source_rate", "backend_cap",
-	"proxy_untrusted", "proxy_header", "proxy_timeout",
+	"proxy_untrusted", "proxy_header", "proxy_timeout", "unrecognized",
 }
 
 func (r CloseReason) String() string {
@@ -146,6 +149,12 @@ func (c *conn) record(why CloseReason, relayed bool) {
 	r := accesslog.Record{
 		End: time.Now().UnixNano(), Duration: time.Duration(c.l.r.Now() - c.born),
 		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why.String(), Result: ResultRejected.String(),
+	}
+	if c.sni != nil {
+		r.ServerName = c.sni.serverName
+		if c.sni.route != nil {
+			r.Route = c.sni.route.Name
+		}
 	}
 	switch {
 	case relayed && why != CloseLocalError:

@@ -49,6 +49,10 @@ func (c *conn) admitted() {
 		c.refuseBy(CloseClientLeft, false)
 		return
 	}
+	if rt := c.f.Routing(); rt != nil {
+		c.startInspect(rt) // the route, hence the pool, comes from the ClientHello
+		return
+	}
 	c.startDial()
 }
 

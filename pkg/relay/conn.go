@@ -24,6 +24,7 @@ const (
 	// phaseAdopting: handed over by another process and held still until
 	// it knows this one has it (handover.go); nothing counted yet.
 	phaseAdopting
+	phaseInspect // waiting for the client's TLS ClientHello (inspect.go)
 )
 
 // endpoint is one socket of a connection with the readiness the loop
@@ -107,6 +108,7 @@ type conn struct {
 	sourced  bool           // counted by policy.Sources until close
 	dst      netip.AddrPort // what the client connected to, from its PROXY header; invalid: ask the socket
 	waiting  bool           // on the loop's queue: for a backend slot, or for recovery (recovery.go)
+	sni      *routed        // a routed listener's client: its route and server name (inspect.go)
 	queuedAt int64          // when it began waiting, on the loop's clock
 
 	prev, next *conn // the loop's connList
@@ -161,6 +163,8 @@ func (c *conn) event(e *endpoint) {
 	switch c.phase {
 	case phaseProxy:
 		c.readProxyHeader()
+	case phaseInspect:
+		c.inspect(c.sni.rt)
 	case phaseQueued:
 		if e.hup {
 			c.leaveQueue(queueLeft)
@@ -216,6 +220,8 @@ func (c *conn) onTimer(now int64) {
 	switch c.phase {
 	case phaseProxy:
 		c.refuseBy(CloseProxyTimeout, true)
+	case phaseInspect:
+		c.inspectTimedOut(c.sni.rt)
 	case phaseQueued:
 		if c.dial != nil {
 			c.recoveryBudgetSpent()

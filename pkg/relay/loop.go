@@ -28,6 +28,9 @@ type Loop struct {
 	queueTimer reactor.Timer
 	srcNext    uint32 // turns the pools' source addresses (connect.go)
 	hdr        [proxyproto.MaxLength]byte
+	// peek holds a ClientHello being inspected (inspect.go); made at the
+	// first, so loops of listeners without routes never hold it.
+	peek []byte
 
 	nconns atomic.Int64
 }

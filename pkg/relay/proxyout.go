@@ -39,6 +39,10 @@ func (c *conn) sendProxyHeader(version int) bool {
 		hdr = proxyproto.AppendV1(c.l.hdr[:0], src, dst)
 	} else {
 		hdr = proxyproto.AppendV2(c.l.hdr[:0], proxyproto.Stream, src, dst)
+		if c.sni != nil && c.sni.serverName != "" {
+			// The name the client asked for, as its ClientHello said it.
+			hdr = proxyproto.AppendTLV(hdr, 0, proxyproto.TLVAuthority, c.sni.serverName)
+		}
 	}
 	n, err := writeHeader(c.be.fd, hdr)
 	if err == nil && n != len(hdr) {

@@ -38,7 +38,8 @@ type Front struct {
 	// others.
 	OnLocalError func()
 
-	policy atomic.Pointer[Policy]
+	policy  atomic.Pointer[Policy]
+	routing atomic.Pointer[Routing] // nil: no SNI routes (inspect.go)
 	// HandedOut counts connections this process passed to the next in a
 	// binary upgrade (relays and queued clients), HandedIn the ones it
 	// took from the previous process; neither is a client's result.
