@@ -52,13 +52,13 @@ type Route struct {
 type inspectResult uint8
 
 const (
-	inspectRouted     inspectResult = iota // a ClientHello a route matched
-	inspectUnmatched                       // a ClientHello no route matched (or without SNI): the listener's pool
-	inspectNotTLS                          // the first bytes are not a TLS handshake
-	inspectMalformed                       // TLS, but no valid ClientHello
-	inspectTooLarge                        // a ClientHello past clienthello.MaxBytes
-	inspectIncomplete                      // part of a ClientHello, then the timeout or the client's FIN
-	inspectServerFirst                     // nothing at all within inspect_timeout
+	inspectRouted      inspectResult = iota // a ClientHello a route matched
+	inspectUnmatched                        // a ClientHello no route matched (or without SNI): the listener's pool
+	inspectNotTLS                           // the first bytes are not a TLS handshake
+	inspectMalformed                        // TLS, but no valid ClientHello
+	inspectTooLarge                         // a ClientHello past clienthello.MaxBytes
+	inspectIncomplete                       // part of a ClientHello, then the timeout or the client's FIN
+	inspectServerFirst                      // nothing at all within inspect_timeout
 	numInspectResults
 )
 

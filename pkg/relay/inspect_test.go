@@ -44,7 +44,7 @@ func routedHarness(t *testing.T, reset bool, timeout time.Duration) (*harness, *
 	}})
 	route := &Route{Name: "api", Pool: h.front("api").Pool()}
 	h.front("edge").SetRouting(&Routing{
-		Match: func(name string, _ []string) (int, bool) { return 0, name == "api.test" },
+		Match:  func(name string, _ []string) (int, bool) { return 0, name == "api.test" },
 		Routes: []*Route{route}, Timeout: timeout, Reset: reset,
 	})
 	return h, fallback, api
