@@ -64,6 +64,9 @@ type instance struct {
 	stopFleetMembers func()
 	started          atomic.Bool
 	stopping         atomic.Bool
+	// servedMembers is the members' Version the pools were last built
+	// from.
+	servedMembers atomic.Uint64
 
 	// stopPools stops the running pools' breakers and health checks;
 	// stopBackground the rest (memory trimming).
@@ -197,14 +200,15 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	}
 
 	in.runPools(in.pools)
+	trim := memtrim.New(log)
+	in.poolsDone.Go(func() { trim.Run(bg) })
+	in.server.Serve()
+	in.servedMembers.Store(served)
 	in.started.Store(true)
 	if in.members.Version() != served {
 		// A lookup answered while the pools were being built.
 		in.discovery.changed()
 	}
-	trim := memtrim.New(log)
-	in.poolsDone.Go(func() { trim.Run(bg) })
-	in.server.Serve()
 	log.Info("l4lb running", "version", versionString(), "listeners", len(cfg.Listeners), "pools", len(in.pools),
 		"max_connections", in.budget.MaxConnections, "udp_sessions", in.budget.Sessions, "fd_limit", in.budget.Limit, "max_pipes", in.budget.MaxPipes)
 	return in, nil
@@ -213,6 +217,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 // shutdown drains: stop accepting, let relays finish until ctx is done,
 // close the rest, then stop health checks, breakers and the admin endpoint.
 func (in *instance) shutdown(ctx context.Context) error {
+	in.stopping.Store(true) // no change of membership rebuilds pools on a server that drains
 	var err error
 	if in.server != nil {
 		err = in.server.Shutdown(ctx)

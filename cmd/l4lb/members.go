@@ -42,6 +42,7 @@ type discoveries struct {
 	kick       chan struct{}
 	stopApply  context.CancelFunc
 	applierEnd chan struct{}
+	retry      *time.Timer // a retryLater pending; under mu
 }
 
 // poolWatch is one pool's running watcher.
@@ -74,6 +75,22 @@ func (ds *discoveries) applier(ctx context.Context) {
 				ds.in.applyDiscovered()
 			}
 		}
+	}
+}
+
+// retryLater kicks the applier again in a second: a change that could
+// not be served (refused during an upgrade's window, or failed) is tried
+// until it is, or until a newer one replaces it.
+func (ds *discoveries) retryLater() {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if !ds.closed && ds.retry == nil {
+		ds.retry = time.AfterFunc(time.Second, func() {
+			ds.mu.Lock()
+			ds.retry = nil
+			ds.mu.Unlock()
+			ds.changed()
+		})
 	}
 }
 
@@ -167,6 +184,9 @@ func (ds *discoveries) close() {
 	ds.closed = true
 	pools := ds.pools
 	ds.pools = nil
+	if ds.retry != nil {
+		ds.retry.Stop()
+	}
 	ds.mu.Unlock()
 	for _, pw := range pools {
 		pw.stop()
@@ -207,44 +227,84 @@ func (in *instance) discovered(pool string, d config.Discovery, s discovery.Set)
 }
 
 // applyDiscovered serves the discovered sets (and the fleet's API
-// additions) as they are now. While an upgrade hands the state over,
-// nothing is changed: the new process looks up on its own.
+// additions) as they are now. While an upgrade hands the state over
+// nothing is changed (the new process looks up on its own), and a change
+// that could not be served is tried again later (retryApply): a set that
+// stays the same is never reported again.
 func (in *instance) applyDiscovered() {
-	err := in.changeMembers("dns", func(*config.Config) (func(), error) { return func() {}, nil })
-	if err != nil && !errors.Is(err, admin.ErrRefused) && !in.stopping.Load() {
+	if in.members.Version() == in.servedMembers.Load() {
+		return
+	}
+	err := in.changeMembers(memberChange{source: "dns"})
+	switch {
+	case err == nil, in.stopping.Load():
+	case errors.Is(err, admin.ErrRefused):
+		in.discovery.retryLater()
+	default:
 		in.log.Error("discovery: the pools keep their backends: the new sets cannot be served", "error", err)
+		in.discovery.retryLater()
 	}
 }
 
-// changeMembers makes one change of membership (change, given the file's
-// configuration; its undo puts things back) and serves the pools it
-// leaves, as a reload does: under the reload lock, with no operator's
-// action under way (refused while an upgrade hands this process's state
-// over). A change the pools cannot be built with is undone.
-func (in *instance) changeMembers(source string, change func(file *config.Config) (undo func(), err error)) error {
+// memberChange is one change of membership. apply makes it on the
+// members (given the file's configuration), its undo puts them back;
+// commit, when set, runs next, before the pools are rebuilt (a fleet's
+// write, a removal's drain), and an error from it undoes apply; revert
+// takes commit back when the rebuild fails.
+type memberChange struct {
+	source string
+	apply  func(file *config.Config) (undo func(), err error)
+	commit func() error
+	revert func()
+}
+
+// changeMembers makes the change and serves the pools it leaves, as a
+// reload does: under the reload lock, with no operator's action under way
+// (refused while an upgrade hands this process's state over). A change
+// the pools cannot be built with is undone.
+func (in *instance) changeMembers(ch memberChange) error {
 	in.reloadMu.Lock()
 	defer in.reloadMu.Unlock()
 	return in.config.HoldActions(func() error {
 		in.mu.Lock()
 		file, before := in.file, in.cfg
 		in.mu.Unlock()
-		if file == nil || in.stopping.Load() {
-			return errors.New("l4lb is stopping")
+		if file == nil || in.stopping.Load() || !in.started.Load() {
+			return errStopping
 		}
-		undo, err := change(file)
-		if err != nil {
-			return err
+		undo := func() {}
+		if ch.apply != nil {
+			u, err := ch.apply(file)
+			if err != nil {
+				return err
+			}
+			undo = u
 		}
+		if ch.commit != nil {
+			if err := ch.commit(); err != nil {
+				undo()
+				return err
+			}
+		}
+		version := in.members.Version()
 		next := in.members.Pools(file)
 		if _, err := in.serve(next); err != nil {
 			undo()
+			if ch.revert != nil {
+				ch.revert()
+			}
 			return fmt.Errorf("%w: %v", admin.ErrInvalid, err)
 		}
-		logMembership(in.log, source, before, next)
+		in.servedMembers.Store(version)
+		logMembership(in.log, ch.source, before, next)
 		in.saveMembers()
 		return nil
 	})
 }
+
+// errStopping: no change of membership before the process serves or
+// once it stops.
+var errStopping = errors.New("l4lb is not serving (starting or stopping): try again")
 
 // logMembership says which backends a change added to and removed from
 // each pool.
@@ -291,71 +351,108 @@ func (in *instance) saveMembers() {
 type apiMembers struct{ in *instance }
 
 func (m apiMembers) AddBackend(ctx context.Context, name string, nb admin.NewBackend) error {
-	return m.in.changeShared(ctx, name, func(file *config.Config) (func(), error) {
+	in := m.in
+	return in.changeMembers(in.shared(ctx, name, memberChange{source: "api", apply: func(file *config.Config) (func(), error) {
 		p := file.Pools[name]
 		if p == nil {
 			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
 		}
-		undo, err := m.in.members.Add(p, membership.Added{Addr: nb.Addr, Weight: nb.Weight, ID: nb.ID})
+		undo, err := in.members.Add(p, membership.Added{Addr: nb.Addr, Weight: nb.Weight, ID: nb.ID})
 		return undo, adminError(err)
-	})
+	}}))
 }
 
 func (m apiMembers) RemoveBackend(ctx context.Context, name, addr string, drainTimeout time.Duration) error {
-	return m.in.changeShared(ctx, name, func(file *config.Config) (func(), error) {
+	in := m.in
+	var spelled string
+	ch := memberChange{source: "api", apply: func(file *config.Config) (func(), error) {
 		p := file.Pools[name]
 		if p == nil {
 			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
 		}
-		spelled, undo, err := m.in.members.Remove(p, addr)
-		if err != nil {
-			return nil, adminError(err)
+		sp, undo, err := in.members.Remove(p, addr)
+		spelled = sp
+		return undo, adminError(err)
+	}}
+	ch = in.shared(ctx, name, ch)
+	share := ch.commit
+	ch.commit = func() error {
+		if share != nil {
+			if err := share(); err != nil {
+				return err
+			}
 		}
 		// No new client from now; the connections still open at the
 		// deadline are reset, from the backend the rebuild retires.
-		for _, lp := range m.in.livePools() {
-			if lp.Name != name {
-				continue
-			}
-			if b, ok := lp.Backend(spelled); ok {
-				if err := lp.Drain(ctx, b, drainTimeout); err != nil {
-					undo()
-					return nil, err
-				}
+		for _, lp := range in.livePools() {
+			if b, ok := lp.Backend(spelled); ok && lp.Name == name {
+				return lp.Drain(ctx, b, drainTimeout)
 			}
 		}
-		return undo, nil
-	})
-}
-
-// changeShared is changeMembers for an operator's change of pool, which
-// a fleet ([cluster] store = "redis") shares: the change is served here,
-// then written to the fleet store, every instance follows it
-// (followFleet); when the store cannot take it, it is undone here too and
-// the API answers 503, so no instance serves a change the others never
-// see.
-func (in *instance) changeShared(ctx context.Context, pool string, change func(*config.Config) (func(), error)) error {
-	var undo func()
-	err := in.changeMembers("api", func(file *config.Config) (func(), error) {
-		u, err := change(file)
-		undo = u
-		return u, err
-	})
-	if err != nil || in.store.fleet == nil {
-		return err
-	}
-	doc, err := json.Marshal(in.members.AddedBackends()[pool])
-	if err == nil {
-		err = in.store.fleet.PutMembers(ctx, pool, doc)
-	}
-	if err == nil {
 		return nil
 	}
-	undo()
-	if rerr := in.changeMembers("api", func(*config.Config) (func(), error) { return func() {}, nil }); rerr != nil {
-		in.log.Error("membership: the change the fleet store refused could not be taken back here", "pool", pool, "error", rerr)
+	return in.changeMembers(ch)
+}
+
+// shared makes ch, an operator's change of pool, one the fleet
+// ([cluster] store = "redis") shares: the fleet store takes it before it
+// is served here, and every instance follows it (followFleet). When the
+// store cannot take it, it is made nowhere (the API answers 503); when
+// this instance then cannot serve it, the store gets the pool's previous
+// backends back.
+func (in *instance) shared(ctx context.Context, pool string, ch memberChange) memberChange {
+	f := in.store.fleet
+	if f == nil {
+		return ch
 	}
-	return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
+	var before []byte
+	ch.commit = func() error {
+		doc, err := json.Marshal(in.members.AddedBackends()[pool])
+		if err == nil {
+			err = f.PutMembers(ctx, pool, doc)
+		}
+		if err != nil {
+			return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
+		}
+		return nil
+	}
+	apply := ch.apply
+	ch.apply = func(file *config.Config) (func(), error) {
+		before, _ = json.Marshal(in.members.AddedBackends()[pool])
+		return apply(file)
+	}
+	ch.revert = func() {
+		if err := f.PutMembers(context.Background(), pool, before); err != nil {
+			in.log.Error("membership: a change this instance could not serve stays in the fleet store", "pool", pool, "error", err)
+		}
+	}
+	return ch
+}
+
+// readFleet takes the fleet's record of pool's API additions into the
+// members; it reports whether that changed them. A pool a reload brings
+// back has its record again, which settling on the file without it had
+// dropped here (no instance's change announced it since).
+func (in *instance) readFleet(pool string) bool {
+	f := in.store.fleet
+	if f == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	doc, err := f.Members(ctx, pool)
+	if err != nil {
+		in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
+		return false
+	}
+	var list []membership.Added
+	if len(doc) > 0 {
+		if err := json.Unmarshal(doc, &list); err != nil {
+			in.log.Warn("membership: the fleet's record of a pool's backends is not readable; the pool keeps its own", "pool", pool, "error", err)
+			return false
+		}
+	}
+	return in.members.SetAdded(pool, list)
 }
 
 // followFleet keeps the API's additions as the fleet store has them:
@@ -367,21 +464,7 @@ func (in *instance) followFleet() (stop func()) {
 		return func() {}
 	}
 	return f.WatchMembers(func(pool string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		doc, err := f.Members(ctx, pool)
-		if err != nil {
-			in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
-			return
-		}
-		var list []membership.Added
-		if len(doc) > 0 {
-			if err := json.Unmarshal(doc, &list); err != nil {
-				in.log.Warn("membership: the fleet's record of a pool's backends is not readable; the pool keeps its own", "pool", pool, "error", err)
-				return
-			}
-		}
-		if in.members.SetAdded(pool, list) {
+		if in.readFleet(pool) {
 			in.discovery.changed()
 		}
 	})

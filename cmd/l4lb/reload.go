@@ -134,6 +134,11 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	in.file = file
 	in.mu.Unlock()
 	in.discovery.follow(file)
+	for _, name := range file.PoolNames {
+		if oldCfg.Pools[name] == nil && in.readFleet(name) {
+			in.discovery.changed() // a pool back: the fleet's backends of it too
+		}
+	}
 	in.saveMembers()
 	hash := server.FileHash(data)
 	in.config.Loaded(hash, time.Now())

@@ -34,7 +34,10 @@ func membersOf(t *testing.T) *membership.Set {
 
 func TestMembersTravelInTheUpgradeState(t *testing.T) {
 	st := Capture(breaker.NewMemoryStore(nil), nil, "test")
-	st.Members = captureMembers(membersOf(t))
+	st.setMembers(membersOf(t))
+	if st.Version != 3 {
+		t.Fatalf("a document with members is version %d, want 3", st.Version)
+	}
 	var buf bytes.Buffer
 	if err := st.Encode(&buf); err != nil {
 		t.Fatal(err)
@@ -74,5 +77,13 @@ func TestStateFileKeepsTheAPIsBackends(t *testing.T) {
 	}
 	if len(next.DiscoveredBackends()) != 0 {
 		t.Fatal("the state file kept a discovered set")
+	}
+}
+
+func TestNoMembersWritesVersion2(t *testing.T) {
+	st := Capture(breaker.NewMemoryStore(nil), nil, "test")
+	st.setMembers(membership.New())
+	if st.Version != 2 || st.Members != nil {
+		t.Fatalf("a document without members: version %d, members %+v; want version 2 for the build before", st.Version, st.Members)
 	}
 }

@@ -101,7 +101,7 @@ func (u *Upgrader) spawn(offer func() (Offer, error)) (*newProcess, error) {
 		feed = startBreakerFeed(store, feedW, u.log) // before the state is taken
 	}
 	state := Capture(store, of.Pools(), u.version)
-	state.Members = captureMembers(of.Members)
+	state.setMembers(of.Members)
 
 	var statePipe, readyPipe [2]int
 	if err := unix.Pipe2(statePipe[:], unix.O_CLOEXEC); err != nil {

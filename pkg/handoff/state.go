@@ -69,9 +69,19 @@ type DiscoveredEntry struct {
 	Backup         bool   `json:"backup,omitempty"`
 }
 
-// captureMembers is the document's record of set (nil: none).
+// setMembers records set's backends in the document. A process with none
+// writes version 2, which the build before members reads too: a rollback
+// to it keeps the breakers, disables, drains and weights.
+func (st *State) setMembers(set *membership.Set) {
+	st.Members = captureMembers(set)
+	if st.Members == nil {
+		st.Version = 2
+	}
+}
+
+// captureMembers is the document's record of set; nil when it has none.
 func captureMembers(set *membership.Set) *Members {
-	if set == nil {
+	if set == nil || len(set.AddedBackends())+len(set.DiscoveredBackends()) == 0 {
 		return nil
 	}
 	m := &Members{Added: set.AddedBackends(), Discovered: map[string][]DiscoveredEntry{}}

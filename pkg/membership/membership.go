@@ -10,6 +10,11 @@
 //   - An API backend whose address the file or discovery comes to name is
 //     hidden while they name it; once the file names it, it is the file's
 //     and the API forgets it.
+//   - The same holds for identities: a discovered or added backend whose
+//     identity (its id, else its address) is already another backend's,
+//     or that has a weight out of range (a record from an older state
+//     file or another instance), is left out, so what DNS or the fleet
+//     says can never make a pool unbuildable.
 //
 // Backends are one address each: two spellings of one socket address
 // ("[::ffff:10.0.0.1]:80" and "10.0.0.1:80") are the same backend. A
@@ -97,21 +102,28 @@ func (s *Set) pool(p *config.Pool) *config.Pool {
 	q := *p
 	q.Backends = slices.Clip(slices.Clone(p.Backends))
 	taken := map[netip.AddrPort]bool{}
+	ids := map[string]bool{}
 	for i := range q.Backends {
 		q.Backends[i].Source = config.BackendFromFile
 		taken[addrOf(q.Backends[i].Addr)] = true
+		ids[q.Backends[i].Identity()], ids[q.Backends[i].Addr] = true, true
 	}
-	for _, b := range dns {
-		if a := addrOf(b.Addr); !taken[a] {
+	// A backend of a later source whose address or identity an earlier
+	// one has is left out: the earlier one is the backend, and the pool
+	// stays buildable whatever DNS or another instance says.
+	keep := func(b config.Backend) {
+		a := addrOf(b.Addr)
+		if !taken[a] && !ids[b.Identity()] && !ids[b.Addr] && b.Weight >= 0 && b.Weight <= config.MaxWeight {
 			taken[a] = true
+			ids[b.Identity()], ids[b.Addr] = true, true
 			q.Backends = append(q.Backends, b)
 		}
 	}
+	for _, b := range dns {
+		keep(b)
+	}
 	for _, a := range api {
-		if ap := addrOf(a.Addr); !taken[ap] {
-			taken[ap] = true
-			q.Backends = append(q.Backends, a.backend(p))
-		}
+		keep(a.backend(p))
 	}
 	return &q
 }
@@ -159,6 +171,9 @@ func (s *Set) Add(p *config.Pool, a Added) (undo func(), err error) {
 	ap, err := config.ParseBackendAddr(a.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if a.Weight < 0 || a.Weight > config.MaxWeight {
+		return nil, fmt.Errorf("%w: weight %d is out of range 0..%d", ErrInvalid, a.Weight, config.MaxWeight)
 	}
 	a.Addr = ap.String()
 	s.mu.Lock()

@@ -196,3 +196,26 @@ func TestSettleUndone(t *testing.T) {
 		t.Fatalf("after the undo: %v, %v", s.AddedBackends(), s.DiscoveredBackends())
 	}
 }
+
+func TestIdentityClashesAcrossSourcesLeaveTheLaterOut(t *testing.T) {
+	cfg := fileConfig(t, "")
+	s := New()
+	// The API's backend takes as its identity an address DNS names later.
+	if _, err := s.Add(cfg.Pools["web"], Added{Addr: "10.0.0.5:80", Weight: 1, ID: "10.0.0.6:80"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Discovered("web", dnsBackends("10.0.0.6:80"))
+	got := addrsOf(s.Pools(cfg).Pools["web"])
+	want := []string{"10.0.0.1:80/file", "10.0.0.2:80/file", "10.0.0.6:80/dns"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backends %v, want %v: the API's backend with DNS's identity left out", got, want)
+	}
+	// A record from elsewhere with a weight out of range is left out too.
+	s.SetAdded("web", []Added{{Addr: "10.0.0.8:80", Weight: 100000}})
+	if n := len(s.Pools(cfg).Pools["web"].Backends); n != 3 {
+		t.Fatalf("%d backends: an out-of-range weight got in", n)
+	}
+	if _, err := s.Add(cfg.Pools["web"], Added{Addr: "10.0.0.9:80", Weight: 300}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("add with weight 300: %v", err)
+	}
+}

@@ -43,21 +43,24 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 }
 
 // recoveredFromAllDown asks for the recovery probe of every other backend
-// whose breaker is open when b's closing ends an all-down outage (no other
-// backend in rotation): one backend coming back from a pool-wide outage
-// says the cause may be gone for the rest too (a restart of every
-// backend, a network path that came back), and left to their cooldowns
-// they would leave the whole load on b for tens of seconds. The probes are
-// the ordinary ones (docs/breaker.md, readmission): single flight, each at
-// its breaker's open generation, so the stale-evidence rule is untouched.
+// of b's set (primaries, or backups) whose breaker is open when b's
+// closing ends an outage of that whole set (no other backend of it in
+// rotation): one backend coming back from a set-wide outage says the
+// cause may be gone for the rest too (a restart of every backend, a
+// network path that came back), and left to their cooldowns they would
+// leave the whole load on b for tens of seconds. With backups serving,
+// the first primary back would otherwise take every new client from the
+// backups alone. The probes are the ordinary ones (docs/breaker.md,
+// readmission): single flight, each at its breaker's open generation, so
+// the stale-evidence rule is untouched.
 func (p *Pool) recoveredFromAllDown(b *Backend) {
 	for _, o := range p.backends {
-		if o != b && o.Weight() > 0 && o.InRotation() {
-			return // the pool was not all down
+		if o != b && o.backup == b.backup && o.Weight() > 0 && o.InRotation() {
+			return // the set was not all down
 		}
 	}
 	for _, o := range p.backends {
-		if st := o.breaker.State(); o != b && st.Open && !st.Disabled {
+		if st := o.breaker.State(); o != b && o.backup == b.backup && st.Open && !st.Disabled {
 			o.breaker.ProbeNow()
 		}
 	}

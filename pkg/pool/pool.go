@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
@@ -88,6 +89,23 @@ type Pool struct {
 	checks   *health.Scheduler
 	// proxyVersion is proxy_protocol as a number (ProxyProtocol).
 	proxyVersion int
+	// successor is the pool that replaced this one at a reload (HandOver);
+	// nil while it serves, or when the reload removed it.
+	successor atomic.Pointer[Pool]
+}
+
+// Current is the pool serving in p's place now: p, or the pool that
+// replaced it at the last reload (or change of membership) that kept a
+// pool of its name. A client that has not dialed yet (one waiting for its
+// pool to recover) follows it.
+func (p *Pool) Current() *Pool {
+	for {
+		next := p.successor.Load()
+		if next == nil {
+			return p
+		}
+		p = next
+	}
 }
 
 // Runtime is what an operator changed on one backend at run time, as the
@@ -266,6 +284,9 @@ func (p *Pool) backend(identity string) *Backend {
 // stop with p, and in a fleet (Deps.RemoteStore) the transitions those
 // results ask for would otherwise never be made.
 func (p *Pool) HandOver(next *Pool) {
+	if next != nil {
+		p.successor.Store(next)
+	}
 	for _, b := range p.backends {
 		if n := next.backend(b.ID); n != nil && n.Addr == b.Addr {
 			b.breaker.HandOver(n.breaker)

@@ -82,32 +82,50 @@ func (c *conn) recoveryBudgetSpent() {
 }
 
 // recoveryPass is what one retry pass knows of the pools its waiting
-// clients wait on: whether each is all down (one look per pool, however
-// many clients: there may be thousands), whether one of its clients had a
-// turn to force-try in this pass, and how many were released.
+// clients wait on, a record per pool (the waiting list interleaves pools
+// when a loop serves several listeners, or after a reload): whether each
+// is all down (one look per pool, however many clients: there may be
+// thousands), whether one of its clients had a turn to force-try in this
+// pass, and how many were released.
 type recoveryPass struct {
+	pools []poolPass
+}
+
+type poolPass struct {
 	p        *pool.Pool
 	down     bool
 	forced   bool
 	released int
 }
 
+// of is c's pool's record, made at its first client in the pass.
+func (rp *recoveryPass) of(p *pool.Pool) *poolPass {
+	for i := range rp.pools {
+		if rp.pools[i].p == p {
+			return &rp.pools[i]
+		}
+	}
+	rp.pools = append(rp.pools, poolPass{p: p, down: p.AllDown()})
+	return &rp.pools[len(rp.pools)-1]
+}
+
 // next reports whether the waiting client c leaves the wait in this pass:
 // its pool is back (within the batch), or it is still down and no client
-// of it has had its turn to force-try yet in this pass.
+// of it has had its turn to force-try yet in this pass. A client whose
+// pool a reload (or a change of membership) replaced waits on the pool
+// that carries it on.
 func (rp *recoveryPass) next(c *conn) bool {
-	if rp.p != c.pool {
-		*rp = recoveryPass{p: c.pool, down: c.pool.AllDown()}
-	}
+	c.pool = c.pool.Current()
+	pp := rp.of(c.pool)
 	switch {
-	case !rp.down:
-		if rp.released >= recoveryBatch {
+	case !pp.down:
+		if pp.released >= recoveryBatch {
 			return false
 		}
-		rp.released++
+		pp.released++
 		return true
-	case !c.dial.forced && !rp.forced:
-		rp.forced = true
+	case !c.dial.forced && !pp.forced:
+		pp.forced = true
 		return true
 	}
 	return false
