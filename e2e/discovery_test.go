@@ -202,4 +202,3 @@ func TestDiscoveryTruncatedAnswerOverTCP(t *testing.T) {
 	}
 	waitMembers(t, c.admin, want)
 }
-
