@@ -3,6 +3,8 @@ package testnet
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -12,7 +14,7 @@ import (
 // It is the zone's authority (--local): a name it lacks is NXDOMAIN and a
 // type it lacks (AAAA of an IPv4-only name) an empty answer, not the
 // REFUSED a forwarder without upstreams gives. Its records live 1 s
-// (--local-ttl).
+// (--local-ttl, unless the test says otherwise).
 type ZoneDNS struct {
 	*Dnsmasq
 	Zone  string
@@ -40,8 +42,14 @@ func StartZoneDNS(t testing.TB, ip, answer, zone, hosts string, extra ...string)
 	return z
 }
 
+// options are dnsmasq's for the zone and extra; a --local-ttl in extra
+// takes the place of the 1 s (dnsmasq refuses the flag twice).
 func (z *ZoneDNS) options(extra ...string) []string {
-	return append([]string{"--addn-hosts=" + z.Hosts, "--local=/" + z.Zone + "/", "--local-ttl=1"}, extra...)
+	opts := []string{"--addn-hosts=" + z.Hosts, "--local=/" + z.Zone + "/"}
+	if !slices.ContainsFunc(extra, func(o string) bool { return strings.HasPrefix(o, "--local-ttl=") }) {
+		opts = append(opts, "--local-ttl=1")
+	}
+	return append(opts, extra...)
 }
 
 // WriteHosts replaces the hosts file (world-readable); Reload makes
