@@ -88,7 +88,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	port, _ := backendsAtOnePort(t, ips...)
 	dnsIPs, apiIPs := ips[:6], ips[6:]
 	named := map[string]bool{ips[0]: true, ips[1]: true, ips[2]: true} // in the name now
-	added := map[string]bool{}                                          // through the API now
+	added := map[string]bool{}                                         // through the API now
 	hosts := func() string {
 		var in []string
 		for _, ip := range dnsIPs {
@@ -194,4 +194,3 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 		t.Error("no log line says the membership changed")
 	}
 }
-
