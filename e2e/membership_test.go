@@ -125,35 +125,42 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(28, 28))
 	var moves, arrived []int
 	was := want()
-	for i := range 50 {
-		// A DNS change on even steps, the API's on odd ones; an address
-		// in its group is taken out or put in, at least two backends
-		// left in all and one in the name.
-		group, in := dnsIPs, named
-		if i%2 == 1 {
-			group, in = apiIPs, added
+	for i := 0; len(moves) < 50; i++ {
+		if i == 500 {
+			t.Fatalf("only %d changes in 500 steps", len(moves))
+		}
+		// A DNS change, then the API's, in turn; an address of the
+		// source's own is taken out or put in, at least two backends
+		// left in all and one in the name (a step that would leave
+		// fewer is skipped).
+		byDNS := len(moves)%2 == 0
+		group, in := apiIPs, added
+		if byDNS {
+			group, in = dnsIPs, named
 		}
 		ip := group[rng.IntN(len(group))]
-		remove := in[ip] && len(named)+len(added) > 2 && (i%2 == 1 || len(named) > 1)
+		if in[ip] && (len(named)+len(added) <= 2 || byDNS && len(named) == 1) {
+			continue
+		}
+		addr := atPort(ip, port)
 		switch {
-		case i%2 == 0:
-			named[ip] = !remove
-			if remove {
+		case byDNS:
+			if !named[ip] {
+				named[ip] = true
+			} else {
 				delete(named, ip)
 			}
 			dns.WriteHosts(t, hosts())
 			dns.Reload(t)
-		case remove:
+		case added[ip]:
 			delete(added, ip)
-			if code, body := adminCall(t, "DELETE", "http://"+c.admin+"/api/v1/pools/p/backends/"+atPort(ip, port)+"?timeout=5s", ""); code != 200 && code != 202 {
-				t.Fatalf("change %d: remove %s: %d %s", i, ip, code, body)
+			if code, body := adminCall(t, "DELETE", "http://"+c.admin+"/api/v1/pools/p/backends/"+addr+"?timeout=5s", ""); code != 200 && code != 202 {
+				t.Fatalf("change %d: remove %s: %d %s", len(moves)+1, addr, code, body)
 			}
-		case in[ip]:
-			continue // the API's backend stays: too few would be left
 		default:
 			added[ip] = true
-			if code, body := adminCall(t, "POST", "http://"+c.admin+"/api/v1/pools/p/backends", fmt.Sprintf(`{"addr":%q}`, atPort(ip, port))); code != 200 && code != 201 {
-				t.Fatalf("change %d: add %s: %d %s", i, ip, code, body)
+			if code, body := adminCall(t, "POST", "http://"+c.admin+"/api/v1/pools/p/backends", fmt.Sprintf(`{"addr":%q}`, addr)); code != 200 && code != 201 {
+				t.Fatalf("change %d: add %s: %d %s", len(moves)+1, addr, code, body)
 			}
 		}
 		now := want()
