@@ -5,9 +5,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
@@ -200,4 +202,95 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	if !strings.Contains(l.stderr.String(), "pool membership changed") {
 		t.Error("no log line says the membership changed")
 	}
+}
+
+// ctlRun runs `l4lb ctl -admin ADDR args...`: the exit code and what it
+// printed.
+func ctlRun(t *testing.T, adminAddr string, args ...string) (int, string) {
+	t.Helper()
+	var out strings.Builder
+	code := runL4LB(t, append([]string{"ctl", "-admin", adminAddr}, args...), &out, &out)
+	return code, out.String()
+}
+
+// A backend added through the API (l4lb ctl add) outlives a reload, an
+// upgrade and, with state_file, a restart; once the file names its
+// address it is the file's and the API forgets it; ctl remove takes an
+// API backend out, and refuses the file's.
+func TestAPIMembershipPersists(t *testing.T) {
+	f, a, b := testnet.StartBackend(t, "f", ""), testnet.StartBackend(t, "a", ""), testnet.StartBackend(t, "b", "")
+	c := newLBConfig(t)
+	c.global = fmt.Sprintf("state_file = %q\n", filepath.Join(t.TempDir(), "l4lb.state"))
+	c.pool = "algorithm = \"round-robin\"\n"
+	c.files = []string{f.Addr}
+	c.write(t)
+	chain := startChain(t, l4lbBin, c.path)
+	waitMembers(t, c.admin, bySource("file", f.Addr))
+
+	if code, out := ctlRun(t, c.admin, "add", "p", a.Addr, "-weight", "2"); code != 0 || !strings.Contains(out, "added "+a.Addr) {
+		t.Fatalf("ctl add: exit %d:\n%s", code, out)
+	}
+	withA := map[string]string{f.Addr: "file", a.Addr: "api"}
+	if m := waitMembers(t, c.admin, withA); m[a.Addr].Weight != 2 {
+		t.Fatalf("the added backend: %v; want weight 2", m)
+	}
+	testnet.Eventually(t, "a client to reach the added backend", func() bool {
+		tag, err := testnet.Hello(c.listen, "")
+		return err == nil && tag == "a"
+	})
+
+	reloads := strings.Count(chain.logText(), "configuration reloaded")
+	if err := syscall.Kill(chain.pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "the reload", func() bool { return strings.Count(chain.logText(), "configuration reloaded") > reloads })
+	waitMembers(t, c.admin, withA)
+
+	chain.upgrade(t)
+	if m := members(backends(t, c.admin, "p")); !m.are(withA) || m[a.Addr].Weight != 2 {
+		t.Fatalf("after the upgrade the pool has %v; want the API's backend handed over, weight 2", m)
+	}
+
+	// A restart: stopped, then started again on the same state file.
+	pid := chain.pid
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "l4lb to stop", func() bool { return processGone(pid) })
+	chain = startChain(t, l4lbBin, c.path)
+	if m := waitMembers(t, c.admin, withA); m[a.Addr].Weight != 2 {
+		t.Fatalf("after the restart the pool has %v; want the API's backend back from the state file, weight 2", m)
+	}
+
+	// The file comes to name a's address: a is the file's, and the API
+	// may not remove it.
+	c.files = []string{f.Addr, a.Addr}
+	c.write(t)
+	if code, out := ctlRun(t, c.admin, "reload"); code != 0 {
+		t.Fatalf("ctl reload: exit %d:\n%s", code, out)
+	}
+	waitMembers(t, c.admin, bySource("file", f.Addr, a.Addr))
+	if code, out := ctlRun(t, c.admin, "remove", "p", a.Addr); code == 0 || !strings.Contains(out, "409") {
+		t.Fatalf("ctl remove of a backend the file names: exit %d:\n%s; want refused (409)", code, out)
+	}
+	// ...and once the file drops it, it is gone: the API forgot it.
+	c.files = []string{f.Addr}
+	c.write(t)
+	if code, out := ctlRun(t, c.admin, "reload"); code != 0 {
+		t.Fatalf("ctl reload: exit %d:\n%s", code, out)
+	}
+	waitMembers(t, c.admin, bySource("file", f.Addr))
+
+	// ctl add, pools, remove.
+	if code, out := ctlRun(t, c.admin, "add", "p", b.Addr); code != 0 {
+		t.Fatalf("ctl add: exit %d:\n%s", code, out)
+	}
+	waitMembers(t, c.admin, map[string]string{f.Addr: "file", b.Addr: "api"})
+	if code, out := ctlRun(t, c.admin, "pools"); code != 0 || !strings.Contains(out, b.Addr) || !strings.Contains(out, "api") {
+		t.Fatalf("ctl pools: exit %d:\n%s; want %s listed, from the API", code, out, b.Addr)
+	}
+	if code, out := ctlRun(t, c.admin, "remove", "p", b.Addr, "-timeout", "1s"); code != 0 {
+		t.Fatalf("ctl remove: exit %d:\n%s", code, out)
+	}
+	waitMembers(t, c.admin, bySource("file", f.Addr))
 }
