@@ -26,17 +26,8 @@ type ZoneDNS struct {
 func StartZoneDNS(t testing.TB, ip, answer, zone, hosts string, extra ...string) *ZoneDNS {
 	t.Helper()
 	NeedDNSTools(t)
-	// dnsmasq reads the file as nobody once it has dropped root: a
-	// directory anyone may enter, not t.TempDir's.
-	dir, err := os.MkdirTemp("", "l4lb-dnsmasq-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	z := &ZoneDNS{Zone: zone, Hosts: filepath.Join(dir, "hosts")}
+	// dnsmasq reads the file as nobody once it has dropped root.
+	z := &ZoneDNS{Zone: zone, Hosts: filepath.Join(OpenTempDir(t, "l4lb-dnsmasq-"), "hosts")}
 	z.WriteHosts(t, hosts)
 	z.Dnsmasq = StartDnsmasqWith(t, ip, answer, z.options(extra...)...)
 	return z
