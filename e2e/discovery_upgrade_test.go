@@ -33,6 +33,11 @@ func TestUpgradeKeepsDiscoveredBackends(t *testing.T) {
 	if n := e2eutil.Metric(t, c.admin, `l4lb_discovery_lookups_total{pool="p",result="ok"}`); n != 0 {
 		t.Fatalf("the new process counts %v successful lookups with its resolver down", n)
 	}
+	// Its own lookups fail: it keeps the set it was handed.
+	testnet.Eventually(t, "the new process's failed lookups", func() bool { return lookups(t, c.admin, "timeout", "error") >= 2 })
+	if m := members(backends(t, c.admin, "p")); !m.are(both) {
+		t.Fatalf("after failed lookups the new process lists %v; want the old process's set %v kept", m, both)
+	}
 	if got := tagsOf(t, c.listen, "", 10); got[be[0].Addr] == 0 || got[be[1].Addr] == 0 {
 		t.Fatalf("after the upgrade clients reached %v; want both discovered backends", got)
 	}
