@@ -202,3 +202,27 @@ func TestDiscoveryTruncatedAnswerOverTCP(t *testing.T) {
 	}
 	waitMembers(t, c.admin, want)
 }
+
+// With its resolver down at start, l4lb starts all the same, the pool
+// empty (clients get what an all-down pool gives), and fills when DNS
+// answers.
+func TestDiscoveryStartsEmptyWithoutDNS(t *testing.T) {
+	port, be := backendsAtOnePort(t, "127.0.0.2")
+	dns := testnet.StartZoneDNS(t, "127.0.56.1", "10.56.0.1", discZone, hostsOf("web", "127.0.0.2"))
+	dns.Kill()
+	c := newLBConfig(t)
+	c.pool = "algorithm = \"round-robin\"\n"
+	c.discovery = dnsLookup(dns, "web", port, "timeout = \"200ms\"\n")
+	startDiscovering(t, c)
+	if m := backends(t, c.admin, "p"); len(m) != 0 {
+		t.Fatalf("with no resolver the pool has %v; want it empty", members(m))
+	}
+	if tag, err := testnet.Hello(c.listen, ""); err == nil {
+		t.Fatalf("a client of the empty pool reached %q; want it closed", tag)
+	}
+	dns.Restart(t)
+	waitMembers(t, c.admin, bySource("dns", be[0].Addr))
+	if got := tagsOf(t, c.listen, "", 5); got[be[0].Addr] != 5 {
+		t.Fatalf("clients reached %v once DNS answered", got)
+	}
+}

@@ -301,3 +301,61 @@ func TestAPIMembershipPersists(t *testing.T) {
 	}
 	waitMembers(t, c.admin, bySource("file", f.Addr))
 }
+
+// The precedence rule (pkg/membership) with the real binary: a reload
+// that keeps the discovery block keeps its set; an API backend whose
+// address DNS comes to name is DNS's (the API may not remove it) and the
+// API's again once DNS drops it, its connection open all along; the API
+// may not add an address DNS names; a reload that names another name
+// follows it.
+func TestMembershipPrecedence(t *testing.T) {
+	port, be := backendsAtOnePort(t, "127.0.0.2", "127.0.0.3")
+	a2, a3 := be[0].Addr, be[1].Addr
+	dns := testnet.StartZoneDNS(t, "127.0.57.1", "10.57.0.1", discZone, hostsOf("web", "127.0.0.2"))
+	c := newLBConfig(t)
+	c.pool = "algorithm = \"round-robin\"\n"
+	c.discovery = dnsLookup(dns, "web", port, "")
+	l := startDiscovering(t, c)
+	waitMembers(t, c.admin, bySource("dns", a2))
+
+	l.signal(t, syscall.SIGHUP)
+	testnet.Eventually(t, "the reload", func() bool { return strings.Contains(l.stderr.String(), "configuration reloaded") })
+	if m := members(backends(t, c.admin, "p")); !m.are(bySource("dns", a2)) {
+		t.Fatalf("after a reload that keeps the discovery block the pool has %v; want the discovered set kept", m)
+	}
+
+	backendsURL := "http://" + c.admin + "/api/v1/pools/p/backends"
+	if code, body := adminCall(t, "POST", backendsURL, fmt.Sprintf(`{"addr":%q}`, a3)); code != 200 && code != 201 {
+		t.Fatalf("add %s: %d %s", a3, code, body)
+	}
+	waitMembers(t, c.admin, map[string]string{a2: "dns", a3: "api"})
+	conn, r := openTo(t, c.listen, a3)
+
+	dns.WriteHosts(t, hostsOf("web", "127.0.0.2", "127.0.0.3"))
+	dns.Reload(t)
+	waitMembers(t, c.admin, bySource("dns", a2, a3))
+	echoes(t, conn, r, "the connection to a3 once DNS names it")
+	if code, body := adminCall(t, "DELETE", backendsURL+"/"+a3, ""); code != 409 {
+		t.Fatalf("remove of a backend DNS names: %d %s; want 409", code, body)
+	}
+	if code, body := adminCall(t, "POST", backendsURL, fmt.Sprintf(`{"addr":%q}`, a2)); code != 409 {
+		t.Fatalf("add of an address DNS names: %d %s; want 409", code, body)
+	}
+
+	dns.WriteHosts(t, hostsOf("web", "127.0.0.2"))
+	dns.Reload(t)
+	waitMembers(t, c.admin, map[string]string{a2: "dns", a3: "api"})
+	echoes(t, conn, r, "the connection to a3 once DNS dropped it and the API's entry took it back")
+	if code, body := adminCall(t, "DELETE", backendsURL+"/"+a3+"?timeout=1s", ""); code != 200 && code != 202 {
+		t.Fatalf("remove %s: %d %s", a3, code, body)
+	}
+	waitMembers(t, c.admin, bySource("dns", a2))
+
+	// A reload that names another name follows it.
+	dns.WriteHosts(t, hostsOf("web", "127.0.0.2")+hostsOf("other", "127.0.0.3"))
+	dns.Reload(t)
+	c.discovery = dnsLookup(dns, "other", port, "")
+	c.write(t)
+	l.signal(t, syscall.SIGHUP)
+	waitMembers(t, c.admin, bySource("dns", a3))
+}
