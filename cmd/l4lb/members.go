@@ -60,18 +60,29 @@ func newDiscoveries(in *instance) *discoveries {
 	return ds
 }
 
+// refusedRetry is how soon sets whose change was refused (an upgrade
+// under way) are served again: the new process serves, or the attempt
+// fails and this one acts again, within moments.
+const refusedRetry = 200 * time.Millisecond
+
 // applier serves the discovered sets each time it is kicked, once the
-// pools are built (before, start serves what the first answers say).
+// pools are built (before, start serves what the first answers say). A
+// change refused while an upgrade is under way is tried again until it
+// is served or this process stops: the watcher reports a set once, so a
+// change not retried would wait for the next one.
 func (ds *discoveries) applier(ctx context.Context) {
 	defer close(ds.applierEnd)
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ds.kick:
-			if ds.in.started.Load() {
-				ds.in.applyDiscovered()
-			}
+		case <-retry:
+		}
+		retry = nil
+		if ds.in.started.Load() && errors.Is(ds.in.applyDiscovered(), admin.ErrRefused) {
+			retry = time.After(refusedRetry)
 		}
 	}
 }
@@ -206,13 +217,14 @@ func (in *instance) discovered(pool string, d config.Discovery, s discovery.Set)
 }
 
 // applyDiscovered serves the discovered sets as they are now. While an
-// upgrade hands the state over, nothing is changed: the new process
-// looks up on its own.
-func (in *instance) applyDiscovered() {
+// upgrade hands the state over, nothing is changed (admin.ErrRefused,
+// returned): the new process looks up on its own.
+func (in *instance) applyDiscovered() error {
 	err := in.changeMembers("dns", func(*config.Config) (func(), error) { return func() {}, nil })
 	if err != nil && !errors.Is(err, admin.ErrRefused) && !in.stopping.Load() {
 		in.log.Error("discovery: the pools keep their backends: the new sets cannot be served", "error", err)
 	}
+	return err
 }
 
 // changeMembers makes one change of membership (change, given the file's
