@@ -133,6 +133,9 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		return in, err
 	}
 	in.members.Settle(cfg)
+	if inherited {
+		in.discovery.startFrom(in.members.DiscoveredBackends())
+	}
 	if started := in.discovery.follow(cfg); !inherited {
 		waitFirst(started)
 	}

@@ -37,6 +37,9 @@ type discoveries struct {
 	mu      sync.Mutex
 	pools   map[string]*poolWatch
 	closed  bool
+	// handed is each pool's discovered set an upgrade's old process
+	// handed over, for the pool's first watcher to start from.
+	handed map[string][]config.Backend
 	// kick asks the applier to serve the discovered sets as they are now.
 	kick       chan struct{}
 	stopApply  context.CancelFunc
@@ -130,13 +133,26 @@ func (ds *discoveries) follow(cfg *config.Config) []*poolWatch {
 	return started
 }
 
+// startFrom has the first watcher of each pool start from the set an
+// upgrade's old process handed over (before the first follow): a first
+// lookup that fails then keeps that set, as it would have in the old
+// process, rather than emptying the pool.
+func (ds *discoveries) startFrom(sets map[string][]config.Backend) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.handed = sets
+}
+
+// under ds.mu
 func (ds *discoveries) start(name string, d config.Discovery) (*poolWatch, error) {
 	pw := &poolWatch{spec: d, done: make(chan struct{}), first: make(chan struct{})}
 	var once sync.Once
+	initial := watcherSet(ds.handed[name])
+	delete(ds.handed, name)
 	w, err := discovery.NewWatcher(discovery.Spec{
 		DNS: d.DNS, SRV: d.SRV, Resolvers: d.Resolvers, MinRefresh: d.MinRefresh, MaxRefresh: d.MaxRefresh,
 		EmptyGrace: d.EmptyGrace, Family: d.Family, Timeout: d.Timeout,
-	}, discovery.Options{Pool: name, Log: ds.in.log, Metrics: ds.metrics, OnChange: func(s discovery.Set) {
+	}, discovery.Options{Pool: name, Log: ds.in.log, Metrics: ds.metrics, Initial: initial, OnChange: func(s discovery.Set) {
 		ds.in.discovered(name, d, s)
 		once.Do(func() { close(pw.first) })
 	}})
@@ -191,6 +207,19 @@ func (ds *discoveries) close() {
 func sameSpec(a, b config.Discovery) bool {
 	a.Line, b.Line = 0, 0
 	return reflect.DeepEqual(a, b)
+}
+
+// watcherSet is a pool's discovered backends as a watcher's set (the
+// records' priorities and targets are not kept: a lookup that finds the
+// same addresses reports them once, and the pool is left as it is).
+func watcherSet(bs []config.Backend) []discovery.Backend {
+	var out []discovery.Backend
+	for _, b := range bs {
+		if ap, err := config.ParseBackendAddr(b.Addr); err == nil {
+			out = append(out, discovery.Backend{Addr: ap, Weight: b.Weight})
+		}
+	}
+	return out
 }
 
 // discoveredBackends is what a lookup found as the pool's backends.
