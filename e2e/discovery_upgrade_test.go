@@ -42,12 +42,19 @@ func TestUpgradeKeepsDiscoveredBackends(t *testing.T) {
 		t.Fatalf("after the upgrade clients reached %v; want both discovered backends", got)
 	}
 	echoes(t, conn, r, "the connection open across the upgrade")
+	// A change of another source rebuilds the pool from what this
+	// process holds: the handed-over set is still in it.
+	api := testnet.StartBackend(t, "api", "")
+	if code, body := adminCall(t, "POST", "http://"+c.admin+"/api/v1/pools/p/backends", `{"addr":"`+api.Addr+`"}`); code != 200 && code != 201 {
+		t.Fatalf("add %s: %d %s", api.Addr, code, body)
+	}
+	waitMembers(t, c.admin, map[string]string{be[0].Addr: "dns", be[1].Addr: "dns", api.Addr: "api"})
 	if n := loggedCounts(chain.logText(), logAdopted); len(n) != 1 || n[0][0] != 1 {
 		t.Fatalf("the new process adopted relays %v; want the one open connection", n)
 	}
 
 	dns.WriteHosts(t, hostsOf("web", "127.0.0.2", "127.0.0.4"))
 	dns.Restart(t)
-	waitMembers(t, c.admin, bySource("dns", be[0].Addr, be[2].Addr))
+	waitMembers(t, c.admin, map[string]string{be[0].Addr: "dns", be[2].Addr: "dns", api.Addr: "api"})
 	echoes(t, conn, r, "the handed-over connection after its backend left the name")
 }
