@@ -5,12 +5,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
 )
@@ -222,8 +224,9 @@ func ctlRun(t *testing.T, adminAddr string, args ...string) (int, string) {
 
 // A backend added through the API (l4lb ctl add) outlives a reload, an
 // upgrade and, with state_file, a restart; once the file names its
-// address it is the file's and the API forgets it; ctl remove takes an
-// API backend out, and refuses the file's.
+// address it is the file's and the API forgets it; ctl remove refuses
+// the file's, and takes an API backend out: no new client at once, a
+// connection still open cut at the remove's timeout.
 func TestAPIMembershipPersists(t *testing.T) {
 	f, a, b := testnet.StartBackend(t, "f", ""), testnet.StartBackend(t, "a", ""), testnet.StartBackend(t, "b", "")
 	c := newLBConfig(t)
@@ -296,10 +299,24 @@ func TestAPIMembershipPersists(t *testing.T) {
 	if code, out := ctlRun(t, c.admin, "pools"); code != 0 || !strings.Contains(out, b.Addr) || !strings.Contains(out, "api") {
 		t.Fatalf("ctl pools: exit %d:\n%s; want %s listed, from the API", code, out, b.Addr)
 	}
+	// remove: no new client at once; a connection still open at the
+	// timeout is cut.
+	conn, r := openTo(t, c.listen, "b")
+	removing := time.Now()
 	if code, out := ctlRun(t, c.admin, "remove", "p", b.Addr, "-timeout", "1s"); code != 0 {
 		t.Fatalf("ctl remove: exit %d:\n%s", code, out)
 	}
 	waitMembers(t, c.admin, bySource("file", f.Addr))
+	if got := tagsOf(t, c.listen, "", 10); got["f"] != 10 {
+		t.Fatalf("after remove clients reached %v; want f alone", got)
+	}
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || os.IsTimeout(err) {
+		t.Fatalf("the connection open to the removed backend: %v; want it cut at the remove's timeout", err)
+	}
+	if took := time.Since(removing); took < time.Second {
+		t.Fatalf("the connection to the removed backend was cut %v after the remove; want no sooner than its 1s timeout", took)
+	}
 }
 
 // The precedence rule (pkg/membership) with the real binary: a reload
@@ -307,7 +324,7 @@ func TestAPIMembershipPersists(t *testing.T) {
 // address DNS comes to name is DNS's (the API may not remove it) and the
 // API's again once DNS drops it, its connection open all along; the API
 // may not add an address DNS names; a reload that names another name
-// follows it.
+// follows it; the file wins an address DNS names too.
 func TestMembershipPrecedence(t *testing.T) {
 	port, be := backendsAtOnePort(t, "127.0.0.2", "127.0.0.3")
 	a2, a3 := be[0].Addr, be[1].Addr
@@ -358,4 +375,10 @@ func TestMembershipPrecedence(t *testing.T) {
 	c.write(t)
 	l.signal(t, syscall.SIGHUP)
 	waitMembers(t, c.admin, bySource("dns", a3))
+
+	// The file names the address DNS names: one backend, the file's.
+	c.files = []string{a3}
+	c.write(t)
+	l.signal(t, syscall.SIGHUP)
+	waitMembers(t, c.admin, bySource("file", a3))
 }
