@@ -2,15 +2,12 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/handoff"
 )
 
 // A set DNS reports while an upgrade's new process takes over (its
@@ -26,18 +23,7 @@ func TestDiscoveredSetRefusedDuringTakeOverIsServedAfter(t *testing.T) {
 	}
 	fmt.Fprintf(f, "[pool.p.health]\nenabled = false\n[pool.p.discovery]\ndns = \"web.disc.test:9\"\nresolvers = [%q]\nfamily = \"ipv4\"\nmin_refresh = \"100ms\"\nmax_refresh = \"1s\"\n", dns.Addr)
 	f.Close()
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inh := handoff.None()
-	inh.From, inh.Parent = "upgrade", 4242
-	in, err := startInherited(cfg, slog.New(slog.DiscardHandler), inh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.useFile(path)
-	defer in.stop()
+	in := startTakingOver(t, path)
 	served := func() []string {
 		var out []string
 		for _, lp := range in.livePools() {
