@@ -257,6 +257,9 @@ func udpClientLoad(addr string, st *loadStats, stop <-chan struct{}) {
 
 type apiBackend struct {
 	Addr     string `json:"addr"`
+	Source   string `json:"source"`
+	Usable   bool   `json:"usable"`
+	Active   int64  `json:"active_connections"`
 	Health   string `json:"health"`
 	Disabled bool   `json:"disabled"`
 	Weight   int    `json:"weight"`

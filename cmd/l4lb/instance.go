@@ -141,6 +141,9 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	// as it arrives (every pool's is announced once at the start).
 	in.stopFleetMembers = in.followFleet()
 	in.members.Settle(cfg)
+	if inherited {
+		in.discovery.startFrom(in.members.DiscoveredBackends())
+	}
 	if started := in.discovery.follow(cfg); !inherited {
 		waitFirst(started)
 	}

@@ -38,11 +38,13 @@ type discoveries struct {
 	mu      sync.Mutex
 	pools   map[string]*poolWatch
 	closed  bool
+	// handed is each pool's discovered set an upgrade's old process
+	// handed over, for the pool's first watcher to start from.
+	handed map[string][]config.Backend
 	// kick asks the applier to serve the discovered sets as they are now.
 	kick       chan struct{}
 	stopApply  context.CancelFunc
 	applierEnd chan struct{}
-	retry      *time.Timer // a retryLater pending; under mu
 }
 
 // poolWatch is one pool's running watcher.
@@ -62,35 +64,40 @@ func newDiscoveries(in *instance) *discoveries {
 	return ds
 }
 
+// refusedRetry is how soon sets whose change was refused (an upgrade
+// under way) are served again: the new process serves, or the attempt
+// fails and this one acts again, within moments.
+const refusedRetry = 200 * time.Millisecond
+
+// failedRetry is how soon sets that could not be served are tried again.
+const failedRetry = time.Second
+
 // applier serves the discovered sets each time it is kicked, once the
-// pools are built (before, start serves what the first answers say).
+// pools are built (before, start serves what the first answers say). A
+// change refused while an upgrade is under way is tried again until it
+// is served or this process stops: the watcher reports a set once, so a
+// change not retried would wait for the next one.
 func (ds *discoveries) applier(ctx context.Context) {
 	defer close(ds.applierEnd)
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ds.kick:
-			if ds.in.started.Load() {
-				ds.in.applyDiscovered()
-			}
+		case <-retry:
 		}
-	}
-}
-
-// retryLater kicks the applier again in a second: a change that could
-// not be served (refused during an upgrade's window, or failed) is tried
-// until it is, or until a newer one replaces it.
-func (ds *discoveries) retryLater() {
-	ds.mu.Lock()
-	defer ds.mu.Unlock()
-	if !ds.closed && ds.retry == nil {
-		ds.retry = time.AfterFunc(time.Second, func() {
-			ds.mu.Lock()
-			ds.retry = nil
-			ds.mu.Unlock()
-			ds.changed()
-		})
+		retry = nil
+		if !ds.in.started.Load() {
+			continue
+		}
+		switch err := ds.in.applyDiscovered(); {
+		case err == nil || ds.in.stopping.Load():
+		case errors.Is(err, admin.ErrRefused), errors.Is(err, errStopping):
+			retry = time.After(refusedRetry)
+		default: // the sets cannot be built: try again, a newer set may replace them
+			retry = time.After(failedRetry)
+		}
 	}
 }
 
@@ -137,13 +144,26 @@ func (ds *discoveries) follow(cfg *config.Config) []*poolWatch {
 	return started
 }
 
+// startFrom has the first watcher of each pool start from the set an
+// upgrade's old process handed over (before the first follow): a first
+// lookup that fails then keeps that set, as it would have in the old
+// process, rather than emptying the pool.
+func (ds *discoveries) startFrom(sets map[string][]config.Backend) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.handed = sets
+}
+
+// under ds.mu
 func (ds *discoveries) start(name string, d config.Discovery) (*poolWatch, error) {
 	pw := &poolWatch{spec: d, done: make(chan struct{}), first: make(chan struct{})}
 	var once sync.Once
+	initial := watcherSet(ds.handed[name])
+	delete(ds.handed, name)
 	w, err := discovery.NewWatcher(discovery.Spec{
 		DNS: d.DNS, SRV: d.SRV, Resolvers: d.Resolvers, MinRefresh: d.MinRefresh, MaxRefresh: d.MaxRefresh,
 		EmptyGrace: d.EmptyGrace, Family: d.Family, Timeout: d.Timeout,
-	}, discovery.Options{Pool: name, Log: ds.in.log, Metrics: ds.metrics, OnChange: func(s discovery.Set) {
+	}, discovery.Options{Pool: name, Log: ds.in.log, Metrics: ds.metrics, Initial: initial, OnChange: func(s discovery.Set) {
 		ds.in.discovered(name, d, s)
 		once.Do(func() { close(pw.first) })
 	}})
@@ -184,9 +204,6 @@ func (ds *discoveries) close() {
 	ds.closed = true
 	pools := ds.pools
 	ds.pools = nil
-	if ds.retry != nil {
-		ds.retry.Stop()
-	}
 	ds.mu.Unlock()
 	for _, pw := range pools {
 		pw.stop()
@@ -201,6 +218,19 @@ func (ds *discoveries) close() {
 func sameSpec(a, b config.Discovery) bool {
 	a.Line, b.Line = 0, 0
 	return reflect.DeepEqual(a, b)
+}
+
+// watcherSet is a pool's discovered backends as a watcher's set (the
+// records' priorities and targets are not kept: a lookup that finds the
+// same addresses reports them once, and the pool is left as it is).
+func watcherSet(bs []config.Backend) []discovery.Backend {
+	var out []discovery.Backend
+	for _, b := range bs {
+		if ap, err := config.ParseBackendAddr(b.Addr); err == nil {
+			out = append(out, discovery.Backend{Addr: ap, Weight: b.Weight})
+		}
+	}
+	return out
 }
 
 // discoveredBackends is what a lookup found as the pool's backends.
@@ -227,23 +257,18 @@ func (in *instance) discovered(pool string, d config.Discovery, s discovery.Set)
 }
 
 // applyDiscovered serves the discovered sets (and the fleet's API
-// additions) as they are now. While an upgrade hands the state over
-// nothing is changed (the new process looks up on its own), and a change
-// that could not be served is tried again later (retryApply): a set that
-// stays the same is never reported again.
-func (in *instance) applyDiscovered() {
+// additions) as they are now, unless the pools were built from them
+// already. While an upgrade hands the state over nothing is changed
+// (admin.ErrRefused, returned: the new process looks up on its own).
+func (in *instance) applyDiscovered() error {
 	if in.members.Version() == in.servedMembers.Load() {
-		return
+		return nil
 	}
 	err := in.changeMembers(memberChange{source: "dns"})
-	switch {
-	case err == nil, in.stopping.Load():
-	case errors.Is(err, admin.ErrRefused):
-		in.discovery.retryLater()
-	default:
+	if err != nil && !errors.Is(err, admin.ErrRefused) && !errors.Is(err, errStopping) && !in.stopping.Load() {
 		in.log.Error("discovery: the pools keep their backends: the new sets cannot be served", "error", err)
-		in.discovery.retryLater()
 	}
+	return err
 }
 
 // memberChange is one change of membership. apply makes it on the

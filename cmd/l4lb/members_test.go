@@ -1,12 +1,55 @@
 package main
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"testing"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
+	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/discovery"
 )
+
+// A set DNS reports while an upgrade's new process takes over (its
+// actions refused until it serves) is not served then, and is served
+// once the process serves: the watcher reports a set once, so a refused
+// change is tried again rather than dropped.
+func TestDiscoveredSetRefusedDuringTakeOverIsServedAfter(t *testing.T) {
+	dns := testnet.StartZoneDNS(t, "127.0.59.1", "10.59.0.1", "disc.test", "127.0.0.2 web.disc.test\n")
+	path, _, _ := e2eutil.WriteConfig(t, "", nil, "")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[pool.p.health]\nenabled = false\n[pool.p.discovery]\ndns = \"web.disc.test:9\"\nresolvers = [%q]\nfamily = \"ipv4\"\nmin_refresh = \"100ms\"\nmax_refresh = \"1s\"\n", dns.Addr)
+	f.Close()
+	in := startTakingOver(t, path)
+	served := func() []string {
+		var out []string
+		for _, lp := range in.livePools() {
+			for _, b := range lp.Backends() {
+				out = append(out, b.Addr)
+			}
+		}
+		return out
+	}
+	testnet.Eventually(t, "the first answer served", func() bool { return slices.Equal(served(), []string{"127.0.0.2:9"}) })
+
+	dns.WriteHosts(t, "127.0.0.3 web.disc.test\n")
+	dns.Reload(t)
+	testnet.Eventually(t, "the watcher to find the new set", func() bool {
+		bs := in.members.DiscoveredBackends()["p"]
+		return len(bs) == 1 && bs[0].Addr == "127.0.0.3:9"
+	})
+	if got := served(); !slices.Equal(got, []string{"127.0.0.2:9"}) {
+		t.Fatalf("taking over, the pool serves %v; want the change refused until it serves", got)
+	}
+	in.serving()
+	testnet.Eventually(t, "the new set served once the process serves", func() bool { return slices.Equal(served(), []string{"127.0.0.3:9"}) })
+}
 
 func TestDiscoveredBackendsTakeTheBlocksSettings(t *testing.T) {
 	set := discovery.Set{Backends: []discovery.Backend{

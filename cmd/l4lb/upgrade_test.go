@@ -65,14 +65,11 @@ func TestUpgradeCommandLine(t *testing.T) {
 	}
 }
 
-// An upgrade's new process shares the admin socket with the old one from
-// the moment it listens, before it serves: until then it refuses actions
-// and reloads (409), which the old process, still the one that serves,
-// would not see; once serving it takes them.
-func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
-	testnet.CheckLeaks(t)
-	be := testnet.StartBackend(t, "b", "")
-	path, _, adminAddr := e2eutil.WriteConfig(t, "", []string{be.Addr}, "")
+// startTakingOver starts an instance on the file at path as an
+// upgrade's new process from pid 4242 (with no state handed over), not
+// yet serving; it stops when the test ends.
+func startTakingOver(t *testing.T, path string) *instance {
+	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +81,19 @@ func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.useFile(path)
-	defer in.stop()
+	t.Cleanup(in.stop)
+	return in
+}
+
+// An upgrade's new process shares the admin socket with the old one from
+// the moment it listens, before it serves: until then it refuses actions
+// and reloads (409), which the old process, still the one that serves,
+// would not see; once serving it takes them.
+func TestUpgradeNewProcessRefusesActionsUntilItServes(t *testing.T) {
+	testnet.CheckLeaks(t)
+	be := testnet.StartBackend(t, "b", "")
+	path, _, adminAddr := e2eutil.WriteConfig(t, "", []string{be.Addr}, "")
+	in := startTakingOver(t, path)
 	disable := "http://" + adminAddr + "/api/v1/pools/p/backends/" + be.Addr + "/disable"
 	if code, msg := e2eutil.PostJSONError(t, disable); code != http.StatusConflict || !strings.Contains(msg, "taking over from pid 4242") {
 		t.Fatalf("disable before serving: %d %q, want 409 saying why", code, msg)

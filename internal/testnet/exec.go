@@ -28,14 +28,7 @@ func ExecutableCopy(t testing.TB) (path, dir string) {
 // test built, say).
 func CopyExecutable(t testing.TB, self string) (path, dir string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "l4lb-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir = OpenTempDir(t, "l4lb-test-")
 	path = filepath.Join(dir, filepath.Base(self))
 	in, err := os.Open(self)
 	if err != nil {
@@ -73,4 +66,20 @@ func RunChildAs(t testing.TB, uid int, env, child string) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+child) {
 		t.Fatalf("unprivileged run failed: %v", err)
 	}
+}
+
+// OpenTempDir is a directory of the test's own (removed when it ends)
+// that every user may enter, for a process that drops root (l4lb as
+// nobody, dnsmasq): t.TempDir's is its owner's alone.
+func OpenTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -3,8 +3,6 @@ package discovery
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,43 +23,13 @@ import (
 // NXDOMAIN.
 const dnsmasqZone = "disc.test"
 
-type realDNS struct {
-	*testnet.Dnsmasq
-	hosts string // the hosts file's path
-}
+type realDNS = testnet.ZoneDNS
 
-// startRealDNS starts dnsmasq with hosts as its hosts file and extra
-// options; its records live 1s (--local-ttl).
+// startRealDNS starts dnsmasq serving dnsmasqZone with hosts as its hosts
+// file and extra options.
 func startRealDNS(t *testing.T, hosts string, extra ...string) *realDNS {
 	t.Helper()
-	testnet.NeedDNSTools(t)
-	testnet.CheckLeaks(t)
-	// dnsmasq reads the file as nobody once it has dropped root: a
-	// directory anyone may enter, not t.TempDir's.
-	dir, err := os.MkdirTemp("", "l4lb-dnsmasq-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r := &realDNS{hosts: filepath.Join(dir, "hosts")}
-	r.writeHosts(t, hosts)
-	r.Dnsmasq = testnet.StartDnsmasqWith(t, "127.0.55.1", "10.55.0.1", r.options(extra...)...)
-	return r
-}
-
-func (r *realDNS) options(extra ...string) []string {
-	return append([]string{"--addn-hosts=" + r.hosts, "--local=/" + dnsmasqZone + "/", "--local-ttl=1"}, extra...)
-}
-
-// writeHosts replaces the hosts file; Reload makes dnsmasq read it.
-func (r *realDNS) writeHosts(t *testing.T, hosts string) {
-	t.Helper()
-	if err := os.WriteFile(r.hosts, []byte(hosts), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return testnet.StartZoneDNS(t, "127.0.55.1", "10.55.0.1", dnsmasqZone, hosts, extra...)
 }
 
 // watch runs a watcher of s on the real clock until the test ends.
@@ -127,7 +95,7 @@ func TestDnsmasqHostsFile(t *testing.T) {
 	wt := startWatch(t, d, realSpec("web.disc.test", d), m)
 	wt.until(be("127.0.10.1:9001", "web.disc.test"))
 
-	d.writeHosts(t, "127.0.10.1 web.disc.test\n127.0.10.2 web.disc.test\nfd00::2 web.disc.test\n")
+	d.WriteHosts(t, "127.0.10.1 web.disc.test\n127.0.10.2 web.disc.test\nfd00::2 web.disc.test\n")
 	d.Reload(t)
 	wt.until(be("127.0.10.1:9001", "web.disc.test"), be("127.0.10.2:9001", "web.disc.test"), be("[fd00::2]:9001", "web.disc.test"))
 
@@ -143,9 +111,9 @@ func TestDnsmasqHostsFile(t *testing.T) {
 	}
 	wt.log.expect(t, "discovery: lookups failing", 1)
 
-	d.writeHosts(t, "127.0.10.9 other.disc.test\n")
+	d.WriteHosts(t, "127.0.10.9 other.disc.test\n")
 	removed := time.Now() // before dnsmasq can answer NXDOMAIN
-	d.RestartWith(t, d.options()...)
+	d.RestartRecords(t)
 	s := wt.until()
 	if got := s.At.Sub(removed); got < time.Second {
 		t.Fatalf("the set emptied %v after the name was removed, before the 1s grace", got)
@@ -202,10 +170,10 @@ func TestDnsmasqSRV(t *testing.T) {
 	s.DNS, s.SRV, s.Family = "", "_web._tcp."+dnsmasqZone, "ipv4"
 	wt := startWatch(t, d, s, nil)
 	wt.until(sbe("127.0.10.1:9001", "a.disc.test", 10, 0), sbe("127.0.10.2:9002", "b.disc.test", 30, 0))
-	d.RestartWith(t, d.options(srv("a", 9001, 0, 10), srv("b", 9002, 0, 60), srv("c", 9003, 1, 100))...)
+	d.RestartRecords(t, srv("a", 9001, 0, 10), srv("b", 9002, 0, 60), srv("c", 9003, 1, 100))
 	wt.until(sbe("127.0.10.1:9001", "a.disc.test", 10, 0), sbe("127.0.10.2:9002", "b.disc.test", 60, 0))
 	// The priority-0 targets gone from the hosts file: priority 1 serves.
-	d.writeHosts(t, "127.0.10.3 c.disc.test\n")
+	d.WriteHosts(t, "127.0.10.3 c.disc.test\n")
 	d.Reload(t)
 	wt.until(sbe("127.0.10.3:9003", "c.disc.test", 100, 1))
 }

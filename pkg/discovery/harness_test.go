@@ -37,6 +37,12 @@ type harness struct {
 // test leak-checked, when the test ends.
 func run(t *testing.T, spec Spec) *harness {
 	t.Helper()
+	return runFrom(t, spec, nil)
+}
+
+// runFrom is run of a watcher started from initial (Options.Initial).
+func runFrom(t *testing.T, spec Spec, initial []Backend) *harness {
+	t.Helper()
 	testnet.CheckLeaks(t)
 	h := &harness{t: t, clk: clock.NewFake(epoch), sets: make(chan Set, 100), waits: make(chan time.Duration, 100), log: &lockedBuffer{}}
 	var err error
@@ -47,6 +53,7 @@ func run(t *testing.T, spec Spec) *harness {
 		Pool: "web", Clock: h.clk, Metrics: h.metrics,
 		Log:      slogTo(h.log),
 		OnChange: func(s Set) { h.sets <- s },
+		Initial:  initial,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,12 @@ type Options struct {
 	// the grace does not wait). A pool therefore starts empty when DNS is
 	// down. The Set is the callee's to keep.
 	OnChange func(Set)
+	// Initial, when not empty, is the set a watcher of the pool reported
+	// last in another process (an upgrade's old one), taken as this
+	// watcher's own last report: a first lookup that fails keeps it, one
+	// that finds no records starts the empty grace, and the first report
+	// is of a set that differs from it.
+	Initial []Backend
 }
 
 // Status is a Watcher's state, for the admin API.
@@ -86,6 +92,11 @@ func NewWatcher(spec Spec, opt Options) (*Watcher, error) {
 	w.res.plan = &w.plan
 	if opt.Metrics != nil {
 		w.series = opt.Metrics.pool(opt.Pool)
+	}
+	if len(opt.Initial) > 0 {
+		w.reported, w.last = true, Set{Backends: normalize(slices.Clone(opt.Initial))}
+		w.status.Backends = len(w.last.Backends)
+		w.series.setBackends(len(w.last.Backends))
 	}
 	return w, nil
 }

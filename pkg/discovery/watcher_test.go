@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -196,6 +197,30 @@ func TestFirstLookupFailingReportsEmpty(t *testing.T) {
 	srv.setMode(answering)
 	h.step(10 * time.Second)
 	h.mustReport(be("10.0.0.1:9001", "web.test"))
+}
+
+// A watcher started from another process's set (an upgrade's old one)
+// keeps it through a failing first lookup and through the empty grace,
+// and reports the first set that differs.
+func TestInitialSetKeptLikeAReportedOne(t *testing.T) {
+	srv := startDNSServer(t, rr("web.test.", 20, "A", "10.0.0.1"))
+	srv.setMode(servfail)
+	h := runFrom(t, spec("web.test", srv), []Backend{{Addr: netip.MustParseAddrPort("10.0.0.1:9001"), Weight: 1}})
+	d := h.wait()
+	h.mustNotReport()
+	if st := h.w.Status(); st.Backends != 1 || !st.Failing {
+		t.Fatalf("after a failed first lookup: %+v; want the initial backend kept, failing", st)
+	}
+	srv.setMode(answering)
+	srv.set(t) // the name is gone: the grace begins
+	d = h.step(d)
+	h.mustNotReport()
+	if st := h.w.Status(); st.EmptySince.IsZero() {
+		t.Fatalf("after NXDOMAIN: %+v; want the empty grace under way", st)
+	}
+	srv.set(t, rr("web.test.", 20, "A", "10.0.0.2"))
+	h.step(d)
+	h.mustReport(be("10.0.0.2:9001", "web.test"))
 }
 
 // A first lookup that finds no records reports the empty set at once:
