@@ -86,6 +86,7 @@ type Pool struct {
 	onChange func()
 	srcs     *sources
 	checks   *health.Scheduler
+	caFile   *health.CAFile // the tls checks' CA bundle; nil: none
 	// proxyVersion is proxy_protocol as a number (ProxyProtocol).
 	proxyVersion int
 }
@@ -119,6 +120,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		dialer:       dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
 		srcs:         newSources(cfg.Sources, deps.Previous),
 		checks:       deps.HealthChecks,
+		caFile:       caFileOf(cfg),
 		proxyVersion: proxyVersion(cfg.ProxyProtocol),
 		clock:        deps.Clock,
 		log:          log.With("pool", cfg.Name),
