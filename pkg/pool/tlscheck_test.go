@@ -1,8 +1,9 @@
 package pool_test
 
 import (
-	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,38 +16,35 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// syncBuffer is a bytes.Buffer a process writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // opensslServer is openssl s_server serving HTTPS (-www) with a
 // certificate on a free port of 127.0.0.1, until stop (or the test's end).
 type opensslServer struct {
-	addr string
-	out  *syncBuffer
-	stop func()
+	addr    string
+	outPath string // its standard output and error
+	stop    func()
+}
+
+// output is what the server has written so far.
+func (s *opensslServer) output(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(s.outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func startOpensslServer(t *testing.T, certPath, keyPath string) *opensslServer {
 	t.Helper()
 	bin := testnet.NeedTool(t, "openssl", "openssl")
-	s := &opensslServer{addr: testnet.FreeAddr(t), out: &syncBuffer{}}
+	s := &opensslServer{addr: testnet.FreeAddr(t), outPath: filepath.Join(t.TempDir(), "s_server.out")}
+	out, err := os.Create(s.outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child has its own
 	cmd := exec.Command(bin, "s_server", "-accept", s.addr, "-cert", certPath, "-key", keyPath, "-www")
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +56,7 @@ func startOpensslServer(t *testing.T, certPath, keyPath string) *opensslServer {
 		})
 	}
 	t.Cleanup(s.stop)
-	testnet.Eventually(t, "openssl s_server to listen", func() bool { return strings.Contains(s.out.String(), "ACCEPT") })
+	testnet.Eventually(t, "openssl s_server to listen", func() bool { return strings.Contains(s.output(t), "ACCEPT") })
 	return s
 }
 
@@ -79,7 +77,7 @@ func TestTLSHealthCheckAgainstOpenSSL(t *testing.T) {
 		st, _ := b.HealthStatus()
 		return ok >= 3 && b.HealthUp() && st.LastResult == health.Pass
 	})
-	if out := srv.out.String(); strings.Contains(out, "error") {
+	if out := srv.output(t); strings.Contains(out, "error") {
 		t.Fatalf("the passing checks left errors in openssl's output:\n%s", out)
 	}
 
