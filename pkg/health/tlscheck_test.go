@@ -97,6 +97,8 @@ func TestTLSCheck(t *testing.T) {
 			"tls handshake: tls: failed to verify certificate: x509: certificate is valid for backend.test, not other.test"},
 		{"certificate of another CA fails", served, nil, nil, TLSOptions{ServerName: backendName, Roots: caFile(t, stranger)}, generous, Fail,
 			"x509: certificate signed by unknown authority"},
+		{"a server with no certificate for the name fails", &tls.Config{}, nil, nil, TLSOptions{ServerName: backendName}, generous, Fail,
+			"tls handshake: remote error: tls: unrecognized name"},
 		{"a backend that speaks something else fails", nil, garbage, nil, TLSOptions{ServerName: backendName}, generous, Fail,
 			"tls handshake: tls: first record does not look like a TLS handshake"},
 		{"a close after the ClientHello fails", nil, helloClose, nil, TLSOptions{ServerName: backendName}, generous, Fail,
