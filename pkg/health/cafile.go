@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // CAFile is a PEM bundle of CA certificates that TLS checks verify
@@ -30,8 +29,7 @@ type CAFile struct {
 
 // fileStamp tells one version of a file from another.
 type fileStamp struct {
-	ino, size int64
-	mtime     time.Time
+	ino, size, mtime int64 // mtime in nanoseconds since the epoch
 }
 
 // NewCAFile returns the bundle at path; nothing is read until Pool.
@@ -47,7 +45,7 @@ func (f *CAFile) Pool() (*x509.CertPool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ca_file: %w", err)
 	}
-	stamp := fileStamp{size: st.Size(), mtime: st.ModTime()}
+	stamp := fileStamp{size: st.Size(), mtime: st.ModTime().UnixNano()}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		stamp.ino = int64(sys.Ino)
 	}
