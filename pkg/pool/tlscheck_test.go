@@ -147,39 +147,23 @@ func TestTLSHealthCheckKinds(t *testing.T) {
 // makes the handshake. The pool is parsed from TOML, as a file gives it.
 func TestTLSHealthCheckSendsLocalHeaderFirst(t *testing.T) {
 	cert := testnet.SelfSignedCert(t, "backend.test")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var handshakes atomic.Int64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(30 * time.Second))
-				var hdr [16]byte // a v2 LOCAL header is its fixed part alone
-				if _, err := io.ReadFull(c, hdr[:]); err != nil {
-					return
-				}
-				if h, n, err := proxyproto.Parse(hdr[:]); err != nil || !h.Local || n != len(hdr) {
-					t.Errorf("the check led with % x: %+v, %v; want a LOCAL v2 header", hdr, h, err)
-					return
-				}
-				conn := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert.Cert}})
-				if conn.Handshake() == nil {
-					handshakes.Add(1)
-					io.Copy(io.Discard, conn)
-				}
-			})
+	ln := serveEach(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		var hdr [16]byte // a v2 LOCAL header is its fixed part alone
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		if h, n, err := proxyproto.Parse(hdr[:]); err != nil || !h.Local || n != len(hdr) {
+			t.Errorf("the check led with % x: %+v, %v; want a LOCAL v2 header", hdr, h, err)
+			return
+		}
+		conn := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert.Cert}})
+		if conn.Handshake() == nil {
+			handshakes.Add(1)
+			io.Copy(io.Discard, conn)
 		}
 	})
-	// Registered after the pool's leak check, so run before it.
-	defer func() { ln.Close(); wg.Wait() }()
 	clk := clock.NewFake(time.Now())
 	p := newPoolOn(t, clk, []string{ln.Addr().String()},
 		"proxy_protocol = \"v2\"\n[pool.p.health]\ntype = \"tls\"\nserver_name = \"backend.test\"\ninterval = \"1s\"\ntimeout = \"1s\"\n")
