@@ -324,13 +324,7 @@ func checkClusterFiles(c *collector, cl Cluster) {
 		}
 	}
 	if cl.TLSCAFile != "" {
-		data, err := os.ReadFile(cl.TLSCAFile)
-		switch {
-		case err != nil:
-			c.add("cluster.tls_ca_file", "cannot read the CA bundle: %v", err)
-		case !x509.NewCertPool().AppendCertsFromPEM(data):
-			c.add("cluster.tls_ca_file", "%q holds no PEM certificate: name a file of -----BEGIN CERTIFICATE----- blocks", cl.TLSCAFile)
-		}
+		checkCAFile(c, "cluster.tls_ca_file", cl.TLSCAFile)
 	}
 	if cl.TLSCertFile == "" || cl.TLSKeyFile == "" {
 		return // Parse requires both or neither
@@ -342,6 +336,18 @@ func checkClusterFiles(c *collector, cl Cluster) {
 	}
 	if _, err := tls.LoadX509KeyPair(cl.TLSCertFile, cl.TLSKeyFile); err != nil {
 		c.add("cluster.tls_cert_file", "cannot load the client certificate with its key (tls_key_file %q): %v", cl.TLSKeyFile, strings.TrimPrefix(err.Error(), "tls: "))
+	}
+}
+
+// checkCAFile reports a CA bundle at path that cannot be read or holds
+// no PEM certificate, on key.
+func checkCAFile(c *collector, key, path string) {
+	data, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		c.add(key, "cannot read the CA bundle: %v", err)
+	case !x509.NewCertPool().AppendCertsFromPEM(data):
+		c.add(key, "%q holds no PEM certificate: name a file of -----BEGIN CERTIFICATE----- blocks", path)
 	}
 }
 

@@ -244,13 +244,20 @@ type Discovery struct {
 // Health configures the active checks of a pool.
 type Health struct {
 	Enabled bool
-	// Type is "connect" (a TCP connect; for UDP pools to Port) or
+	// Type is "connect" (a TCP connect; for UDP pools to Port),
 	// "send-expect" (send Send, pass when the reply starts with Expect;
-	// over the pool's protocol).
+	// over the pool's protocol), "icmp" (UDP pools) or "tls" (TCP pools:
+	// a TCP connect, to Port when set, and a TLS handshake).
 	Type string
-	// Port (connect checks of UDP pools): the TCP port to connect to; 0:
-	// the backend's own port.
+	// Port (connect and tls checks): the TCP port to connect to; 0: the
+	// backend's own port.
 	Port int
+	// ServerName (tls checks, required there) is sent as SNI and, with
+	// CAFile, is the name the certificate must be valid for.
+	ServerName string
+	// CAFile (tls checks): the PEM CA certificates the backend's
+	// certificate must chain to; "": it is not verified.
+	CAFile string
 	// Send and Expect are the decoded bytes of send/send_hex and
 	// expect/expect_hex. An empty Expect passes on any reply (one byte at
 	// least over TCP).

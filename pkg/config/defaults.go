@@ -33,6 +33,9 @@ const (
 	// HealthICMP (UDP pools, their default): one empty datagram that fails
 	// on an ICMP error (port or host unreachable) and passes otherwise.
 	HealthICMP = "icmp"
+	// HealthTLS (TCP pools): a TCP connect and a TLS handshake with
+	// server_name, the certificate verified against ca_file when set.
+	HealthTLS = "tls"
 )
 
 // Algorithms lists every accepted algorithm, in documentation order.
@@ -51,7 +54,7 @@ func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort}
 func Protocols() []string { return []string{ProtocolTCP, ProtocolUDP} }
 
 // HealthTypes lists the accepted [pool.NAME.health] type values.
-func HealthTypes() []string { return []string{HealthConnect, HealthSendExpect, HealthICMP} }
+func HealthTypes() []string { return []string{HealthConnect, HealthSendExpect, HealthICMP, HealthTLS} }
 
 // LogLevels lists the accepted [log] level values.
 func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
@@ -218,6 +221,7 @@ func DefaultHealth() Health {
 		Enabled:  def[bool](h + "enabled"),
 		Type:     def[string](h + "type"),
 		Port:     def[int](h + "port"),
+		CAFile:   def[string](h + "ca_file"),
 		Interval: def[time.Duration](h + "interval"),
 		Timeout:  def[time.Duration](h + "timeout"),
 		Rise:     def[int](h + "rise"),

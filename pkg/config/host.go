@@ -18,11 +18,11 @@ type Host struct {
 // l4lb's own listeners through a wildcard bind and an interface address, a
 // backend or bind at a local network's broadcast address, an admin
 // token file that cannot be read or is empty, an access log file that
-// cannot be written, a state file that cannot be kept, and [cluster]
-// files (the Redis password, TLS CA, certificate and key) that cannot be
-// read or used. Both `l4lb check` and `l4lb
-// run` call it, so what check accepts, run can serve. Problems come back as
-// Errors, with the key and line of each, like Parse's.
+// cannot be written, a state file that cannot be kept, [cluster] files
+// (the Redis password, TLS CA, certificate and key) and the CA files of
+// tls health checks that cannot be read or used. Both `l4lb check` and
+// `l4lb run` call it, so what check accepts, run can serve. Problems come
+// back as Errors, with the key and line of each, like Parse's.
 func (cfg *Config) CheckHost(h Host) error {
 	c := &collector{file: cfg.file, pos: cfg.pos}
 	isLocal := func(a netip.Addr) bool {
@@ -43,6 +43,7 @@ func (cfg *Config) CheckHost(h Host) error {
 	checkAccessFile(c, cfg.Log)
 	checkStateFile(c, cfg.Global)
 	checkClusterFiles(c, cfg.Cluster)
+	checkHealthCAFiles(c, cfg)
 	if len(c.errs) > 0 {
 		c.errs.sort()
 		return c.errs

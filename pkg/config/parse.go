@@ -315,11 +315,16 @@ func decodeHealth(t *table, h *Health, protocol string) {
 	if typeKnown && h.Type == HealthICMP && protocol != ProtocolUDP {
 		t.c.add(t.keyOf("type"), "\"icmp\" checks are for UDP pools (an empty datagram, failed by ICMP unreachable); a TCP pool checks with \"connect\" or \"send-expect\"")
 	}
+	if typeKnown && h.Type == HealthTLS && protocol == ProtocolUDP {
+		t.c.add(t.keyOf("type"), "\"tls\" checks are for TCP pools (a TCP connect and a TLS handshake; DTLS is not spoken); a UDP pool checks with \"icmp\", \"send-expect\" or \"connect\"")
+	}
 	connect := !typeKnown || h.Type == HealthConnect
 	sendExpect := !typeKnown || h.Type == HealthSendExpect
-	if !t.misplaced("port", connect, "only for type = \"connect\" checks: a send-expect check talks to the backend's own address") {
+	tlsCheck := !typeKnown || h.Type == HealthTLS
+	if !t.misplaced("port", connect || tlsCheck, "only for type = \"connect\" or \"tls\" checks: a %s check talks to the backend's own address", h.Type) {
 		t.integer("port", &h.Port)
 	}
+	decodeTLSCheck(t, h, typeKnown && h.Type == HealthTLS, tlsCheck)
 	notSendExpect := "only for type = \"send-expect\" checks: a connect check sends and reads nothing (set type = \"send-expect\")"
 	send, sendOK := t.bytes("send", "send_hex", sendExpect, notSendExpect)
 	h.Send = send

@@ -205,6 +205,7 @@ var needs = map[string]string{
 	healthPath + ".send_hex":         "type = \"send-expect\"\n",
 	healthPath + ".expect":           "type = \"send-expect\"\n",
 	healthPath + ".expect_hex":       "type = \"send-expect\"\n",
+	healthPath + ".ca_file":          "type = \"tls\"\nserver_name = \"backend.test\"\n",
 }
 
 func needsOf(sec Section, k Key) string {

@@ -108,7 +108,7 @@ func TestParseReportsEachUDPProblem(t *testing.T) {
 		{"health port out of range", validBase + "[pool.web.health]\nport = 65536 #!\n", "pool.web.health.port", "65536 is out of range: must be between 0 and 65535"},
 		{"negative health port", validUDP + "[pool.dns.health]\nport = -1 #!\n", "pool.dns.health.port", "-1 is out of range: must be between 0 and 65535"},
 		{"icmp checks on a tcp pool", validBase + "[pool.web.health]\ntype = \"icmp\" #!\n", "pool.web.health.type", `"icmp" checks are for UDP pools`},
-		{"health port with send-expect", validBase + "[pool.web.health]\ntype = \"send-expect\"\nport = 8081 #!\n", "pool.web.health.port", `only for type = "connect" checks: a send-expect check talks to the backend's own address`},
+		{"health port with send-expect", validBase + "[pool.web.health]\ntype = \"send-expect\"\nport = 8081 #!\n", "pool.web.health.port", `only for type = "connect" or "tls" checks: a send-expect check talks to the backend's own address`},
 		{"send with a connect check", validBase + "[pool.web.health]\ntype = \"connect\"\nsend = \"ping\" #!\n", "pool.web.health.send", onlySendExpect},
 		{"send with the default type", validBase + "[pool.web.health]\nsend = \"ping\" #!\n", "pool.web.health.send", onlySendExpect},
 		{"send_hex with a connect check", validUDP + "[pool.dns.health]\nsend_hex = \"00\" #!\n", "pool.dns.health.send_hex", onlySendExpect},

@@ -14,12 +14,16 @@
 //   - UDPRefusalCheck: one empty datagram; fails only on an ICMP error,
 //     passes on a reply or silence (no evidence of refusal). The breaker
 //     probes UDP backends with it when no send-expect check is configured.
+//   - TLSCheck: a TCP connect and a TLS handshake with a server name, the
+//     certificate verified against a CAFile when one is given (else not
+//     at all: it proves TLS is served, not by whom), then close_notify and
+//     a clean close; the handshake's error is the cause of a failure.
 //
 // Health checks feed health state only, never the breaker. The dial itself
 // is injected (a DialFunc, such as the proxy's dialer); a check that reports
-// Inconclusive (local trouble such as EMFILE or EADDRNOTAVAIL, or a check
-// called off) counts neither way. A backend starts up, so a fresh start is
-// never all-down.
+// Inconclusive (local trouble such as EMFILE or EADDRNOTAVAIL, a check
+// called off, a CAFile that cannot be read) counts neither way. A backend
+// starts up, so a fresh start is never all-down.
 //
 // A check's Outcome carries, beside its Result, the error that decided a
 // Fail or an Inconclusive: the dial's or the socket's error, a timeout, or

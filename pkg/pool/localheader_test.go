@@ -12,6 +12,32 @@ import (
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 )
 
+// serveEach accepts on a free port of 127.0.0.1 and runs handle on each
+// connection in a goroutine of its own, closing the connection when
+// handle returns; everything is closed and waited for when the test ends.
+func serveEach(t *testing.T, handle func(c net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				handle(c)
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln
+}
+
 // headerReader accepts connections and keeps what each sent before
 // closing: a backend that expects PROXY headers.
 type headerReader struct {
@@ -22,29 +48,14 @@ type headerReader struct {
 
 func startHeaderReader(t *testing.T) *headerReader {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &headerReader{ln: ln}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				b, _ := io.ReadAll(c)
-				h.mu.Lock()
-				h.seen = append(h.seen, b)
-				h.mu.Unlock()
-			})
-		}
+	h := &headerReader{}
+	h.ln = serveEach(t, func(c net.Conn) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		h.mu.Lock()
+		h.seen = append(h.seen, b)
+		h.mu.Unlock()
 	})
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	return h
 }
 

@@ -87,6 +87,7 @@ type Pool struct {
 	onChange func()
 	srcs     *sources
 	checks   *health.Scheduler
+	caFile   *health.CAFile // the tls checks' CA bundle; nil: none
 	// proxyVersion is proxy_protocol as a number (ProxyProtocol).
 	proxyVersion int
 	// successor is the pool that replaced this one at a reload (HandOver);
@@ -137,6 +138,7 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		dialer:       dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
 		srcs:         newSources(cfg.Sources, deps.Previous),
 		checks:       deps.HealthChecks,
+		caFile:       caFileOf(cfg),
 		proxyVersion: proxyVersion(cfg.ProxyProtocol),
 		clock:        deps.Clock,
 		log:          log.With("pool", cfg.Name),

@@ -27,6 +27,8 @@ import (
 //	udp       send-expect  UDP send-expect to addr             UDP send-expect to addr
 //	udp       icmp         UDP refusal probe to addr           UDP refusal probe to addr
 //	                       (the UDP default)
+//	tcp       tls          TCP connect to addr (or host:port)  TCP connect to addr
+//	                       and a TLS handshake
 
 // checkKinds rejects a protocol or health type the pool cannot check; ""
 // is the default (tcp, connect), for pools built without the parser.
@@ -37,12 +39,18 @@ func checkKinds(cfg *config.Pool) error {
 		return fmt.Errorf("pool %s: unknown protocol %q", cfg.Name, cfg.Protocol)
 	}
 	switch cfg.Health.Type {
-	case "", config.HealthConnect, config.HealthSendExpect, config.HealthICMP:
+	case "", config.HealthConnect, config.HealthSendExpect, config.HealthICMP, config.HealthTLS:
 	default:
 		return fmt.Errorf("pool %s: unknown health check type %q", cfg.Name, cfg.Health.Type)
 	}
 	if cfg.Health.Type == config.HealthICMP && cfg.Protocol != config.ProtocolUDP {
 		return fmt.Errorf("pool %s: icmp health checks are for UDP pools", cfg.Name)
+	}
+	if cfg.Health.Type == config.HealthTLS && cfg.Protocol == config.ProtocolUDP {
+		return fmt.Errorf("pool %s: tls health checks are for TCP pools", cfg.Name)
+	}
+	if cfg.Health.Type == config.HealthTLS && cfg.Health.ServerName == "" {
+		return fmt.Errorf("pool %s: a tls health check needs a server_name", cfg.Name)
 	}
 	if cfg.Health.Port < 0 || cfg.Health.Port > 65535 {
 		return fmt.Errorf("pool %s: health port %d out of range", cfg.Name, cfg.Health.Port)
@@ -58,6 +66,8 @@ func (p *Pool) sendExpect() bool { return p.cfg.Health.Type == config.HealthSend
 func (p *Pool) healthCheck(b *Backend) health.Check {
 	h := p.cfg.Health
 	switch {
+	case h.Type == config.HealthTLS:
+		return health.TLSCheck(p.dialWithLocalHeader, p.connectAddr(b), health.TLSOptions{ServerName: h.ServerName, Roots: p.caFile}, dialer.IsLocal)
 	case h.Type == config.HealthICMP:
 		return health.UDPRefusalCheck(nil, b.Addr, dialer.IsLocal)
 	case p.sendExpect() && p.udp():
@@ -69,10 +79,11 @@ func (p *Pool) healthCheck(b *Backend) health.Check {
 	}
 }
 
-// dialWithLocalHeader is the pool's dial for connect checks and probes: a
-// backend that expects a PROXY header (proxy_protocol) is sent a LOCAL one
-// ("the proxy itself, no client") before the connection closes, so it does
-// not log every check as a broken header.
+// dialWithLocalHeader is the pool's dial for connect and tls checks and
+// probes: a backend that expects a PROXY header (proxy_protocol) is sent a
+// LOCAL one ("the proxy itself, no client") before the connection closes
+// or the ClientHello goes out, so it does not log every check as a broken
+// header.
 func (p *Pool) dialWithLocalHeader(ctx context.Context, network, addr string) (net.Conn, error) {
 	c, err := p.dialer.DialContext(ctx, network, addr)
 	if err != nil || p.ProxyProtocol() == 0 {
@@ -104,9 +115,18 @@ func (p *Pool) checkRequest() []byte {
 	return send
 }
 
-// connectAddr is where b's connect check goes: b's address, or its host at
-// the health port when one is set (for UDP pools, the port of a TCP
-// service beside the UDP one).
+// caFileOf is the CA bundle of cfg's tls checks, one for all its
+// backends; nil: no tls check, or one that verifies nothing.
+func caFileOf(cfg *config.Pool) *health.CAFile {
+	if cfg.Health.Type != config.HealthTLS || cfg.Health.CAFile == "" {
+		return nil
+	}
+	return health.NewCAFile(cfg.Health.CAFile)
+}
+
+// connectAddr is where b's connect or tls check goes: b's address, or its
+// host at the health port when one is set (for UDP pools, the port of a
+// TCP service beside the UDP one).
 func (p *Pool) connectAddr(b *Backend) string {
 	if p.cfg.Health.Port == 0 {
 		return b.Addr
