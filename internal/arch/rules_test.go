@@ -12,7 +12,7 @@ var rules = map[string][]string{
 	"pkg/health":     {"pkg/clock"},
 	"pkg/dialer":     nil,
 	"pkg/listener":   nil,
-	"pkg/config":     nil,
+	"pkg/sniroute":   nil,
 	"pkg/sdnotify":   nil,
 	"pkg/sockopt":    nil,
 	"pkg/proxyproto": nil,
@@ -24,7 +24,8 @@ var rules = map[string][]string{
 	"pkg/siginbox":   nil,
 	"pkg/flow":       nil,
 
-	// Built on leaves.
+	// Built on leaves. The config checks routes by sniroute's rules.
+	"pkg/config":            {"pkg/sniroute"},
 	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
@@ -83,6 +84,7 @@ var (
 		"pkg/listener", "pkg/hashring", "pkg/pick", "pkg/breaker", "pkg/health",
 		"pkg/pool", "pkg/srclimit", "pkg/ipset", "pkg/proxyproto", "pkg/sockopt",
 		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog", "pkg/flow",
+		"pkg/sniroute",
 	}
 	badForDataPath = []string{
 		"net/http", "os/exec", "text/template", "html/template",
