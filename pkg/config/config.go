@@ -155,7 +155,8 @@ type Listener struct {
 	// malformed one.
 	OnUnrecognized string
 	// OnTooLarge (with Routes) is OnFallback or OnReset: what becomes of
-	// a client whose ClientHello is longer than MaxClientHello.
+	// a client whose ClientHello is longer than pkg/clienthello reads
+	// (16 KiB).
 	OnTooLarge string
 }
 

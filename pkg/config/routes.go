@@ -28,16 +28,12 @@ const (
 // Inspections lists the accepted on_unrecognized and on_too_large values.
 func Inspections() []string { return []string{OnFallback, OnReset} }
 
-// Bounds of the inspection. MaxClientHello is the most of a ClientHello
-// l4lb buffers: its TLS records, headers included; a longer one is
-// on_too_large's. 16 KiB is one full TLS record, four times what today's
-// largest (post-quantum key shares, many extensions) take, and Envoy's
-// bound after the same reports.
+// Bounds of inspect_timeout. How much of a ClientHello is read before
+// on_too_large applies is pkg/clienthello's (MaxHelloLen, 16 KiB).
 const (
 	DefaultInspectTimeout = 5 * time.Second
 	MinInspectTimeout     = 100 * time.Millisecond
 	MaxInspectTimeout     = 60 * time.Second
-	MaxClientHello        = 16 << 10
 )
 
 // Route is one [[listener.route]] table.
