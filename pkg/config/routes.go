@@ -46,7 +46,10 @@ type Route struct {
 	// one for the route to match; nil: any, or none.
 	ALPN []string
 	Pool string // name of a TCP pool in Config.Pools
-	Line int    // line of the [[listener.route]] header
+	// Name is the route's name in metrics and the access log: as written,
+	// or Pool when the file leaves it out (or writes "").
+	Name string
+	Line int // line of the [[listener.route]] header
 }
 
 // RouteMatcher builds the matcher of the listener's routes, whose Match
@@ -115,6 +118,12 @@ func decodeRoute(t *table) (r Route, namesRead bool) {
 	}
 	if t.str("pool", &r.Pool) && r.Pool == "" {
 		t.c.add(t.keyOf("pool"), "must not be empty: name the [pool.NAME] the route sends its clients to")
+	}
+	if t.str("name", &r.Name) && r.Name != "" {
+		checkName(t.c, t.keyOf("name"), r.Name)
+	}
+	if r.Name == "" {
+		r.Name = r.Pool
 	}
 	t.done()
 	return r, namesRead

@@ -22,12 +22,12 @@ func TestRoutesAreRead(t *testing.T) {
 	cfg := mustParse(t, withRoutes("inspect_timeout = \"2s\"\non_unrecognized = \"reset\"\non_too_large = \"reset\"\n"+
 		route(`["API.example.com."]`, `"api"`)+
 		route(`["*.example.com"]`, `"web"`)+"alpn = [\"h2\", \"http/1.1\"]\n"+
-		route(`["b.example.com"]`, `"api"`)+"alpn = []\n"))
+		route(`["b.example.com"]`, `"api"`)+"alpn = []\nname = \"b-api\"\n"))
 	l := cfg.Listeners[0]
 	want := []Route{
-		{SNI: []string{"API.example.com."}, Pool: "api", Line: 8},
-		{SNI: []string{"*.example.com"}, ALPN: []string{"h2", "http/1.1"}, Pool: "web", Line: 11},
-		{SNI: []string{"b.example.com"}, Pool: "api", Line: 15},
+		{SNI: []string{"API.example.com."}, Pool: "api", Name: "api", Line: 8},
+		{SNI: []string{"*.example.com"}, ALPN: []string{"h2", "http/1.1"}, Pool: "web", Name: "web", Line: 11},
+		{SNI: []string{"b.example.com"}, Pool: "api", Name: "b-api", Line: 15},
 	}
 	if !reflect.DeepEqual(l.Routes, want) {
 		t.Errorf("routes = %+v\nwant     %+v", l.Routes, want)
@@ -106,6 +106,7 @@ func TestRoutesReportEachProblem(t *testing.T) {
 			"listener[0].route[1].sni[0]", `and both routes list protocol "http/1.1" in alpn: a client offering it matches both`},
 		{"empty protocol", withRoutes(route(`["a.example.com"]`, `"api"`) + "alpn = [\"h2\", \"\"] #!\n"), "listener[0].route[0].alpn[1]", `"": an empty protocol name`},
 		{"protocol twice", withRoutes(route(`["a.example.com"]`, `"api"`) + "alpn = [\"h2\", \"h2\"] #!\n"), "listener[0].route[0].alpn[1]", `"h2" is already listed as listener[0].route[0].alpn[0] (line 8)`},
+		{"route name with a space", withRoutes(route(`["a.example.com"]`, `"api"`) + "name = \"my api\" #!\n"), "listener[0].route[0].name", `name "my api" may contain only letters, digits`},
 		{"unknown key in a route", withRoutes(route(`["a.example.com"]`, `"api"`) + "snis = [] #!\n"), "listener[0].route[0].snis", `did you mean "sni"?`},
 		{"sni hashing on a udp pool", withUDPPool("hash_key = \"sni\" #!\n"), "pool.dns.hash_key", `"sni" hashes the TLS server name of a TCP connection, and this pool is UDP`},
 		{"sni hashing behind a listener without routes", withPool("hash_key = \"sni\" #!\n"), "pool.web.hash_key", `only a listener with [[listener.route]] reads, and listener[0] "web" (line 1) sends its clients here without routes`},

@@ -264,6 +264,8 @@ var schema = []Section{
 			Meaning: `Protocols ("h2", "http/1.1") of which the client must offer one, compared exactly; []: any, or none offered.`},
 		{Name: "pool", Kind: KindString, Rule: "required; a [pool.NAME] no UDP listener names",
 			Meaning: "The pool the route sends its clients to."},
+		{Name: "name", Kind: KindString, Default: "", Rule: nameRule + `, or ""`,
+			Meaning: `The route's name in metrics (the route label) and the access log; routes of one listener with one name are counted together; "": its pool's name.`},
 	}},
 	{Path: "pool", Meaning: "The pools, each a table [pool.NAME]; NAME is " + nameRule + ". A pool serves the protocol of the listeners naming it (TCP when none does)."},
 	{Path: poolPath, Meaning: "One pool of backends and how clients are spread over them.", Keys: slices.Concat([]Key{

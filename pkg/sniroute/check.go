@@ -29,9 +29,10 @@ type Problem struct {
 	// Other and OtherIndex are the earlier route and entry the one at
 	// fault collides with; Other is -1 when the entry is at fault alone.
 	Other, OtherIndex int
-	// msg says what is wrong; with Other set, it has one %s, for how the
-	// caller names the earlier entry.
-	msg string
+	// msg says what is wrong; with Other set, the caller's name of the
+	// earlier entry goes between msg and rest. (Not a format verb: a
+	// protocol name may hold a '%'.)
+	msg, rest string
 }
 
 // Message says what is wrong, naming the earlier entry it collides with
@@ -40,7 +41,7 @@ func (p Problem) Message(name func(route int, field string, index int) string) s
 	if p.Other < 0 {
 		return p.msg
 	}
-	return fmt.Sprintf(p.msg, name(p.Other, p.Field, p.OtherIndex))
+	return p.msg + name(p.Other, p.Field, p.OtherIndex) + p.rest
 }
 
 // Error is "route[R].FIELD[I]: MESSAGE".
@@ -84,7 +85,7 @@ func Check(routes []Route) []Problem {
 			key := normalize(name)
 			if j, dup := inRoute[key]; dup {
 				add(Problem{Route: r, Field: FieldSNI, Index: i, Other: r, OtherIndex: j,
-					msg: fmt.Sprintf("%q is already listed as %%s: keep one", name)})
+					msg: fmt.Sprintf("%q is already listed as ", name), rest: ": keep one"})
 				continue
 			}
 			inRoute[key] = i
@@ -95,7 +96,8 @@ func Check(routes []Route) []Problem {
 			}
 			for _, p := range protocols {
 				if c, taken := byProto[p]; taken {
-					add(Problem{Route: r, Field: FieldSNI, Index: i, Other: c.route, OtherIndex: c.index, msg: overlap(name, p)})
+					msg, rest := overlap(name, p)
+					add(Problem{Route: r, Field: FieldSNI, Index: i, Other: c.route, OtherIndex: c.index, msg: msg, rest: rest})
 					break
 				}
 			}
@@ -110,12 +112,13 @@ func Check(routes []Route) []Problem {
 }
 
 // overlap says why name, claimed again for protocol p ("": any), cannot
-// be ordered against the earlier claim (a %s).
-func overlap(name, p string) string {
+// be ordered against the earlier claim, named between msg and rest.
+func overlap(name, p string) (msg, rest string) {
+	msg = fmt.Sprintf("%q is also ", name)
 	if p == "" {
-		return fmt.Sprintf("%q is also %%s, and neither route has alpn: nothing orders them; keep the name in one route, or give one of them alpn", name)
+		return msg, ", and neither route has alpn: nothing orders them; keep the name in one route, or give one of them alpn"
 	}
-	return fmt.Sprintf("%q is also %%s, and both routes list protocol %q in alpn: a client offering it matches both; keep the protocol in one of them", name, p)
+	return msg, fmt.Sprintf(", and both routes list protocol %q in alpn: a client offering it matches both; keep the protocol in one of them", p)
 }
 
 // checkProtocols reports the malformed or repeated protocols of route r
@@ -129,7 +132,7 @@ func checkProtocols(r int, alpn []string, add func(Problem)) []string {
 			continue
 		}
 		if j, dup := seen[p]; dup {
-			add(Problem{Route: r, Field: FieldALPN, Index: i, Other: r, OtherIndex: j, msg: fmt.Sprintf("%q is already listed as %%s: keep one", p)})
+			add(Problem{Route: r, Field: FieldALPN, Index: i, Other: r, OtherIndex: j, msg: fmt.Sprintf("%q is already listed as ", p), rest: ": keep one"})
 			continue
 		}
 		seen[p] = i

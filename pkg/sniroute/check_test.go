@@ -20,6 +20,8 @@ func TestCheck(t *testing.T) {
 		{"bad name", []Route{{SNI: []string{"ok.example.com", "a.*.example.com"}}}, []string{`route[0].sni[1]: "a.*.example.com": "*" may only`}},
 		{"bad protocol", []Route{{SNI: []string{"a.example.com"}, ALPN: []string{"h2", ""}}}, []string{`route[0].alpn[1]: "": an empty protocol`}},
 		{"protocol twice", []Route{{SNI: []string{"a.example.com"}, ALPN: []string{"h2", "h2"}}}, []string{`route[0].alpn[1]: "h2" is already listed as route[0].alpn[0]`}},
+		{"a protocol with a percent sign", []Route{{SNI: []string{"a.example.com"}, ALPN: []string{"h%s2"}}, {SNI: []string{"a.example.com"}, ALPN: []string{"h%s2"}}},
+			[]string{`route[1].sni[0]: "a.example.com" is also route[0].sni[0], and both routes list protocol "h%s2" in alpn`}},
 		{"name twice in a route", []Route{{SNI: []string{"a.example.com", "A.EXAMPLE.COM."}}}, []string{`route[0].sni[1]: "A.EXAMPLE.COM." is already listed as route[0].sni[0]`}},
 		{"same name no alpn", []Route{{SNI: []string{"x.example.com", "a.example.com"}}, {SNI: []string{"a.example.com."}}},
 			[]string{`route[1].sni[0]: "a.example.com." is also route[0].sni[1], and neither route has alpn`}},
