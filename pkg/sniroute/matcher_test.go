@@ -266,14 +266,20 @@ func benchQueries(n int) []query {
 	return q
 }
 
+// BenchmarkMatch matches against 1,000 routes, and against 10 and 10,000
+// to show the cost does not grow with them.
 func BenchmarkMatch(b *testing.B) {
-	m := mustNew(b, benchRoutes(1000))
-	queries := benchQueries(64)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		q := queries[i%len(queries)]
-		m.Match(q.name, q.alpn)
-		i++
+	for _, n := range []int{1000, 10, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			m := mustNew(b, benchRoutes(n))
+			queries := benchQueries(64)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				q := queries[i%len(queries)]
+				m.Match(q.name, q.alpn)
+				i++
+			}
+		})
 	}
 }
