@@ -5,6 +5,21 @@ import (
 	"testing"
 )
 
+// TestProblemMessageNamesTheOther checks the caller's naming reaches the
+// message, as config's key-and-line names do.
+func TestProblemMessageNamesTheOther(t *testing.T) {
+	p := Check([]Route{{SNI: []string{"a.example.com"}}, {SNI: []string{"a.example.com"}}})
+	if len(p) != 1 {
+		t.Fatalf("Check = %v, want one problem", p)
+	}
+	got := p[0].Message(func(route int, field string, index int) string {
+		return "R" + string(rune('0'+route)) + field + string(rune('0'+index))
+	})
+	if !strings.Contains(got, "is also R0sni0,") {
+		t.Errorf("Message = %q, want the caller's name of route 0's sni[0]", got)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -50,20 +65,5 @@ func TestCheck(t *testing.T) {
 				t.Errorf("New: %v, want an error exactly when Check finds a problem", err)
 			}
 		})
-	}
-}
-
-// TestProblemMessageNamesTheOther checks the caller's naming reaches the
-// message, as config's key-and-line names do.
-func TestProblemMessageNamesTheOther(t *testing.T) {
-	p := Check([]Route{{SNI: []string{"a.example.com"}}, {SNI: []string{"a.example.com"}}})
-	if len(p) != 1 {
-		t.Fatalf("Check = %v, want one problem", p)
-	}
-	got := p[0].Message(func(route int, field string, index int) string {
-		return "R" + string(rune('0'+route)) + field + string(rune('0'+index))
-	})
-	if !strings.Contains(got, "is also R0sni0,") {
-		t.Errorf("Message = %q, want the caller's name of route 0's sni[0]", got)
 	}
 }
