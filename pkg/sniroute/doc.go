@@ -9,7 +9,9 @@
 // least one of them. Names are compared without regard to ASCII case and
 // without a trailing dot. A name is exact ("api.example.com") or a
 // wildcard of one whole leftmost label ("*.example.com" matches
-// "a.example.com", not "example.com" nor "a.b.example.com").
+// "a.example.com", not "example.com" nor "a.b.example.com"). Case is
+// folded for ASCII letters only, as a server name is ASCII; a server name
+// longer than a DNS name (253 bytes) matches nothing.
 //
 // Among the routes that match, the most specific wins:
 //

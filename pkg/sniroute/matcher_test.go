@@ -98,12 +98,14 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 func referenceMatch(routes []Route, name string, alpn []string) (route int, ok, tie bool) {
 	type rank struct{ wildcard, proto int }
 	less := func(a, b rank) bool { return a.wildcard < b.wildcard || a.wildcard == b.wildcard && a.proto < b.proto }
-	name = strings.ToLower(name)
-	name = strings.TrimSuffix(name, ".")
+	name = asciiLower(strings.TrimSuffix(name, "."))
+	if len(name) > MaxNameLen {
+		return -1, false, false // no DNS name: nothing matches it
+	}
 	best, route := rank{}, -1
 	for r, rt := range routes {
 		for _, pattern := range rt.SNI {
-			pattern = strings.ToLower(strings.TrimSuffix(pattern, "."))
+			pattern = asciiLower(strings.TrimSuffix(pattern, "."))
 			wildcard := 0
 			if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
 				first, rest, dotted := strings.Cut(name, ".")
@@ -131,6 +133,42 @@ func referenceMatch(routes []Route, name string, alpn []string) (route int, ok, 
 		}
 	}
 	return route, route >= 0, tie
+}
+
+// asciiLower folds A-Z only: a server name is ASCII (RFC 6066), and
+// Unicode folding would make "\u212a" (the Kelvin sign) a "k".
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
+// FuzzMatch checks Match against referenceMatch for any name and any
+// route names Check accepts: an exact or wildcard route, one with alpn
+// beside one without.
+func FuzzMatch(f *testing.F) {
+	f.Add("*.example.com", "a.example.com", "b.example.com", "h2", "h2")
+	f.Add("API.example.com.", "api.EXAMPLE.com", "\u212a.example.com", "h2", "http/1.1")
+	f.Add("k.example.com", "\u212a.example.com", "K.example.com.", "x", "")
+	f.Add("*.example.com", "x.example.com", strings.Repeat("a", 250)+".example.com", "h2", "h2")
+	f.Fuzz(func(t *testing.T, first, second, name, protocol, offered string) {
+		routes := []Route{{SNI: []string{first}}, {SNI: []string{second}, ALPN: []string{protocol}}, {SNI: []string{first, second}, ALPN: []string{"other"}}}
+		for len(routes) > 0 && len(Check(routes)) > 0 {
+			routes = routes[:len(routes)-1]
+		}
+		m := mustNew(t, routes)
+		alpn := []string{offered}
+		want, wantOK, tie := referenceMatch(routes, name, alpn)
+		if tie {
+			t.Fatalf("Check accepted %+v, yet %q %q ties", routes, name, alpn)
+		}
+		if got, ok := m.Match(name, alpn); ok != wantOK || ok && got != want {
+			t.Fatalf("routes %+v: Match(%q, %q) = %d, %v; the reference says %d, %v", routes, name, alpn, got, ok, want, wantOK)
+		}
+	})
 }
 
 var (
