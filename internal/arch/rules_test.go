@@ -12,7 +12,6 @@ var rules = map[string][]string{
 	"pkg/health":      {"pkg/clock"},
 	"pkg/dialer":      nil,
 	"pkg/listener":    nil,
-	"pkg/config":      nil,
 	"pkg/sdnotify":    nil,
 	"pkg/sockopt":     nil,
 	"pkg/proxyproto":  nil,
@@ -24,8 +23,10 @@ var rules = map[string][]string{
 	"pkg/siginbox":    nil,
 	"pkg/flow":        nil,
 	"pkg/clienthello": nil,
+	"pkg/sniroute":    nil,
 
-	// Built on leaves.
+	// Built on leaves. The config checks routes by sniroute's rules.
+	"pkg/config":            {"pkg/sniroute"},
 	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
@@ -36,7 +37,7 @@ var rules = map[string][]string{
 
 	// The data path: the reactor, and the TCP relay and UDP sessions on it.
 	"pkg/reactor":    {"pkg/clock", "pkg/rawsys"},
-	"pkg/relay":      {"pkg/accesslog", "pkg/config", "pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
+	"pkg/relay":      {"pkg/accesslog", "pkg/clienthello", "pkg/config", "pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
 	"pkg/udpsession": {"pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/listener", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
 
 	// Wiring and control: the server, the upgrade protocol, the admin API.
@@ -87,6 +88,7 @@ var (
 		"pkg/pool", "pkg/srclimit", "pkg/ipset", "pkg/proxyproto", "pkg/sockopt",
 		"pkg/dialer", "pkg/clock", "pkg/loopguard", "pkg/accesslog", "pkg/flow",
 		"pkg/clienthello",
+		"pkg/sniroute",
 	}
 	badForDataPath = []string{
 		"net/http", "os/exec", "text/template", "html/template",

@@ -139,6 +139,25 @@ type Listener struct {
 	// KeepaliveCount is the unanswered probes that end the connection
 	// (TCP_KEEPCNT); 0: the kernel's default. Only with Keepalive.
 	KeepaliveCount int
+
+	// TLS routing (issue 29), TCP listeners only; see routes.go.
+
+	// Routes send a client to a pool chosen by its ClientHello's server
+	// name and ALPN protocols, in file order (RouteMatcher's indices);
+	// no route matched, or nothing to match by: Pool. nil: no client is
+	// inspected.
+	Routes []Route
+	// InspectTimeout (with Routes) bounds the wait for the whole
+	// ClientHello; past it the client goes to Pool, whatever it sent.
+	InspectTimeout time.Duration
+	// OnUnrecognized (with Routes) is OnFallback or OnReset: what becomes
+	// of a client whose first bytes are not a TLS ClientHello, or a
+	// malformed one.
+	OnUnrecognized string
+	// OnTooLarge (with Routes) is OnFallback or OnReset: what becomes of
+	// a client whose ClientHello is longer than pkg/clienthello reads
+	// (16 KiB).
+	OnTooLarge string
 }
 
 // Pool is one [pool.NAME] table with its backends, health and breaker.

@@ -18,6 +18,10 @@ const (
 const (
 	HashKeySourceIP     = "source-ip"
 	HashKeySourceIPPort = "source-ip-port"
+	// HashKeySNI hashes the TLS server name the listener's route
+	// inspection read (routes.go); a client without one hashes by its
+	// source IP.
+	HashKeySNI = "sni"
 )
 
 // Protocol names accepted in [[listener]] protocol.
@@ -48,7 +52,7 @@ func Algorithms() []string {
 }
 
 // HashKeys lists every accepted hash_key.
-func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort} }
+func HashKeys() []string { return []string{HashKeySourceIP, HashKeySourceIPPort, HashKeySNI} }
 
 // Protocols lists the accepted [[listener]] protocol values.
 func Protocols() []string { return []string{ProtocolTCP, ProtocolUDP} }
@@ -172,6 +176,9 @@ func DefaultListener() Listener {
 		Keepalive:         def[time.Duration](l + "keepalive"),
 		KeepaliveInterval: def[time.Duration](l + "keepalive_interval"),
 		KeepaliveCount:    def[int](l + "keepalive_count"),
+		InspectTimeout:    def[time.Duration](l + "inspect_timeout"),
+		OnUnrecognized:    def[string](l + "on_unrecognized"),
+		OnTooLarge:        def[string](l + "on_too_large"),
 	}
 }
 

@@ -42,6 +42,10 @@ func FuzzParse(f *testing.F) {
 		"[global]\nstate_file = \"/x/\"\n" + listenerWeb + "trusted_proxies = [\"10.0.0.1/8\", \"fe80::1%eth0\", 1]\nproxy_timeout = \"1h\"\nallow = [\"::ffff:10.0.0.1/104\", \"10.0.0.0/33\", \"\"]\n" +
 			"deny = \"x\"\nburst_per_source = -1\nrate_per_source = nan\nkeepalive = \"1500ms\"\nkeepalive_interval = \"0s\"\nkeepalive_count = 128\n" + poolWeb +
 			listenerOn("u", `"127.0.0.1:53"`, "udp", "u") + "accept_proxy = true\nkeepalive = \"off\"\n[pool.u]\nproxy_protocol = \"v1\"\nqueue_timeout = \"1s\"\nkeepalive_count = 1\nbackend = [{addr = \"127.0.0.1:9053\", max_connections = -1}]\n",
+		// TLS routes (issue 29): valid, then wrong in every way.
+		listenerWeb + "inspect_timeout = \"1s\"\non_unrecognized = \"reset\"\n[[listener.route]]\nsni = [\"A.example.com.\", \"*.example.com\"]\nalpn = [\"h2\"]\npool = \"api\"\n" +
+			"[[listener.route]]\nsni = [\"a.example.com\"]\npool = \"web\"\n" + poolWeb + "[pool.api]\nhash_key = \"sni\"\nbackend = [{addr = \"127.0.0.1:9002\"}]\n",
+		listenerWeb + "on_too_large = \"x\"\nroute = [{sni = [\"*\", \"a.*.b\", \"1.2.3.4\", \"\"], alpn = [\"\"]}, {sni = [], pool = \"dns\"}, {pool = 1}]\n" + poolWeb + validUDP,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -71,6 +75,14 @@ func FuzzParse(f *testing.F) {
 		for _, l := range cfg.Listeners {
 			if cfg.Pools[l.Pool] == nil {
 				t.Fatalf("listener %q names missing pool %q", l.Name, l.Pool)
+			}
+			for _, r := range l.Routes {
+				if p := cfg.Pools[r.Pool]; p == nil || p.Protocol != ProtocolTCP || l.Protocol != ProtocolTCP {
+					t.Fatalf("listener %q: route to pool %q accepted", l.Name, r.Pool)
+				}
+			}
+			if _, err := l.RouteMatcher(); err != nil {
+				t.Fatalf("listener %q: routes accepted that sniroute refuses: %v", l.Name, err)
 			}
 		}
 		if len(cfg.PoolNames) != len(cfg.Pools) {

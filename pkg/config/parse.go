@@ -190,6 +190,7 @@ func decodeListener(t *table) Listener {
 	}
 	decodeReceiveBuffer(t, &l, udp, notUDP)
 	decodeListenerPolicy(t, &l, tcp)
+	decodeRoutes(t, &l, tcp)
 	t.done()
 	return l
 }

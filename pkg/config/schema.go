@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/sniroute"
 )
 
 // The schema is the one statement of every key of the file: its table,
@@ -135,6 +137,8 @@ const (
 	backendPath = "pool.NAME.backend"
 	healthPath  = "pool.NAME.health"
 	breakerPath = "pool.NAME.breaker"
+	// routePath is a listener's TLS routes (routes.go).
+	routePath = "listener.route"
 	// discoveryPath is the pool's DNS discovery (discovery.go).
 	discoveryPath = "pool.NAME.discovery"
 )
@@ -247,13 +251,30 @@ var schema = []Section{
 			Meaning: "Leading bits of an IPv4 client address that make one source for the per-source limits."},
 		{Name: "source_ipv6_prefix", Kind: KindInteger, Default: DefaultSourceIPv6Prefix, Min: 1, Max: 128, Only: ProtocolTCP, Rule: "only with a per-source limit",
 			Meaning: "The same for IPv6 (64: each /64, the block one host takes its addresses from)."},
-	}, keepaliveKeys("client"))},
+	}, keepaliveKeys("client"), []Key{
+		{Name: "inspect_timeout", Kind: KindDuration, Default: DefaultInspectTimeout, Min: MinInspectTimeout, Max: MaxInspectTimeout, Only: ProtocolTCP, Rule: "only with [[listener.route]]",
+			Meaning: "How long the whole ClientHello may take to arrive; past it (a server-first protocol, a stalled client) the client goes to the listener's pool."},
+		{Name: "on_unrecognized", Kind: KindString, Default: OnFallback, Values: Inspections(), Only: ProtocolTCP, Rule: "only with [[listener.route]]",
+			Meaning: "A client whose first bytes are not a TLS ClientHello, or a malformed one: fallback sends it to the listener's pool, the bytes read first; reset resets it."},
+		{Name: "on_too_large", Kind: KindString, Default: OnFallback, Values: Inspections(), Only: ProtocolTCP, Rule: "only with [[listener.route]]",
+			Meaning: "A ClientHello longer than 16 KiB (one TLS record's worth, however many records carry it): fallback sends the client to the listener's pool, unrouted; reset resets it."},
+	})},
+	{Path: routePath, Array: true, Meaning: "One TLS route of a TCP listener (docs/operations.md, \"SNI routing\"): a client whose ClientHello names one of sni, and offers one of alpn when set, goes to pool, with its TLS untouched. Exact names beat wildcards; at one name, a route with alpn beats one without, and among those the client's most preferred protocol wins; `check` refuses one name in two routes that nothing orders.", Keys: []Key{
+		{Name: "sni", Kind: KindStrings, Rule: `required; not empty; host names of at most ` + strconv.Itoa(sniroute.MaxNameLen) + ` characters (RFC 6066, no IP literals), exact or "*." and one; unique per alpn protocol`,
+			Meaning: `Server names, any case, a trailing dot ignored: "api.example.com", or "*.example.com" for one whole leftmost label (not example.com, not a.b.example.com).`},
+		{Name: "alpn", Kind: KindStrings, Default: []string{}, Rule: "each of 1-" + strconv.Itoa(sniroute.MaxProtocolLen) + " bytes, once in the route",
+			Meaning: `Protocols ("h2", "http/1.1") of which the client must offer one, compared exactly; []: any, or none offered.`},
+		{Name: "pool", Kind: KindString, Rule: "required; a [pool.NAME] no UDP listener names",
+			Meaning: "The pool the route sends its clients to."},
+		{Name: "name", Kind: KindString, Default: "", Rule: nameRule + `, or ""`,
+			Meaning: `The route's name in metrics (the route label) and the access log; routes of one listener with one name are counted together; "": its pool's name.`},
+	}},
 	{Path: "pool", Meaning: "The pools, each a table [pool.NAME]; NAME is " + nameRule + ". A pool serves the protocol of the listeners naming it (TCP when none does)."},
 	{Path: poolPath, Meaning: "One pool of backends and how clients are spread over them.", Keys: slices.Concat([]Key{
 		{Name: "algorithm", Kind: KindString, Default: AlgorithmRoundRobin, Values: Algorithms(),
 			Meaning: "How a backend is picked; round-robin and random ignore weight, the others honour it."},
 		{Name: "hash_key", Kind: KindString, Default: HashKeySourceIP, Values: HashKeys(),
-			Meaning: "What ip-hash, consistent-hash and maglev hash."},
+			Meaning: "What ip-hash, consistent-hash and maglev hash; sni: the TLS server name a listener's routes read (TCP pools reached only through listeners with routes; a client without a name hashes by source-ip)."},
 		{Name: "connect_timeout", Kind: KindDuration, Default: 2 * time.Second, Min: MinConnectTimeout, Only: ProtocolTCP,
 			Meaning: "One connect attempt."},
 		{Name: "connect_budget", Kind: KindDuration, Default: DefaultConnectBudget, Min: MinConnectTimeout, Only: ProtocolTCP, Rule: "at least connect_timeout",

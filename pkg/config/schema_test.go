@@ -132,8 +132,9 @@ func TestSchemaIsWellFormed(t *testing.T) {
 	}
 }
 
-// schemaTestFile is a valid file with a TCP listener and pool (web) and a
-// UDP listener and pool (dns), every table present; lines[table] are
+// schemaTestFile is a valid file with a TCP listener and pool (web), the
+// listener with a route, and a UDP listener and pool (dns), every table
+// present; lines[table] are
 // written into table, whose header is written as the key is named in
 // errors.
 func schemaTestFile(lines map[string]string) string {
@@ -143,6 +144,7 @@ func schemaTestFile(lines map[string]string) string {
 		{"[log]", ""},
 		{"[cluster]", ""},
 		{"[[listener]]", "name = \"web\"\nbind = \"127.0.0.1:8080\"\npool = \"web\"\n"},
+		{"[[listener.route]]", "sni = [\"api.example.com\"]\npool = \"web\"\n"},
 		{"[[listener]]", "name = \"dns\"\nbind = \"127.0.0.1:8081\"\nprotocol = \"udp\"\npool = \"dns\"\n"},
 		{"[pool.web]", ""},
 		{"[[pool.web.backend]]", "addr = \"127.0.0.1:9001\"\n"},
@@ -154,7 +156,7 @@ func schemaTestFile(lines map[string]string) string {
 		{"[pool.dns.health]", ""},
 		{"[pool.dns.breaker]", ""},
 	}
-	names := []string{"global", "admin", "log", "cluster", "listener[0]", "listener[1]", "pool.web", "pool.web.backend[0]", "pool.web.health", "pool.web.breaker", "pool.web.discovery", "pool.dns", "pool.dns.backend[0]", "pool.dns.health", "pool.dns.breaker"}
+	names := []string{"global", "admin", "log", "cluster", "listener[0]", "listener[0].route[0]", "listener[1]", "pool.web", "pool.web.backend[0]", "pool.web.health", "pool.web.breaker", "pool.web.discovery", "pool.dns", "pool.dns.backend[0]", "pool.dns.health", "pool.dns.breaker"}
 	var b strings.Builder
 	for i, tb := range tables {
 		b.WriteString(tb.header + "\n" + tb.body + lines[names[i]])
@@ -176,6 +178,8 @@ func tableOf(sec Section, k Key) string {
 			return "listener[1]"
 		}
 		return "listener[0]"
+	case routePath:
+		return "listener[0].route[0]"
 	case poolPath:
 		return pool
 	case backendPath:

@@ -138,25 +138,33 @@ type poolUse struct {
 	what     string // how messages name that listener
 }
 
-// poolUses works out, from the listeners, the protocol of every pool they
-// name. A pool no listener names is absent: see useOf.
+// poolUses works out, from the listeners and their routes, the protocol
+// of every pool they name. A pool none names is absent: see useOf.
 func poolUses(listeners []Listener) map[string]poolUse {
 	uses := map[string]poolUse{}
-	for i, l := range listeners {
-		if l.Pool == "" {
-			continue
+	note := func(pool, protocol string, listener int, what string) {
+		u, seen := uses[pool]
+		switch {
+		case !seen:
+			uses[pool] = poolUse{protocol: protocol, listener: listener, what: what}
+		case u.protocol != protocol:
+			u.protocol = ""
+			uses[pool] = u
 		}
+	}
+	for i, l := range listeners {
 		protocol := l.Protocol
 		if !slices.Contains(Protocols(), protocol) {
 			protocol = ""
 		}
-		u, seen := uses[l.Pool]
-		switch {
-		case !seen:
-			uses[l.Pool] = poolUse{protocol: protocol, listener: i, what: fmt.Sprintf("%s listener[%d] %q (line %d)", l.Protocol, i, l.Name, l.Line)}
-		case u.protocol != protocol:
-			u.protocol = ""
-			uses[l.Pool] = u
+		what := fmt.Sprintf("%s listener[%d] %q (line %d)", l.Protocol, i, l.Name, l.Line)
+		if l.Pool != "" {
+			note(l.Pool, protocol, i, what)
+		}
+		for r, rt := range l.Routes {
+			if rt.Pool != "" {
+				note(rt.Pool, protocol, i, fmt.Sprintf("route[%d] (line %d) of %s", r, rt.Line, what))
+			}
 		}
 	}
 	return uses
@@ -218,6 +226,8 @@ func crossCheck(c *collector, cfg *Config) {
 			c.add(joinKey(key, "pool"), "pool %q is also served by %s listener[%d] %q (line %d), and this listener is %s: a pool serves one protocol: define a second pool with the same backends", l.Pool, first.Protocol, j, first.Name, first.Line, l.Protocol)
 		}
 	}
+	checkRoutePools(c, cfg)
+	checkSNIHashing(c, cfg)
 	checkBinds(c, cfg)
 	checkSelfDials(c, cfg, isLoopback)
 }
