@@ -165,7 +165,10 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	byName := server.PoolsByName(in.pools)
 
 	in.policies = server.Policies(cfg, nil)
-	fronts := server.Frontends(cfg, byName, in.policies)
+	fronts, err := server.Frontends(cfg, byName, in.policies)
+	if err != nil {
+		return in, err
+	}
 	inh.Frontends(fronts, log)
 	in.server, err = server.New(server.Config{
 		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,

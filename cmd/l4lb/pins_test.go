@@ -47,9 +47,9 @@ func TestAlgorithmNamesAgree(t *testing.T) {
 }
 
 func TestHashKeysAgree(t *testing.T) {
-	if !sameSet(config.HashKeys(), []string{pick.HashKeySourceIP, pick.HashKeySourceIPPort}) ||
-		config.HashKeySourceIP != pick.HashKeySourceIP || config.HashKeySourceIPPort != pick.HashKeySourceIPPort {
-		t.Fatalf("config hash keys %v, pick %q %q", config.HashKeys(), pick.HashKeySourceIP, pick.HashKeySourceIPPort)
+	if !sameSet(config.HashKeys(), []string{pick.HashKeySourceIP, pick.HashKeySourceIPPort, pick.HashKeySNI}) ||
+		config.HashKeySourceIP != pick.HashKeySourceIP || config.HashKeySourceIPPort != pick.HashKeySourceIPPort || config.HashKeySNI != pick.HashKeySNI {
+		t.Fatalf("config hash keys %v, pick %q %q %q", config.HashKeys(), pick.HashKeySourceIP, pick.HashKeySourceIPPort, pick.HashKeySNI)
 	}
 	backends := []pick.Backend{{ID: "a", Weight: 1}}
 	for _, key := range config.HashKeys() {

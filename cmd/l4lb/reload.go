@@ -176,7 +176,11 @@ func (in *instance) serve(cfg *config.Config) (applied, error) {
 	byName := server.PoolsByName(pools)
 	budget := server.BudgetFor(cfg, in.loops, running.Admin)
 	pols := server.Policies(cfg, in.policies)
-	st, err := in.server.Reload(server.Frontends(cfg, byName, pols), budget.MaxConnections)
+	fronts, err := server.Frontends(cfg, byName, pols)
+	if err != nil {
+		return res, err
+	}
+	st, err := in.server.Reload(fronts, budget.MaxConnections)
 	if err != nil {
 		return res, err
 	}

@@ -29,6 +29,12 @@ var (
 	descRecoveryWaits = desc("l4lb_client_recovery_waits_total",
 		"Waits of TCP clients whose pool was all down once their dials failed: held, dialing nothing, within the pool's connect_budget for a backend to come back; by how the wait ended: served (a backend came back and the client was dialed), timeout (the budget ran out: refused as no_backend), left (the client went away).",
 		"listener", "result")
+	descRouteClients = desc("l4lb_route_connections_total",
+		"TCP clients of a listener with SNI routes that a route took, by the route's name (its pool's unless named); those of the listener's own pool are in l4lb_inspect_total.",
+		"listener", "route")
+	descInspect = desc("l4lb_inspect_total",
+		"ClientHello inspections of listeners with SNI routes, by how they ended: routed, unmatched (a ClientHello no route takes, or without a name: the listener's pool), not_tls, malformed, too_large, incomplete (part of a ClientHello at inspect_timeout, or closed within it), server_first (nothing at inspect_timeout).",
+		"listener", "result")
 	descHandedOver = desc("l4lb_upgrade_connections_handed_total",
 		"Established connections a binary upgrade moved, by listener: TCP relays and clients queued for a slot, or UDP sessions; direction out: passed to the next process (this one is the old one), in: taken from the previous one.",
 		"listener", "direction")
@@ -50,7 +56,7 @@ var (
 
 func describeObservability(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCloses, descConnectTime, descBuildInfo, descAccessDropped,
-		descQueued, descRecoveryWaits, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted,
+		descQueued, descRecoveryWaits, descRouteClients, descInspect, descHandedOver, descSources, descBackendDraining, descBackendWeight, descPortsExhausted,
 		descServingBackups, descBackendBackup} {
 		ch <- d
 	}
@@ -75,6 +81,14 @@ func (c collector) collectObservability(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRecoveryWaits, prometheus.CounterValue, float64(lc.RecoveryWaits[i]), lc.Name, r)
 		}
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(lc.Sources), lc.Name)
+	}
+	for _, lr := range s.Routes() {
+		for name, n := range lr.Routes {
+			ch <- prometheus.MustNewConstMetric(descRouteClients, prometheus.CounterValue, float64(n), lr.Name, name)
+		}
+		for i, r := range relay.InspectResults {
+			ch <- prometheus.MustNewConstMetric(descInspect, prometheus.CounterValue, float64(lr.Results[i]), lr.Name, r)
+		}
 	}
 	for _, h := range s.Handovers() {
 		ch <- prometheus.MustNewConstMetric(descHandedOver, prometheus.CounterValue, float64(h.Out), h.Name, "out")

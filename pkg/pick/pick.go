@@ -80,6 +80,10 @@ var Algorithms = []string{RoundRobin, WeightedRoundRobin, LeastConn, Random, P2C
 const (
 	HashKeySourceIP     = "source-ip"
 	HashKeySourceIPPort = "source-ip-port"
+	// HashKeySNI hashes the TLS server name: the caller gives as src an
+	// address derived from the name (pool.Pool.KeyFor), hashed as
+	// source-ip hashes an address, so one name reaches one backend.
+	HashKeySNI = "sni"
 )
 
 // Errors returned by New, wrapped with the offending value.
@@ -168,7 +172,7 @@ func validate(backends []Backend, st State, cfg Config) error {
 		seen[b.ID] = true
 	}
 	switch cfg.HashKey {
-	case "", HashKeySourceIP, HashKeySourceIPPort:
+	case "", HashKeySourceIP, HashKeySourceIPPort, HashKeySNI:
 	default:
 		return fmt.Errorf("%q: %w", cfg.HashKey, ErrBadHashKey)
 	}

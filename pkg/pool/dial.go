@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"crypto/sha256"
 	"errors"
 	"net/netip"
 	"sync/atomic"
@@ -75,6 +76,19 @@ func (p *Pool) Plan(src netip.AddrPort, buf []int) (cands []int, force bool) {
 		}
 	}
 	return buf[:0], true
+}
+
+// KeyFor is what the pool's hashing pickers hash for a client at src
+// whose ClientHello named serverName: with hash_key = "sni" and a name, an
+// address derived from the name alone (the first 16 bytes of its SHA-256),
+// so one server name always reaches one backend, whichever client sends
+// it; else src.
+func (p *Pool) KeyFor(src netip.AddrPort, serverName string) netip.AddrPort {
+	if p.cfg.HashKey != config.HashKeySNI || serverName == "" {
+		return src
+	}
+	sum := sha256.Sum256([]byte(serverName))
+	return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sum[:16])), 0)
 }
 
 // AllDown reports whether no backend of the pool would take a new client

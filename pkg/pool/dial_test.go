@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -188,5 +189,26 @@ func TestPendingSettlesOnce(t *testing.T) {
 	none.Settle(dialer.Failure) // a dial settled at connect has nothing left
 	if b.Active() != 0 {
 		t.Fatalf("active %d at the end, want 0", b.Active())
+	}
+}
+
+func TestKeyForHashesTheServerNameWithHashKeySNI(t *testing.T) {
+	addr := testnet.FreeAddr(t)
+	text := fmt.Sprintf("[[listener]]\nname = \"l\"\nbind = %q\npool = \"p\"\n[[listener.route]]\nsni = [\"api.test\"]\npool = \"p\"\n"+
+		"[pool.p]\nalgorithm = \"maglev\"\nhash_key = \"sni\"\n[[pool.p.backend]]\naddr = %q\n", testnet.FreeAddr(t), addr)
+	sni := runPoolOn(t, nil, parse(t, text))
+	a, b := netip.MustParseAddrPort("192.0.2.1:1000"), netip.MustParseAddrPort("198.51.100.2:2000")
+	if sni.KeyFor(a, "api.test") != sni.KeyFor(b, "api.test") {
+		t.Fatal("one name from two clients hashed apart")
+	}
+	if sni.KeyFor(a, "api.test") == sni.KeyFor(a, "web.test") {
+		t.Fatal("two names hashed alike")
+	}
+	if sni.KeyFor(a, "") != a {
+		t.Fatal("a client without a name is not hashed by its address")
+	}
+	ip := runPoolOn(t, nil, parse(t, poolTOML(t, []string{addr}, "algorithm = \"maglev\"")))
+	if ip.KeyFor(a, "api.test") != a {
+		t.Fatal("a source-ip pool hashed the name")
 	}
 }

@@ -43,7 +43,11 @@ func (c *conn) startDial() { c.plan(&dialState{}) }
 // carries what a client back from waiting for recovery spent: its connect
 // budget and its force-try.
 func (c *conn) plan(d *dialState) {
-	cands, force := c.pool.Plan(c.src, d.cands[:0])
+	key := c.src
+	if c.sni != nil {
+		key = c.pool.KeyFor(c.src, c.sni.serverName) // hash_key = "sni"
+	}
+	cands, force := c.pool.Plan(key, d.cands[:0])
 	switch {
 	case len(cands) == 0 && !force:
 		d.endWait(c.f, queueServed) // back, but full: it waits for a slot now

@@ -33,9 +33,12 @@ type Routing struct {
 	// listener's pool.
 	Timeout time.Duration
 	// Reset: a client whose first bytes are not a ClientHello (not TLS,
-	// malformed, too large, incomplete at the timeout) is reset
-	// (on_unrecognized = "reset") rather than sent to the listener's pool.
-	Reset bool
+	// malformed, closed within it) is reset (on_unrecognized = "reset")
+	// rather than sent to the listener's pool; ResetTooLarge the same for
+	// a ClientHello past clienthello.MaxBytes (on_too_large). A client
+	// still sending its ClientHello at the timeout goes to the listener's
+	// pool either way.
+	Reset, ResetTooLarge bool
 	// Results counts inspections by how they ended (InspectResults).
 	Results [numInspectResults]atomic.Int64
 }
@@ -65,6 +68,38 @@ const (
 // InspectResults names every way an inspection ends, for the metric's
 // label.
 var InspectResults = [numInspectResults]string{"routed", "unmatched", "not_tls", "malformed", "too_large", "incomplete", "server_first"}
+
+// CarryCounts starts r's counters where prev's are (a reload replaced a
+// listener's routes): the results, and each route's clients by name, so
+// no counter of the metrics goes back. Either may be nil.
+func (r *Routing) CarryCounts(prev *Routing) {
+	if r == nil || prev == nil {
+		return
+	}
+	for i := range r.Results {
+		r.Results[i].Store(prev.Results[i].Load())
+	}
+	// By name: routes that share one are counted together (RouteClients),
+	// so the first of the name carries the sum on.
+	was := prev.RouteClients()
+	seen := map[string]bool{}
+	for _, route := range r.Routes {
+		if !seen[route.Name] {
+			seen[route.Name] = true
+			route.Clients.Store(was[route.Name])
+		}
+	}
+}
+
+// RouteClients sums the clients each route took by the route's name
+// (l4lb_route_connections_total: routes that share a name are one).
+func (r *Routing) RouteClients() map[string]int64 {
+	out := make(map[string]int64, len(r.Routes))
+	for _, route := range r.Routes {
+		out[route.Name] += route.Clients.Load()
+	}
+	return out
+}
 
 // SetRouting makes r the listener's routes for clients accepted from now;
 // nil: none (no inspection).
@@ -117,7 +152,11 @@ func (c *conn) inspect(rt *Routing) {
 	case clienthello.Complete:
 		c.routeHello(rt, h)
 	case clienthello.TooLarge:
-		c.unrecognized(rt, inspectTooLarge)
+		if rt.ResetTooLarge {
+			c.resetUnrecognized(rt, inspectTooLarge)
+			return
+		}
+		c.inspected(rt, inspectTooLarge)
 	case clienthello.NotTLS:
 		c.unrecognized(rt, inspectNotTLS)
 	default:
@@ -143,24 +182,29 @@ func (c *conn) routeHello(rt *Routing, h clienthello.Hello) {
 // listener's pool, or resets it (on_unrecognized).
 func (c *conn) unrecognized(rt *Routing, res inspectResult) {
 	if rt.Reset {
-		rt.Results[res].Add(1)
-		c.l.r.Disarm(&c.timer)
-		c.refuseBy(CloseUnrecognized, true)
+		c.resetUnrecognized(rt, res)
 		return
 	}
 	c.inspected(rt, res)
 }
 
-// inspectTimedOut ends an inspection at inspect_timeout: a client that
-// sent nothing speaks a server-first protocol; one that sent part of a
-// ClientHello is unrecognized.
+func (c *conn) resetUnrecognized(rt *Routing, res inspectResult) {
+	rt.Results[res].Add(1)
+	c.l.r.Disarm(&c.timer)
+	c.refuseBy(CloseUnrecognized, true)
+}
+
+// inspectTimedOut ends an inspection at inspect_timeout with the
+// listener's pool: a client that sent nothing speaks a server-first
+// protocol (SMTP's greeting comes from the server); one that sent part of
+// a ClientHello is too slow to route, and is counted apart.
 func (c *conn) inspectTimedOut(rt *Routing) {
 	var b [1]byte
 	if n, _ := rawsys.Recv(c.cl.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT); n <= 0 {
 		c.inspected(rt, inspectServerFirst)
 		return
 	}
-	c.unrecognized(rt, inspectIncomplete)
+	c.inspected(rt, inspectIncomplete)
 }
 
 // inspected ends the inspection and dials.

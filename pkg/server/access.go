@@ -56,6 +56,34 @@ func (s *Server) Closes() []ListenerCloses {
 	return out
 }
 
+// ListenerRoutes is one TCP listener's SNI routing counts: clients by
+// route name, and inspections by how they ended (in the order of
+// relay.InspectResults).
+type ListenerRoutes struct {
+	Name    string
+	Routes  map[string]int64
+	Results [len(relay.InspectResults)]int64
+}
+
+// Routes returns the counts of every listener with SNI routes.
+func (s *Server) Routes() []ListenerRoutes {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []ListenerRoutes
+	for _, f := range s.fronts {
+		rt := f.Routing()
+		if rt == nil {
+			continue
+		}
+		lr := ListenerRoutes{Name: f.Name, Routes: rt.RouteClients()}
+		for i := range lr.Results {
+			lr.Results[i] = rt.Results[i].Load()
+		}
+		out = append(out, lr)
+	}
+	return out
+}
+
 // ListenerHandovers counts one listener's connections (TCP relays and
 // queued clients, or UDP sessions) moved by binary upgrades: Out passed to
 // the next process, In taken from the previous one.

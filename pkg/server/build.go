@@ -60,7 +60,7 @@ func PoolsByName(pools []*pool.Pool) map[string]*pool.Pool {
 // Frontends turns cfg's listeners into the server's frontends, in file
 // order, each with its built pool (pools by name, from BuildPools): TCP ones
 // with their backlog, UDP ones with their session keys.
-func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*relay.Policy) []Frontend {
+func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]*relay.Policy) ([]Frontend, error) {
 	fronts := make([]Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		f := Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
@@ -72,10 +72,33 @@ func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]
 			f.ReceiveBuffer = l.ReceiveBuffer
 		default:
 			f.Backlog = l.Backlog
+			r, err := routing(l, pools)
+			if err != nil {
+				return nil, err
+			}
+			f.Routing = r
 		}
 		fronts = append(fronts, f)
 	}
-	return fronts
+	return fronts, nil
+}
+
+// routing is a TCP listener's SNI routes over the built pools; nil
+// without routes.
+func routing(l config.Listener, pools map[string]*pool.Pool) (*relay.Routing, error) {
+	if len(l.Routes) == 0 {
+		return nil, nil
+	}
+	m, err := l.RouteMatcher()
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: routes: %w", l.Name, err)
+	}
+	r := &relay.Routing{Match: m.Match, Timeout: l.InspectTimeout,
+		Reset: l.OnUnrecognized == config.OnReset, ResetTooLarge: l.OnTooLarge == config.OnReset}
+	for _, rc := range l.Routes {
+		r.Routes = append(r.Routes, &relay.Route{Name: rc.Name, Pool: pools[rc.Pool]})
+	}
+	return r, nil
 }
 
 // ThisHost lists the addresses of this host's interfaces, which a wildcard

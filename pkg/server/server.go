@@ -32,6 +32,8 @@ type Frontend struct {
 	// (PROXY header, allow/deny, per-source limits); nil: nothing. UDP
 	// listeners use its allow and deny lists.
 	Policy *relay.Policy
+	// Routing is a TCP listener's SNI routes (Routings); nil: none.
+	Routing *relay.Routing
 	// Keepalive is TCP keepalive on the client side, set on the listening
 	// sockets so accepted connections inherit it.
 	Keepalive sockopt.Keepalive
@@ -200,6 +202,7 @@ func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 	f := &front{Front: relay.NewFront(fc.Name, fc.Pool), key: frontKey(fc), addr: socks.Addr, own: listener.Own{}}
 	f.own.Add(socks.FDs)
 	f.SetPolicy(fc.Policy)
+	f.SetRouting(fc.Routing)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})
