@@ -23,6 +23,9 @@ func startDiscovering(t *testing.T, c *lbConfig) *proc {
 	c.write(t)
 	l := startL4LB(t, "", nil, "-config", c.path)
 	waitServing(t, l, c.listen)
+	// The listener is bound before the admin endpoint starts: the tests
+	// read the pools through it.
+	waitAccepting(t, "l4lb's admin endpoint", l, c.admin)
 	return l
 }
 

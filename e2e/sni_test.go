@@ -50,6 +50,7 @@ func startSNI(t *testing.T) *sniSetup {
 	}
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, s.edge)
+	waitAccepting(t, "l4lb's admin endpoint", p, s.admin)
 	return s
 }
 
