@@ -1,16 +1,9 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,41 +18,6 @@ import (
 // Helpers of the SNI routing tests: certificates, an nginx serving HTTPS
 // with one certificate per backend, and client connections that shape
 // their ClientHello (one byte at a time, split over TLS records).
-
-// writeCert writes a self-signed certificate for name (its common name
-// and only DNS name) and its key into dir, returning their paths.
-func writeCert(t *testing.T, dir, name string) (certPath, keyPath string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
-}
 
 // startHTTPSBackends runs one nginx with an HTTPS server per name, each on
 // a port of its own with its own certificate, answering "NAME\n" to GET
@@ -79,7 +37,7 @@ func startHTTPSBackends(t *testing.T, names ...string) map[string]string {
 	}
 	b.WriteString("  access_log off;\n")
 	for _, name := range names {
-		crt, key := writeCert(t, dir, name)
+		crt, key := testnet.SelfSignedCert(t, name).WriteFiles(t, dir, name)
 		addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 		addrs[name] = addr
 		fmt.Fprintf(&b, "  server {\n    listen %s ssl;\n    ssl_certificate %s;\n    ssl_certificate_key %s;\n    location / { return 200 \"%s\\n\"; }\n  }\n", addr, crt, key, name)

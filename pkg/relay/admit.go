@@ -63,18 +63,8 @@ func (c *conn) admitted() {
 // bring a new edge.
 func (c *conn) readProxyHeader() {
 	buf := c.l.hdr[:]
-	n, err := rawsys.Recv(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	switch {
-	case err == unix.EAGAIN:
-		c.cl.readable = false
-		return
-	case err != nil:
-		c.debug("client failed before its PROXY header", err)
-		c.refuseBy(CloseClientLeft, false)
-		return
-	case n == 0:
-		c.debug("client closed before its PROXY header", nil)
-		c.refuseBy(CloseProxyHeader, false)
+	n, ok := c.peekFirst(buf, "its PROXY header", CloseProxyHeader)
+	if !ok {
 		return
 	}
 	h, hl, err := proxyproto.Parse(buf[:n])
@@ -104,4 +94,27 @@ func (c *conn) readProxyHeader() {
 	}
 	c.phase = 0
 	c.admitted()
+}
+
+// peekFirst copies what the client has sent so far into buf, leaving it
+// in the socket (MSG_PEEK). ok is false when there is nothing to act on:
+// nothing new yet (edge-triggered: new bytes bring a new edge), or the
+// client failed or closed before sending awaited, and was refused (as
+// closed when it closed).
+func (c *conn) peekFirst(buf []byte, awaited string, closed CloseReason) (n int, ok bool) {
+	n, err := rawsys.Recv(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	switch {
+	case err == unix.EAGAIN:
+		c.cl.readable = false
+		return 0, false
+	case err != nil:
+		c.debug("client failed before "+awaited, err)
+		c.refuseBy(CloseClientLeft, false)
+		return 0, false
+	case n == 0:
+		c.debug("client closed before "+awaited, nil)
+		c.refuseBy(closed, false)
+		return 0, false
+	}
+	return n, true
 }

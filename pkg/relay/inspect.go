@@ -127,18 +127,8 @@ func (c *conn) startInspect(rt *Routing) {
 // inspect peeks at what the client has sent and acts on the verdict.
 func (c *conn) inspect(rt *Routing) {
 	buf := c.l.peekBuffer()
-	n, err := rawsys.Recv(c.cl.fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	switch {
-	case err == unix.EAGAIN:
-		c.cl.readable = false
-		return
-	case err != nil:
-		c.debug("client failed before its ClientHello", err)
-		c.refuseBy(CloseClientLeft, false)
-		return
-	case n == 0:
-		c.debug("client closed before sending anything", nil)
-		c.refuseBy(CloseClientLeft, false)
+	n, ok := c.peekFirst(buf, "its ClientHello", CloseClientLeft)
+	if !ok {
 		return
 	}
 	v, h := clienthello.Inspect(buf[:n])
