@@ -24,10 +24,11 @@ type sniScenario struct{}
 
 const (
 	routeSNI = "sni" // the TLS listener; its own pool is the fallback
-	// sniWorkers is few: both TLS ends run on the load generator's core,
-	// and more workers would only queue there and hide the proxy's part
-	// of the latency.
-	sniWorkers      = 4
+	// sniWorkers is one: both TLS ends run on the load generator's core,
+	// which a handshake keeps busy for most of a millisecond; with more
+	// workers they queue there, and the p50 is that queue, not the
+	// proxy's part of the latency.
+	sniWorkers      = 1
 	sniBackendCount = 3 // the two routed pools and the fallback
 	// sniInspectTimeout is every proxy's wait for the whole ClientHello
 	// (l4lb inspect_timeout, HAProxy inspect-delay, nginx preread_timeout).
