@@ -17,7 +17,8 @@ import (
 // 1.5 KB) naming one of two routes in turn, sends 64 bytes, reads the
 // echo and closes. The proxy reads the ClientHello without terminating
 // TLS and picks the pool; the reply's tag proves which pool answered.
-// Figures: the proxy's CPU per connection, and what it adds to the p50
+// Figures: the proxy's CPU per connection (and its sleeps, as in the
+// conn scenario), and what it adds to the p50
 // and p99 of connect+handshake+echo over direct's same round (direct
 // dials each name's backend itself).
 type sniScenario struct{}
@@ -76,6 +77,7 @@ func (sniScenario) metrics() []MetricDef {
 		{Name: "added_p50_us", Unit: "µs", Better: LowerBetter, Chart: true, NoRatio: true},
 		{Name: "added_p99_us", Unit: "µs", Better: LowerBetter, NoRatio: true},
 		{Name: "cpu_us_per_conn", Unit: "µs", Better: LowerBetter, Chart: true},
+		{Name: "sleeps_per_conn", Unit: "sleeps", Better: LowerBetter, NoRatio: true},
 		{Name: "misrouted", Unit: "", Better: LowerBetter, NoRatio: true},
 		{Name: "errors", Unit: "", Better: LowerBetter, NoRatio: true},
 	}
@@ -106,6 +108,7 @@ func (sniScenario) run(h *harness, s *system) (map[string]float64, error) {
 		return err
 	}
 	var res connResult
+	sleptBefore := voluntarySwitches(s.pids())
 	cpu, _ := measureCPU(s, func() error {
 		res = connLoadWith(once, sniWorkers, h.opts.runTime, 0, nil, nil)
 		return nil
@@ -123,6 +126,7 @@ func (sniScenario) run(h *harness, s *system) (map[string]float64, error) {
 	}
 	if isProxy(s) {
 		out["cpu_us_per_conn"] = cpu * 1e6 / float64(res.ok)
+		out["sleeps_per_conn"] = float64(voluntarySwitches(s.pids())-sleptBefore) / float64(res.ok)
 	}
 	return out, nil
 }
