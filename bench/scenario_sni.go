@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,41 @@ func (sniScenario) notApplicable(s *system) string { return s.spec.noSNI }
 func (sniScenario) finish(sr *ScenarioResult) {
 	sr.addedOverDirect("p50_us", "added_p50_us")
 	sr.addedOverDirect("p99_us", "added_p99_us")
+	for _, r := range sr.Rows {
+		if r.Kind == KindSubject && r.NA == "" {
+			sr.Notes = append(sr.Notes, sniTargetNote(sr, r))
+		}
+	}
+}
+
+// sniTargetNote says whether r is at most the best peer on CPU per
+// connection and on added p50 (issue 29's target), by medians, and gives
+// r's CPU over each peer's paired round by round, which takes out what
+// the host did between rounds.
+func sniTargetNote(sr *ScenarioResult, r *SystemRow) string {
+	verdict := func(metric string) string {
+		peer, best := sr.bestPeer(metric)
+		own := summarize(r.Samples[metric]).Median
+		if peer == "" || math.IsNaN(own) {
+			return metric + " not measured"
+		}
+		v := "met"
+		if own > best {
+			v = "not met"
+		}
+		return fmt.Sprintf("%s %s vs %s's %s (%s)", metric, formatNum(own), peer, formatNum(best), v)
+	}
+	note := fmt.Sprintf("target (issue 29): %s <= the best peer: %s; %s", r.System, verdict("cpu_us_per_conn"), verdict("added_p50_us"))
+	for _, p := range sr.Rows {
+		if p.Kind != KindPeer || p.NA != "" {
+			continue
+		}
+		s := summarize(pairedRatio(r.Samples["cpu_us_per_conn"], p.Samples["cpu_us_per_conn"]))
+		if s.Rounds > 0 {
+			note += fmt.Sprintf("; cpu_us_per_conn over %s's, paired by round: %s× [%s–%s]", p.System, formatRatio(s.Median), formatRatio(s.Min), formatRatio(s.Max))
+		}
+	}
+	return note
 }
 
 func (sniScenario) run(h *harness, s *system) (map[string]float64, error) {

@@ -155,3 +155,28 @@ func TestAddedOverDirect(t *testing.T) {
 		t.Errorf("direct's own added = %v, want zeros", d)
 	}
 }
+
+func TestSNITargetNote(t *testing.T) {
+	sr := &ScenarioResult{Metrics: sniScenario{}.metrics()}
+	for i, c := range []struct{ direct, l4lb, haproxy, nginx float64 }{{800, 850, 900, 870}, {700, 760, 790, 800}} {
+		sr.add("direct", KindDirect, map[string]float64{"p50_us": c.direct}, 0, nil)
+		sr.add("l4lb", KindSubject, map[string]float64{"p50_us": c.l4lb, "cpu_us_per_conn": 100 + float64(i)*20}, 0, nil)
+		sr.add("haproxy", KindPeer, map[string]float64{"p50_us": c.haproxy, "cpu_us_per_conn": 120}, 0, nil)
+		sr.add("nginx", KindPeer, map[string]float64{"p50_us": c.nginx, "cpu_us_per_conn": 100}, 0, nil)
+	}
+	sr.markNA("goproxy", KindPeer, "no SNI routing")
+	sniScenario{}.finish(sr)
+	if len(sr.Notes) != 1 {
+		t.Fatalf("notes %q, want one for l4lb", sr.Notes)
+	}
+	for _, want := range []string{
+		"cpu_us_per_conn 110.0 vs nginx's 100.0 (not met)",
+		"added_p50_us 55.00 vs nginx's 85.00 (met)", // l4lb adds 50 and 60, haproxy 100 and 90, nginx 70 and 100
+		"over haproxy's, paired by round: 0.92× [0.83–1.00]",
+		"over nginx's, paired by round: 1.10× [1.00–1.20]",
+	} {
+		if !strings.Contains(sr.Notes[0], want) {
+			t.Errorf("note lacks %q:\n%s", want, sr.Notes[0])
+		}
+	}
+}
