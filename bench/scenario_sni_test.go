@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,5 +180,35 @@ func TestSNITargetNote(t *testing.T) {
 		if !strings.Contains(sr.Notes[0], want) {
 			t.Errorf("note lacks %q:\n%s", want, sr.Notes[0])
 		}
+	}
+}
+
+// The client is the case issue 29 is about: Go's default key shares
+// (X25519MLKEM768) make a ClientHello longer than 1,200 bytes.
+func TestSNIClientHelloIsPostQuantumSized(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0") // the kernel's port: listenLoopback wants one
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		// No server answers: the handshake fails once the test closes it.
+		done <- sniOnce(l.Addr().String(), sniPools[0].host, nil, make([]byte, 8), make([]byte, 8))
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-done
+	if n := int(hdr[3])<<8 | int(hdr[4]); hdr[0] != 22 || n <= 1200 {
+		t.Errorf("first record: type %d, %d bytes; want a handshake record over 1200 bytes", hdr[0], n)
 	}
 }
