@@ -16,6 +16,8 @@ import (
 // count as 8 bytes big-endian, so the sender knows what arrived.
 // Echo: writes back what it reads; with -tag, the first byte of every write
 // is the tag, so the failover client can tell which backend answered.
+// TLS echo (sni scenario): the same behind a TLS handshake, tagged per
+// address (sni_backend.go).
 // UDP echo and sink: see udp_backend.go; the sink's count goes to the
 // -udp-count file the harness maps.
 func runBackendRole(args []string) error {
@@ -26,16 +28,22 @@ func runBackendRole(args []string) error {
 	udpEcho := fs.String("udp-echo", "", "UDP echo address")
 	udpSink := fs.String("udp-sink", "", "UDP sink address (needs -udp-count)")
 	udpCount := fs.String("udp-count", "", "file whose first 8 bytes count the UDP sink's datagrams")
+	tlsEcho := fs.String("tls-echo", "", "comma list of TLS echo addresses (sni scenario), the k-th stamping tag k+1")
+	tlsCert := fs.String("tls-cert", "", "TLS echo certificate (PEM)")
+	tlsKey := fs.String("tls-key", "", "TLS echo key (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *sink == "" && *echo == "" && *udpEcho == "" && *udpSink == "" {
-		return errors.New("backend: need -sink, -echo, -udp-echo or -udp-sink")
+	if *sink == "" && *echo == "" && *udpEcho == "" && *udpSink == "" && *tlsEcho == "" {
+		return errors.New("backend: need -sink, -echo, -udp-echo, -udp-sink or -tls-echo")
 	}
 	if (*udpSink == "") != (*udpCount == "") {
 		return errors.New("backend: -udp-sink and -udp-count go together")
 	}
 	if err := startUDPBackends(*udpEcho, *udpSink, *udpCount); err != nil {
+		return err
+	}
+	if err := startTLSEchos(*tlsEcho, *tlsCert, *tlsKey); err != nil {
 		return err
 	}
 	if *sink != "" {
@@ -116,7 +124,8 @@ func sinkConn(c *net.TCPConn) {
 	_, _ = c.Write(b[:])
 }
 
-func echoConn(c *net.TCPConn, tag byte) {
+// echoConn echoes c (a TCP connection, or TLS over one) until it closes.
+func echoConn(c net.Conn, tag byte) {
 	defer c.Close()
 	buf := make([]byte, 32<<10)
 	for {

@@ -1,6 +1,7 @@
 // Command bench is l4lb's benchmark harness: it starts its own backends,
 // l4lb and its peers (HAProxy, nginx, a naive Go io.Copy proxy) side by side
-// on 127.0.0.1, runs the bulk, conn, ping, idle and failover scenarios
+// on 127.0.0.1, runs the idle, bulk, conn, ping, sni (TLS clients through
+// SNI routing), redis, udp, syscalls and failover scenarios
 // against each in alternating rounds, and reports medians, ratios and a chart.
 // Two scenarios run alone, as root, in network namespaces of their own:
 // chaos (l4lb under faults, chaos.go) and longlived (N long-lived

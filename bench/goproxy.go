@@ -86,6 +86,7 @@ func goproxyConn(client *net.TCPConn, target string) {
 func goproxySystem() systemSpec {
 	return systemSpec{
 		name: "goproxy", kind: KindPeer, fdsPerConn: 6, noUDP: "the naive Go proxy relays TCP only",
+		noSNI: "the naive Go proxy relays bytes without reading them: no SNI routing",
 		about: "naive Go io.Copy proxy (splice, 2 pipes held per connection), round robin, no health checks or retries",
 		start: func(h *harness, s *system) (*child, error) {
 			args := []string{"-role", "goproxy"}

@@ -31,6 +31,10 @@ func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 		if r.udp != udpNone {
 			continue // haproxyNoUDP: placeSystem gives it none
 		}
+		if len(r.sni) > 0 {
+			writeHaproxySNI(&b, r)
+			continue
+		}
 		fmt.Fprintf(&b, "\nlisten %s\n    bind %s\n", r.name, r.listen)
 		if r.name == routeFailover {
 			b.WriteString("    balance roundrobin\n    retries 2\n    option redispatch 1\n")
@@ -44,6 +48,30 @@ func haproxyConfig(routes []route, nbthread int, limit uint64) string {
 		}
 	}
 	return b.String()
+}
+
+// writeHaproxySNI renders the sni listener as a frontend that waits up to
+// the inspect delay for a whole ClientHello (req_ssl_hello_type 1 holds
+// until the record is complete), picks a backend by req.ssl_sni, and
+// sends the rest to the fallback backend.
+func writeHaproxySNI(b *strings.Builder, r route) {
+	fmt.Fprintf(b, "\nfrontend %s\n    bind %s\n    tcp-request inspect-delay %s\n", r.name, r.listen, sniInspectTimeout)
+	b.WriteString("    tcp-request content accept if { req_ssl_hello_type 1 }\n")
+	for _, p := range r.sni {
+		fmt.Fprintf(b, "    use_backend %s if { req.ssl_sni -i %s }\n", p.pool, p.host)
+	}
+	fallback := r.name + "_fallback"
+	fmt.Fprintf(b, "    default_backend %s\n", fallback)
+	backend := func(name string, servers []string) {
+		fmt.Fprintf(b, "\nbackend %s\n", name)
+		for i, be := range servers {
+			fmt.Fprintf(b, "    server s%d %s\n", i, be)
+		}
+	}
+	for _, p := range r.sni {
+		backend(p.pool, []string{p.backend})
+	}
+	backend(fallback, r.backends)
 }
 
 func haproxySystem() systemSpec {

@@ -39,13 +39,17 @@ type harness struct {
 	// while a signal tears the run down).
 	udp      bool
 	udpCount *udpCounter
-	systems  []*system
-	skipped  []string
+	// sni: the sni scenario runs, so the backends serve TLS echos with
+	// sniCert and the systems that can get an sni listener.
+	sni     bool
+	sniCert sniCert
+	systems []*system
+	skipped []string
 }
 
 func newHarness(opts options, log io.Writer) (*harness, error) {
 	h := &harness{opts: opts, sup: newSupervisor(), log: log, ncpu: runtime.NumCPU(), limit: nofileLimit(),
-		udp: slices.Contains(opts.scenarios, "udp")}
+		udp: slices.Contains(opts.scenarios, "udp"), sni: slices.Contains(opts.scenarios, "sni")}
 	h.layout = planLayout(h.ncpu, opts.pin)
 	h.threads = opts.threads
 	if h.threads <= 0 {
@@ -149,6 +153,13 @@ func (h *harness) setUp(specs []systemSpec) error {
 		args = append(args, "-udp-echo", loopAddr(udpEchoPort(h.opts.portBase)),
 			"-udp-sink", loopAddr(udpSinkPort(h.opts.portBase)), "-udp-count", path)
 	}
+	if h.sni {
+		var err error
+		if h.sniCert, err = writeSNICert(h.dir); err != nil {
+			return err
+		}
+		args = append(args, sniBackendArgs(h.opts.portBase, h.sniCert)...)
+	}
 	var err error
 	h.backends, err = h.startBackend("backends", args...)
 	if err != nil {
@@ -159,6 +170,9 @@ func (h *harness) setUp(specs []systemSpec) error {
 	}
 	for i, spec := range specs {
 		s := placeSystem(spec, i, h.opts.portBase, h.udp)
+		if h.sni && spec.noSNI == "" {
+			placeSNI(s, h.opts.portBase)
+		}
 		s.dir = filepath.Join(h.dir, spec.name)
 		if err := os.Mkdir(s.dir, 0o755); err != nil {
 			return err

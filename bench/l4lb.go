@@ -64,21 +64,41 @@ func l4lbConfigWith(routes []route, acceptLoops int, logKeys string, keys l4lbKe
 		if r.udp == udpNone {
 			b.WriteString(listenerKeys)
 		}
+		writeL4lbSNIRoutes(&b, r)
 	}
-	for _, r := range routes {
-		fmt.Fprintf(&b, "\n[pool.%s]\nalgorithm = \"round-robin\"\n", r.name)
-		if r.udp == udpNone {
+	pool := func(name string, backends []string, udp udpMode) {
+		fmt.Fprintf(&b, "\n[pool.%s]\nalgorithm = \"round-robin\"\n", name)
+		if udp == udpNone {
 			b.WriteString(poolKeys)
 		}
-		for _, be := range r.backends {
-			fmt.Fprintf(&b, "\n[[pool.%s.backend]]\naddr = %q\n", r.name, be)
+		for _, be := range backends {
+			fmt.Fprintf(&b, "\n[[pool.%s.backend]]\naddr = %q\n", name, be)
 		}
-		fmt.Fprintf(&b, "\n[pool.%s.health]\nenabled = false\n", r.name)
-		if r.name == routeFailover {
-			fmt.Fprintf(&b, "\n[pool.%s.breaker]\nfailures = %d\ncooldown = %q\n", r.name, l4lbBreakerFailures, l4lbBreakerCooldown)
+		fmt.Fprintf(&b, "\n[pool.%s.health]\nenabled = false\n", name)
+		if name == routeFailover {
+			fmt.Fprintf(&b, "\n[pool.%s.breaker]\nfailures = %d\ncooldown = %q\n", name, l4lbBreakerFailures, l4lbBreakerCooldown)
+		}
+	}
+	for _, r := range routes {
+		pool(r.name, r.backends, r.udp)
+		for _, p := range r.sni {
+			pool(p.pool, []string{p.backend}, udpNone)
 		}
 	}
 	return b.String()
+}
+
+// writeL4lbSNIRoutes gives the sni listener its inspect_timeout and one
+// [[listener.route]] per name (docs/operations.md, "SNI routing"); the
+// listener's own pool is the fallback. Nothing for other listeners.
+func writeL4lbSNIRoutes(b *strings.Builder, r route) {
+	if len(r.sni) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "inspect_timeout = %q\n", sniInspectTimeout)
+	for _, p := range r.sni {
+		fmt.Fprintf(b, "\n[[listener.route]]\nsni = [%q]\npool = %q\n", p.host, p.pool)
+	}
 }
 
 // l4lbSystem is l4lb built from this tree; env (e.g. "GOMAXPROCS=1") makes

@@ -127,15 +127,7 @@ func renderLLSection(sec llSection) string {
 
 // spliceLLSection puts section (as renderLLSection wrote it) into doc: in
 // place of the same N's earlier section, else at the end.
-func spliceLLSection(doc, key, section string) string {
-	begin, end := "\n<!-- begin "+key+" -->\n", "<!-- end "+key+" -->\n"
-	i := strings.Index(doc, begin)
-	j := strings.Index(doc, end)
-	if i < 0 || j < i {
-		return strings.TrimRight(doc, "\n") + "\n" + section
-	}
-	return doc[:i] + section + doc[j+len(end):]
-}
+func spliceLLSection(doc, key, section string) string { return spliceSection(doc, key, section, "") }
 
 func appendLLSection(path string, sec llSection) error {
 	doc, err := os.ReadFile(path)

@@ -33,6 +33,8 @@ type options struct {
 	systems        []string
 	jsonPath       string
 	svgPath        string
+	// appendTo: splice the run's section into this page (report_section.go).
+	appendTo string
 	// chaos runs alone (-scenario chaos): l4lb under faults in a network
 	// namespace of its own, for chaosDuration (chaos.go).
 	chaos         bool
@@ -122,7 +124,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&llConns, "longlived-conns", "10000", "longlived: connections held, a comma list runs each N in turn (e.g. 10000,100000)")
 	fs.IntVar(&o.ll.shards, "longlived-instances", 0, "longlived: proxy instances (0: as RLIMIT_NOFILE requires, at most 9000 connections each)")
 	fs.StringVar(&llSystems, "longlived-systems", "direct,l4lb,haproxy,nginx", "longlived: systems, in order")
-	fs.StringVar(&o.ll.appendTo, "append", "", "longlived: put each N's section into this Markdown file (replacing that N's earlier one) instead of printing it")
+	fs.StringVar(&o.appendTo, "append", "", "put the run's section into this Markdown file instead of printing the page: "+
+		"longlived, each N's (replacing that N's earlier one); other scenarios, one section named by the scenario list (replacing the same list's)")
 	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
 	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
 	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
@@ -155,6 +158,7 @@ func parseFlags(args []string) (options, error) {
 			return o, errors.New("-scenario longlived runs alone")
 		}
 		o.longlived = true
+		o.ll.appendTo = o.appendTo
 		return o, o.ll.parse(llConns, llSystems)
 	}
 	var err error
@@ -246,7 +250,11 @@ func run(opts options, stdout, log io.Writer) error {
 		results = append(results, runScenario(h, sc))
 	}
 	rep := report{meta: h.meta(), results: results}
-	if _, err := io.WriteString(stdout, renderMarkdown(rep)); err != nil {
+	if opts.appendTo != "" {
+		if err := appendRunSection(opts.appendTo, opts.scenarios, rep); err != nil {
+			return err
+		}
+	} else if _, err := io.WriteString(stdout, renderMarkdown(rep)); err != nil {
 		return err
 	}
 	if opts.jsonPath != "" {

@@ -38,6 +38,10 @@ func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath stri
 			b.WriteString(";\n")
 		}
 		b.WriteString("    }\n")
+		if len(r.sni) > 0 {
+			writeNginxSNI(&b, r)
+			continue
+		}
 		if r.udp == udpNone {
 			fmt.Fprintf(&b, "    server { listen %s reuseport; proxy_pass %s; proxy_half_close on; }\n", r.listen, r.name)
 			continue
@@ -47,6 +51,24 @@ func nginxConfig(routes []route, workers int, limit uint64, dir, modulePath stri
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// writeNginxSNI renders the sni listener's routed upstreams (its own, the
+// fallback, is written already) and a server that reads the ClientHello
+// with ssl_preread, for as long as the other proxies wait for it, and
+// proxies to the upstream the name maps to.
+func writeNginxSNI(b *strings.Builder, r route) {
+	for _, p := range r.sni {
+		fmt.Fprintf(b, "    upstream %s {\n        server %s;\n    }\n", p.pool, p.backend)
+	}
+	variable := "$" + r.name + "_upstream"
+	fmt.Fprintf(b, "    map $ssl_preread_server_name %s {\n        hostnames;\n", variable)
+	for _, p := range r.sni {
+		fmt.Fprintf(b, "        %s %s;\n", p.host, p.pool)
+	}
+	fmt.Fprintf(b, "        default %s;\n    }\n", r.name)
+	fmt.Fprintf(b, "    server { listen %s reuseport; ssl_preread on; preread_timeout %s; proxy_pass %s; proxy_half_close on; }\n",
+		r.listen, sniInspectTimeout, variable)
 }
 
 // nginxResponses is the proxy_responses directive of a UDP route:

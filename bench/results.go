@@ -156,3 +156,30 @@ func (sr *ScenarioResult) subtractDirect(from, into string) {
 		r.Samples[into] = out
 	}
 }
+
+// addedOverDirect fills metric into with from minus direct's from in the
+// same round (paired, unlike subtractDirect's median): what the proxy
+// adds to a latency, with the drift between rounds taken out.
+func (sr *ScenarioResult) addedOverDirect(from, into string) {
+	var direct *SystemRow
+	for _, r := range sr.Rows {
+		if r.Kind == KindDirect {
+			direct = r
+		}
+	}
+	if direct == nil {
+		return
+	}
+	base := direct.Samples[from]
+	for _, r := range sr.Rows {
+		vals := r.Samples[from]
+		added := make([]float64, len(vals))
+		for i := range vals {
+			added[i] = math.NaN()
+			if i < len(base) {
+				added[i] = vals[i] - base[i]
+			}
+		}
+		r.Samples[into] = added
+	}
+}

@@ -24,7 +24,7 @@ type scenario interface {
 // processes, failover last because it kills and restarts backends.
 func scenarioCatalog() []scenario {
 	return []scenario{idleScenario{}, bulkScenario{}, connScenario{}, pingScenario{},
-		redisScenario{}, udpScenario{}, newSyscallsScenario(), failoverScenario{}}
+		sniScenario{}, redisScenario{}, udpScenario{}, newSyscallsScenario(), failoverScenario{}}
 }
 
 // notApplicable is a scenario that some systems cannot run by nature (no

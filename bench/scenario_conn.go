@@ -98,6 +98,12 @@ type connEvent struct {
 // sleeps between a worker's connections (steady load); onEvent, when
 // non-nil, sees every connection's outcome (from many goroutines).
 func connLoad(addr string, workers int, d, pace time.Duration, stop <-chan struct{}, onEvent func(connEvent)) connResult {
+	return connLoadWith(func(req, rep []byte) error { return connOnce(addr, req, rep) }, workers, d, pace, stop, onEvent)
+}
+
+// connLoadWith is connLoad with its own connection: once makes one, sends
+// req and fills rep (from many goroutines), e.g. over TLS (scenario_sni.go).
+func connLoadWith(once func(req, rep []byte) error, workers int, d, pace time.Duration, stop <-chan struct{}, onEvent func(connEvent)) connResult {
 	start := time.Now()
 	end := start.Add(d)
 	stopped := func() bool {
@@ -121,7 +127,8 @@ func connLoad(addr string, workers int, d, pace time.Duration, stop <-chan struc
 			ok, bad := 0, 0
 			for !stopped() {
 				t0 := time.Now()
-				err := connOnce(addr, req, rep)
+				rep[0] = 0
+				err := once(req, rep)
 				if err == nil {
 					ok++
 					lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
@@ -150,7 +157,6 @@ func connLoad(addr string, workers int, d, pace time.Duration, stop <-chan struc
 }
 
 func connOnce(addr string, req, rep []byte) error {
-	rep[0] = 0
 	c, err := dialLoopback(addr)
 	if err != nil {
 		return err

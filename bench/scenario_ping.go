@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -34,29 +33,7 @@ func (pingScenario) rounds(o options) int { return o.rounds }
 func (pingScenario) applies(*system) bool { return true }
 
 // finish pairs each round with direct's same round: added = p50 - direct p50.
-func (pingScenario) finish(sr *ScenarioResult) {
-	var direct *SystemRow
-	for _, r := range sr.Rows {
-		if r.Kind == KindDirect {
-			direct = r
-		}
-	}
-	if direct == nil {
-		return
-	}
-	base := direct.Samples["p50_us"]
-	for _, r := range sr.Rows {
-		p50 := r.Samples["p50_us"]
-		added := make([]float64, len(p50))
-		for i := range p50 {
-			added[i] = math.NaN()
-			if i < len(base) {
-				added[i] = p50[i] - base[i]
-			}
-		}
-		r.Samples["added_us"] = added
-	}
-}
+func (pingScenario) finish(sr *ScenarioResult) { sr.addedOverDirect("p50_us", "added_us") }
 
 func (pingScenario) run(h *harness, s *system) (map[string]float64, error) {
 	one := []int{pingCPU}

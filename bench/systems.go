@@ -35,6 +35,9 @@ type route struct {
 	listen   string
 	backends []string
 	udp      udpMode
+	// sni, on the sni listener only: its TLS routes; backends is then the
+	// fallback pool's.
+	sni []sniPool
 }
 
 // systemSpec is a kind of system under test. Adding a variant of l4lb or a
@@ -52,6 +55,9 @@ type systemSpec struct {
 	// noUDP, for a system that cannot proxy UDP, says why; it gets no UDP
 	// routes and the udp scenario's report shows it as n/a.
 	noUDP string
+	// noSNI, for a system that cannot route by TLS server name, says why;
+	// it gets no sni listener and the sni scenario shows it as n/a.
+	noSNI string
 	// udpNoReply: the system has a "no reply expected" UDP session setting
 	// (nginx proxy_responses 0), measured one-way beside its default.
 	udpNoReply bool
@@ -151,7 +157,8 @@ func (s *system) pids() []int {
 // Port plan, relative to -port-base: the shared sink, echo and redis
 // backends on +0, +1 and +2, the UDP echo and sink on +3 and +4, system
 // i's failover backends on +100+10i.., its listeners on +500+10i.. (bulk,
-// echo, failover, redis, udp_rr, udp_oneway, udp_noreply)
+// echo, failover, redis, udp_rr, udp_oneway, udp_noreply, sni); the sni
+// scenario's TLS echos on +5..+7 (scenario_sni.go).
 func sinkPort(base int) int    { return base }
 func echoPort(base int) int    { return base + 1 }
 func redisPort(base int) int   { return base + 2 }

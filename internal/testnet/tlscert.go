@@ -28,13 +28,23 @@ type TLSCert struct {
 // day; the first name is also its subject's common name.
 func SelfSignedCert(t testing.TB, names ...string) TLSCert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := NewSelfSignedCert(names...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// NewSelfSignedCert is SelfSignedCert for code that is no test (the bench
+// harness's TLS backends): it returns the error.
+func NewSelfSignedCert(names ...string) (TLSCert, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return TLSCert{}, err
+	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		t.Fatal(err)
+		return TLSCert{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
@@ -57,32 +67,39 @@ func SelfSignedCert(t testing.TB, names ...string) TLSCert {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return TLSCert{}, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return TLSCert{}, err
 	}
 	c := TLSCert{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}
-	if c.Cert, err = tls.X509KeyPair(c.CertPEM, c.KeyPEM); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	c.Cert, err = tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+	return c, err
 }
 
 // WriteFiles writes the certificate and its key into dir as name.crt and
 // name.key and returns their paths.
 func (c TLSCert) WriteFiles(t testing.TB, dir, name string) (certPath, keyPath string) {
 	t.Helper()
-	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certPath, c.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, c.KeyPEM, 0o600); err != nil {
+	certPath, keyPath, err := c.Write(dir, name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return certPath, keyPath
+}
+
+// Write is WriteFiles for code that is no test: it returns the error.
+func (c TLSCert) Write(dir, name string) (certPath, keyPath string, err error) {
+	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certPath, c.CertPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyPath, c.KeyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, nil
 }
