@@ -121,7 +121,12 @@ func (c *conn) startInspect(rt *Routing) {
 	c.phase = phaseInspect
 	c.sni = &routed{rt: rt}
 	c.l.r.Arm(&c.timer, c.l.r.Clock()+int64(rt.Timeout))
-	c.inspect(rt) // the ClientHello may have come with the handshake
+	if c.cl.readable {
+		c.inspect(rt) // it came with the PROXY header's segment
+	}
+	// Otherwise the ClientHello's readiness brings the first look: epoll
+	// reports bytes already queued when the socket was registered, so a
+	// look now would mostly cost a recvfrom that finds nothing.
 }
 
 // inspect peeks at what the client has sent and acts on the verdict.
