@@ -89,7 +89,7 @@ func l4lbConfigWith(routes []route, acceptLoops int, logKeys string, keys l4lbKe
 }
 
 // writeL4lbSNIRoutes gives the sni listener its inspect_timeout and one
-// [[listener.route]] per name (docs/operations.md, "SNI routing"); the
+// [[listener.route]] per name (docs/steering.md, "SNI routing"); the
 // listener's own pool is the fallback. Nothing for other listeners.
 func writeL4lbSNIRoutes(b *strings.Builder, r route) {
 	if len(r.sni) == 0 {

@@ -259,7 +259,7 @@ var schema = []Section{
 		{Name: "on_too_large", Kind: KindString, Default: OnFallback, Values: Inspections(), Only: ProtocolTCP, Rule: "only with [[listener.route]]",
 			Meaning: "A ClientHello longer than 16 KiB (one TLS record's worth, however many records carry it): fallback sends the client to the listener's pool, unrouted; reset resets it."},
 	})},
-	{Path: routePath, Array: true, Meaning: "One TLS route of a TCP listener (docs/operations.md, \"SNI routing\"): a client whose ClientHello names one of sni, and offers one of alpn when set, goes to pool, with its TLS untouched. Exact names beat wildcards; at one name, a route with alpn beats one without, and among those the client's most preferred protocol wins; `check` refuses one name in two routes that nothing orders.", Keys: []Key{
+	{Path: routePath, Array: true, Meaning: "One TLS route of a TCP listener (docs/steering.md, \"SNI routing\"): a client whose ClientHello names one of sni, and offers one of alpn when set, goes to pool, with its TLS untouched. Exact names beat wildcards; at one name, a route with alpn beats one without, and among those the client's most preferred protocol wins; `check` refuses one name in two routes that nothing orders.", Keys: []Key{
 		{Name: "sni", Kind: KindStrings, Rule: `required; not empty; host names of at most ` + strconv.Itoa(sniroute.MaxNameLen) + ` characters (RFC 6066, no IP literals), exact or "*." and one; unique per alpn protocol`,
 			Meaning: `Server names, any case, a trailing dot ignored: "api.example.com", or "*.example.com" for one whole leftmost label (not example.com, not a.b.example.com).`},
 		{Name: "alpn", Kind: KindStrings, Default: []string{}, Rule: "each of 1-" + strconv.Itoa(sniroute.MaxProtocolLen) + " bytes, once in the route",
