@@ -92,17 +92,11 @@ func (p *Pool) KeyFor(src netip.AddrPort, serverName string) netip.AddrPort {
 }
 
 // AllDown reports whether no backend of the pool would take a new client
-// for any reason but a full slot: none is in rotation (usable, not
-// draining) with a weight above 0. It is Plan's condition for a force-try
-// (breaker rule 6), and what a client waiting for recovery waits to end.
-func (p *Pool) AllDown() bool {
-	for _, b := range p.backends {
-		if b.Weight() > 0 && b.InRotation() {
-			return false
-		}
-	}
-	return true
-}
+// for any reason but a full slot: neither set has one in rotation
+// (usable, not draining, a weight above 0; the sets' counts, backup.go).
+// It is Plan's condition for a force-try (breaker rule 6), and what a
+// client waiting for recovery waits to end.
+func (p *Pool) AllDown() bool { return p.serving() == nil }
 
 // forceTarget is the non-disabled backend of idx with the least cooldown
 // left, ties in idx, the picker's order for this client (so hash affinity
