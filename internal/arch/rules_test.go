@@ -18,15 +18,17 @@ var rules = map[string][]string{
 	"pkg/srclimit":    nil,
 	"pkg/ipset":       nil,
 	"pkg/loopguard":   nil,
-	"pkg/accesslog":   nil,
+	"pkg/syslog":      {"pkg/clock"},
 	"pkg/memtrim":     nil,
 	"pkg/siginbox":    nil,
 	"pkg/flow":        nil,
 	"pkg/clienthello": nil,
 	"pkg/sniroute":    nil,
 
-	// Built on leaves. The config checks routes by sniroute's rules.
-	"pkg/config":            {"pkg/sniroute"},
+	// Built on leaves. The config checks routes by sniroute's rules and
+	// syslog addresses by syslog's; the access log writes to syslog.
+	"pkg/accesslog":         {"pkg/syslog"},
+	"pkg/config":            {"pkg/sniroute", "pkg/syslog"},
 	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
