@@ -114,6 +114,10 @@ func Open(c Config) (*Log, error) {
 // Queue is what the loops push to (relay.Shared.SetAccessLog).
 func (l *Log) Queue() *Queue { return l.q }
 
+// Syslog is the syslog writer the records go to; nil for a file or
+// standard error.
+func (l *Log) Syslog() *syslog.Writer { return l.sys }
+
 // Dropped is the number of records lost: the queue was full (the writer
 // fell behind) or writing them failed (syslog's drops included, which
 // its Writer counts by reason too).
