@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,83 +20,12 @@ import (
 // log go to the unixgram socket at sock, facility local4.
 func syslogConfig(t *testing.T, backend, sock string) (path, listen, adminAddr string) {
 	t.Helper()
-	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
-	path = filepath.Join(t.TempDir(), "l4lb.toml")
-	text := fmt.Sprintf(`[admin]
-listen = %q
-[log]
-access = "syslog"
-process = "syslog"
-syslog = "unixgram:%s"
-syslog_facility = "local4"
-[[listener]]
-name = "front"
-bind = %q
-pool = "p"
-[pool.p]
-[[pool.p.backend]]
-addr = %q
-[pool.p.health]
-enabled = false
-`, adminAddr, sock, listen, backend)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path, listen, adminAddr
-}
-
-// syslogSocket is a path for the daemon's socket, short enough for
-// sun_path.
-func syslogSocket(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "e2esl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "log")
-}
-
-// syslogDaemon listens on the unixgram socket at path, as a daemon's
-// /dev/log does.
-func syslogDaemon(t *testing.T, path string) *net.UnixConn {
-	t.Helper()
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-var rfc5424Message = regexp.MustCompile(`(?s)^<(\d{1,3})>1 (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) (\S+) (\S+) (\d+) (\S+) - (.*)$`)
-
-// syslogMessage is an RFC 5424 message as l4lb sends it.
-type syslogMessage struct {
-	pri                    int
-	time                   time.Time
-	host, app, msgid, body string
-	pid                    int
-}
-
-func parseSyslog(t *testing.T, b []byte) syslogMessage {
-	t.Helper()
-	m := rfc5424Message.FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("not an RFC 5424 message as l4lb writes them: %q", b)
-	}
-	pri, _ := strconv.Atoi(string(m[1]))
-	pid, _ := strconv.Atoi(string(m[5]))
-	ts, err := time.Parse(time.RFC3339Nano, string(m[2]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return syslogMessage{pri: pri, time: ts, host: string(m[3]), app: string(m[4]), pid: pid, msgid: string(m[6]), body: string(m[7])}
+	return logConfig(t, backend, fmt.Sprintf("access = \"syslog\"\nprocess = \"syslog\"\nsyslog = \"unixgram:%s\"\nsyslog_facility = \"local4\"\n", sock))
 }
 
 // readSyslog reads messages from c until want takes one, failing at a
 // generous deadline.
-func readSyslog(t *testing.T, c *net.UnixConn, what string, want func(syslogMessage) bool) syslogMessage {
+func readSyslog(t *testing.T, c *net.UnixConn, what string, want func(testnet.SyslogMessage) bool) testnet.SyslogMessage {
 	t.Helper()
 	buf := make([]byte, 65536)
 	deadline := time.Now().Add(20 * time.Second)
@@ -108,7 +35,7 @@ func readSyslog(t *testing.T, c *net.UnixConn, what string, want func(syslogMess
 		if err != nil {
 			t.Fatalf("no syslog message %s: %v", what, err)
 		}
-		if m := parseSyslog(t, buf[:n]); want(m) {
+		if m := testnet.MustParseSyslog(t, buf[:n]); want(m) {
 			return m
 		}
 	}
@@ -157,19 +84,20 @@ func fillSocket(t *testing.T, path string) {
 func TestSyslogAccessAndProcessLog(t *testing.T) {
 	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
-	sock := syslogSocket(t)
-	daemon := syslogDaemon(t, sock)
+	sock := testnet.UnixgramPath(t)
+	daemon := testnet.ListenUnixgram(t, sock)
 	path, listen, adminAddr := syslogConfig(t, b.Addr, sock)
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
 
 	const local4 = 20
-	on := readSyslog(t, daemon, `"access log on"`, func(m syslogMessage) bool {
-		return m.msgid == "process" && strings.Contains(m.body, `msg="access log on"`)
+	on := readSyslog(t, daemon, `"access log on"`, func(m testnet.SyslogMessage) bool {
+		return m.MsgID == "process" && strings.Contains(m.Body, `msg="access log on"`)
 	})
 	host, _ := os.Hostname()
-	if on.pri != local4*8+6 || on.app != "l4lb" || on.pid != p.cmd.Process.Pid || on.host != host ||
-		!strings.Contains(on.body, "format=syslog") || strings.Contains(on.body, "time=") {
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	if on.PRI != local4*8+6 || on.App != "l4lb" || on.ProcID != pid || on.Host != host ||
+		!strings.Contains(on.Body, "format=syslog") || strings.Contains(on.Body, "time=") {
 		t.Errorf("process message %+v: want PRI %d, l4lb, pid %d, host %s, format=syslog, no time= in the body", on, local4*8+6, p.cmd.Process.Pid, host)
 	}
 
@@ -178,14 +106,14 @@ func TestSyslogAccessAndProcessLog(t *testing.T) {
 		t.Fatalf("hello: %q, %v", tag, err)
 	}
 	var record map[string]any
-	access := readSyslog(t, daemon, "for the client", func(m syslogMessage) bool {
-		return m.msgid == "access" && json.Unmarshal([]byte(m.body), &record) == nil && record["backend"] == b.Addr
+	access := readSyslog(t, daemon, "for the client", func(m testnet.SyslogMessage) bool {
+		return m.MsgID == "access" && json.Unmarshal([]byte(m.Body), &record) == nil && record["backend"] == b.Addr
 	})
-	if access.pri != local4*8+6 || access.pid != p.cmd.Process.Pid || record["listener"] != "front" || record["result"] != "ok" {
+	if access.PRI != local4*8+6 || access.ProcID != pid || record["listener"] != "front" || record["result"] != "ok" {
 		t.Errorf("access message %+v, record %v", access, record)
 	}
-	if end, err := time.Parse(time.RFC3339Nano, record["time"].(string)); err != nil || !end.Equal(access.time) {
-		t.Errorf("the header's time %v is not the record's %v", access.time, record["time"])
+	if end, err := time.Parse(time.RFC3339Nano, record["time"].(string)); err != nil || !end.Equal(access.Time) {
+		t.Errorf("the header's time %v is not the record's %v", access.Time, record["time"])
 	}
 	if v := e2eutil.Metric(t, adminAddr, `l4lb_syslog_dropped_total{log="access",reason="full"}`); v != 0 {
 		t.Errorf("access drops %v with a daemon reading", v)
@@ -205,8 +133,8 @@ func TestSyslogAccessAndProcessLog(t *testing.T) {
 func TestSyslogFullSocketNeverStallsARelay(t *testing.T) {
 	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
-	sock := syslogSocket(t)
-	daemon := syslogDaemon(t, sock)
+	sock := testnet.UnixgramPath(t)
+	daemon := testnet.ListenUnixgram(t, sock)
 	fillSocket(t, sock)
 	path, listen, adminAddr := syslogConfig(t, b.Addr, sock)
 	p := startL4LB(t, "", nil, "-config", path)
@@ -244,7 +172,7 @@ func TestSyslogFullSocketNeverStallsARelay(t *testing.T) {
 	if _, err := testnet.Hello(listen, ""); err != nil {
 		t.Fatal(err)
 	}
-	readSyslog(t, daemon, "once the daemon reads", func(m syslogMessage) bool { return m.msgid == "access" })
+	readSyslog(t, daemon, "once the daemon reads", func(m testnet.SyslogMessage) bool { return m.MsgID == "access" })
 }
 
 // No daemon at the socket's path when l4lb starts: records are dropped as
@@ -253,7 +181,7 @@ func TestSyslogFullSocketNeverStallsARelay(t *testing.T) {
 func TestSyslogAbsentDaemonHeals(t *testing.T) {
 	testnet.CheckLeaks(t)
 	b := testnet.StartBackend(t, "b", "")
-	sock := syslogSocket(t)
+	sock := testnet.UnixgramPath(t)
 	path, listen, adminAddr := syslogConfig(t, b.Addr, sock)
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
@@ -264,7 +192,7 @@ func TestSyslogAbsentDaemonHeals(t *testing.T) {
 		return e2eutil.Metric(t, adminAddr, `l4lb_syslog_dropped_total{log="access",reason="unreachable"}`) >= 1
 	})
 
-	daemon := syslogDaemon(t, sock)
+	daemon := testnet.ListenUnixgram(t, sock)
 	got := make(chan struct{})
 	go func() {
 		defer close(got)
@@ -272,7 +200,7 @@ func TestSyslogAbsentDaemonHeals(t *testing.T) {
 		daemon.SetReadDeadline(time.Now().Add(30 * time.Second))
 		for {
 			n, _, err := daemon.ReadFrom(buf)
-			if err != nil || rfc5424Message.Match(buf[:n]) && strings.Contains(string(buf[:n]), " access - ") {
+			if m, perr := testnet.ParseSyslog(buf[:n]); err != nil || perr == nil && m.MsgID == "access" {
 				return
 			}
 		}

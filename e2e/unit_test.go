@@ -247,8 +247,8 @@ func traceServing(t *testing.T, strace, bin string) (map[string]int, map[string]
 	udpB := testnet.StartUDPBackend(t, "u", "")
 	dir := t.TempDir()
 	listen, udpListen, adminAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
-	sock := syslogSocket(t)
-	daemon := syslogDaemon(t, sock)
+	sock := testnet.UnixgramPath(t)
+	daemon := testnet.ListenUnixgram(t, sock)
 	cfg := fmt.Sprintf(`[admin]
 listen = %q
 [log]
@@ -448,7 +448,7 @@ addr = %q
 		}
 		t.Fatal("l4lb did not exit after SIGTERM")
 	}
-	readSyslog(t, daemon, "of the traced run's access log", func(m syslogMessage) bool { return m.msgid == "access" })
+	readSyslog(t, daemon, "of the traced run's access log", func(m testnet.SyslogMessage) bool { return m.MsgID == "access" })
 	return parseTrace(t, trace)
 }
 

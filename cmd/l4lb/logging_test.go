@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,17 +31,8 @@ func TestCheckRefusesBadSyslogAddresses(t *testing.T) {
 // lets the socket go.
 func TestProcessLogToSyslog(t *testing.T) {
 	testnet.CheckLeaks(t)
-	dir, err := os.MkdirTemp("", "pl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "log")
-	daemon, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
+	path := testnet.UnixgramPath(t)
+	daemon := testnet.ListenUnixgram(t, path)
 	c := config.DefaultLog()
 	c.Process, c.Syslog, c.SyslogFacility = config.ProcessSyslog, path, "local2"
 	var stderr bytes.Buffer
@@ -54,17 +42,12 @@ func TestProcessLogToSyslog(t *testing.T) {
 	closeLog()
 	log.Error("after close: dropped")
 
-	buf := make([]byte, 65536)
-	daemon.SetReadDeadline(time.Now().Add(10 * time.Second))
-	n, _, err := daemon.ReadFrom(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := string(buf[:n])
+	got := string(testnet.ReadDatagram(t, daemon))
 	if !strings.HasPrefix(got, "<148>1 ") || !strings.Contains(got, " l4lb ") ||
 		!strings.HasSuffix(got, ` process - level=WARN msg="backend down" backend=10.0.0.1:80`) {
 		t.Fatalf("got %q: want local2.warning (148), MSGID process, the line without its time", got)
 	}
+	buf := make([]byte, 65536)
 	daemon.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if n, _, err := daemon.ReadFrom(buf); err == nil {
 		t.Fatalf("a second message %q: debug is below info, and the writer was closed", buf[:n])

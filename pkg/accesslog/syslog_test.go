@@ -3,7 +3,6 @@ package accesslog
 import (
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -16,17 +15,8 @@ import (
 // writer to it.
 func syslogDaemon(t *testing.T) (*net.UnixConn, *syslog.Writer) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "al")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "log")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	path := testnet.UnixgramPath(t)
+	c := testnet.ListenUnixgram(t, path)
 	addr, _ := syslog.ParseAddress(path)
 	local1, _ := syslog.ParseFacility("local1")
 	w, err := syslog.Open(syslog.Config{Address: addr, Facility: local1, MsgID: "access", Hostname: "lb1"})
@@ -55,17 +45,12 @@ func TestRecordsToSyslog(t *testing.T) {
 		want["<142>1 "+time.Unix(0, r.End).UTC().Format("2006-01-02T15:04:05.000000Z")+" lb1 l4lb "+
 			strconv.Itoa(os.Getpid())+" access - "+string(body[:len(body)-1])] = true
 	}
-	buf := make([]byte, 65536)
 	for range 2 {
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		n, _, err := c.ReadFrom(buf)
-		if err != nil {
-			t.Fatal(err)
+		got := string(testnet.ReadDatagram(t, c))
+		if !want[got] {
+			t.Fatalf("got %q, want one of %v", got, want)
 		}
-		if !want[string(buf[:n])] {
-			t.Fatalf("got %q, want one of %v", buf[:n], want)
-		}
-		delete(want, string(buf[:n]))
+		delete(want, got)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@
 // The socket is non-blocking, and every send is one sendto(2) with
 // MSG_DONTWAIT: a daemon that does not read fills the socket's queue and
 // the next send fails with EAGAIN at once. A message that cannot be sent
-// is dropped and counted by reason (Reasons): full (EAGAIN, ENOBUFS),
+// is dropped and counted by reason (Reason): full (EAGAIN, ENOBUFS),
 // unreachable (no socket at the path, or nobody reading it: the daemon
 // stopped or restarted; or a UDP port answering ICMP unreachable), error
 // (anything else). After an unreachable error the socket is closed and

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,69 +13,6 @@ import (
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/clock"
 )
-
-// rfc5424 takes a message apart: PRI, VERSION, TIMESTAMP, HOSTNAME,
-// APP-NAME, PROCID, MSGID, STRUCTURED-DATA, MSG.
-var rfc5424 = regexp.MustCompile(`(?s)^<(\d{1,3})>(1) (\S+) (\S+) (\S+) (\S+) (\S+) (-|\[.*?\]) (.*)$`)
-
-// message is one parsed RFC 5424 message.
-type message struct {
-	pri                               int
-	time                              time.Time
-	host, app, procid, msgid, sd, msg string
-}
-
-func parse5424(t *testing.T, b []byte) message {
-	t.Helper()
-	m := rfc5424.FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("not an RFC 5424 message: %q", b)
-	}
-	pri, _ := strconv.Atoi(string(m[1]))
-	ts, err := time.Parse(time.RFC3339Nano, string(m[3]))
-	if err != nil {
-		t.Fatalf("TIMESTAMP %q: %v", m[3], err)
-	}
-	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).Match(m[3]) {
-		t.Fatalf("TIMESTAMP %q: want UTC with 6 fraction digits", m[3])
-	}
-	return message{pri: pri, time: ts, host: string(m[4]), app: string(m[5]), procid: string(m[6]),
-		msgid: string(m[7]), sd: string(m[8]), msg: string(m[9])}
-}
-
-// shortDir is a directory for sockets whose paths fit sun_path.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "sl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
-// listenUnixgram is a daemon's socket at path.
-func listenUnixgram(t *testing.T, path string) *net.UnixConn {
-	t.Helper()
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// receive reads one datagram, with a generous deadline.
-func receive(t *testing.T, c net.PacketConn) []byte {
-	t.Helper()
-	buf := make([]byte, 65536)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	n, _, err := c.ReadFrom(buf)
-	if err != nil {
-		t.Fatalf("no message: %v", err)
-	}
-	return buf[:n]
-}
 
 func open(t *testing.T, c Config) *Writer {
 	t.Helper()
@@ -99,10 +34,10 @@ func mustAddress(t *testing.T, s string) Address {
 }
 
 // checkHeader checks every header field of an access message sent at at.
-func checkHeader(t *testing.T, m message, at time.Time, pri int) {
+func checkHeader(t *testing.T, m testnet.SyslogMessage, at time.Time, pri int) {
 	t.Helper()
-	if m.pri != pri || !m.time.Equal(at.Truncate(time.Microsecond)) || m.host != "lb1.example" || m.app != "l4lb" ||
-		m.procid != strconv.Itoa(os.Getpid()) || m.msgid != "access" || m.sd != "-" {
+	if m.PRI != pri || !m.Time.Equal(at.Truncate(time.Microsecond)) || m.Host != "lb1.example" || m.App != "l4lb" ||
+		m.ProcID != strconv.Itoa(os.Getpid()) || m.MsgID != "access" || m.SD != "-" {
 		t.Fatalf("header %+v, want PRI %d, time %v, host lb1.example, l4lb, pid %d, access, -", m, pri, at, os.Getpid())
 	}
 }
@@ -115,8 +50,8 @@ func TestRFC5424OverUnixgramAndUDP(t *testing.T) {
 	body := `{"time":"2026-12-01T17:07:23.123456Z","listener":"web","reason":"completed"}`
 	cases := map[string]func(t *testing.T) (net.PacketConn, Address){
 		"unixgram": func(t *testing.T) (net.PacketConn, Address) {
-			path := filepath.Join(shortDir(t), "log")
-			return listenUnixgram(t, path), mustAddress(t, "unixgram:"+path)
+			path := testnet.UnixgramPath(t)
+			return testnet.ListenUnixgram(t, path), mustAddress(t, "unixgram:"+path)
 		},
 		"udp": func(t *testing.T) (net.PacketConn, Address) {
 			c, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -135,10 +70,10 @@ func TestRFC5424OverUnixgramAndUDP(t *testing.T) {
 			if !w.Send(SeverityInfo, at, []byte(body+"\n")) {
 				t.Fatalf("not sent: %v", w.Dropped())
 			}
-			m := parse5424(t, receive(t, c))
+			m := testnet.MustParseSyslog(t, testnet.ReadDatagram(t, c))
 			checkHeader(t, m, at, 16*8+6)
-			if m.msg != body {
-				t.Fatalf("MSG %q, want %q", m.msg, body)
+			if m.Body != body {
+				t.Fatalf("MSG %q, want %q", m.Body, body)
 			}
 		})
 	}
@@ -148,13 +83,13 @@ func TestRFC5424OverUnixgramAndUDP(t *testing.T) {
 // l4lb[PID].
 func TestLocalFormat(t *testing.T) {
 	testnet.CheckLeaks(t)
-	path := filepath.Join(shortDir(t), "log")
-	c := listenUnixgram(t, path)
+	path := testnet.UnixgramPath(t)
+	c := testnet.ListenUnixgram(t, path)
 	w := open(t, Config{Address: mustAddress(t, path), Format: FormatLocal, Facility: DefaultFacility})
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.Local)
 	w.Send(SeverityWarning, at, []byte("hello\n"))
 	want := "<28>Mar  4 05:06:07 l4lb[" + strconv.Itoa(os.Getpid()) + "]: hello"
-	if got := string(receive(t, c)); got != want {
+	if got := string(testnet.ReadDatagram(t, c)); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
@@ -163,8 +98,8 @@ func TestLocalFormat(t *testing.T) {
 // at once, dropped and counted as full, and none blocks.
 func TestFullSocketDropsWithoutBlocking(t *testing.T) {
 	testnet.CheckLeaks(t)
-	path := filepath.Join(shortDir(t), "log")
-	c := listenUnixgram(t, path)
+	path := testnet.UnixgramPath(t)
+	c := testnet.ListenUnixgram(t, path)
 	w := open(t, Config{Address: mustAddress(t, path)})
 	body := bytes.Repeat([]byte("x"), 1000)
 	const tries = 20000 // far more than a socket queues (max_dgram_qlen, the buffers)
@@ -189,7 +124,7 @@ func TestFullSocketDropsWithoutBlocking(t *testing.T) {
 	if !w.Send(SeverityInfo, time.Now(), []byte("again")) {
 		t.Fatalf("not sent once read: %v", w.Dropped())
 	}
-	if got := receive(t, c); !bytes.HasSuffix(got, []byte(" again")) {
+	if got := testnet.ReadDatagram(t, c); !bytes.HasSuffix(got, []byte(" again")) {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -199,13 +134,13 @@ func TestFullSocketDropsWithoutBlocking(t *testing.T) {
 // is there, the next try reaches it.
 func TestAbsentSocketHealsAtTheNextRetry(t *testing.T) {
 	testnet.CheckLeaks(t)
-	path := filepath.Join(shortDir(t), "log")
+	path := testnet.UnixgramPath(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	w := open(t, Config{Address: mustAddress(t, path), Clock: clk})
 	if w.Send(SeverityInfo, clk.Now(), []byte("lost")) {
 		t.Fatal("sent with no socket")
 	}
-	c := listenUnixgram(t, path)
+	c := testnet.ListenUnixgram(t, path)
 	clk.Advance(RetryEvery - time.Millisecond)
 	if w.Send(SeverityInfo, clk.Now(), []byte("too soon")) {
 		t.Fatal("sent before the retry was due: the socket was tried again too soon")
@@ -214,8 +149,8 @@ func TestAbsentSocketHealsAtTheNextRetry(t *testing.T) {
 	if !w.Send(SeverityInfo, clk.Now(), []byte("healed")) {
 		t.Fatalf("not sent once due: %v", w.Dropped())
 	}
-	if m := parse5424(t, receive(t, c)); m.msg != "healed" {
-		t.Fatalf("got %q", m.msg)
+	if m := testnet.MustParseSyslog(t, testnet.ReadDatagram(t, c)); m.Body != "healed" {
+		t.Fatalf("got %q", m.Body)
 	}
 	if d := w.Dropped(); d[ReasonUnreachable] != 2 || d[ReasonFull]+d[ReasonError] != 0 {
 		t.Fatalf("drops %v, want 2 unreachable", d)
@@ -227,21 +162,21 @@ func TestAbsentSocketHealsAtTheNextRetry(t *testing.T) {
 // pacing allowing.
 func TestDaemonRestartLosesNothing(t *testing.T) {
 	testnet.CheckLeaks(t)
-	path := filepath.Join(shortDir(t), "log")
+	path := testnet.UnixgramPath(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	c := listenUnixgram(t, path)
+	c := testnet.ListenUnixgram(t, path)
 	w := open(t, Config{Address: mustAddress(t, path), Clock: clk})
 	w.Send(SeverityInfo, clk.Now(), []byte("one"))
-	receive(t, c)
+	testnet.ReadDatagram(t, c)
 	c.Close()
 	os.Remove(path)
-	c2 := listenUnixgram(t, path)
+	c2 := testnet.ListenUnixgram(t, path)
 	clk.Advance(RetryEvery)
 	if !w.Send(SeverityInfo, clk.Now(), []byte("two")) {
 		t.Fatalf("lost across the restart: %v", w.Dropped())
 	}
-	if m := parse5424(t, receive(t, c2)); m.msg != "two" {
-		t.Fatalf("got %q", m.msg)
+	if m := testnet.MustParseSyslog(t, testnet.ReadDatagram(t, c2)); m.Body != "two" {
+		t.Fatalf("got %q", m.Body)
 	}
 	// Gone for good: dropped as unreachable, and tried again only when due.
 	c2.Close()
@@ -268,14 +203,14 @@ func TestTruncation(t *testing.T) {
 	w := open(t, Config{Address: mustAddress(t, "udp:"+c.LocalAddr().String()), MsgID: "access"})
 	body := []byte(strings.Repeat("é", MaxUDP)) // 2 bytes each
 	w.Send(SeverityInfo, time.Now(), body)
-	got := receive(t, c)
+	got := testnet.ReadDatagram(t, c)
 	if len(got) > MaxUDP || len(got) < MaxUDP-1 || !bytes.HasSuffix(got, []byte(TruncatedMarker)) || !utf8.Valid(got) {
 		t.Fatalf("%d bytes, ends %q, valid UTF-8 %v: want %d (or one less), the marker, valid", len(got), got[len(got)-20:], utf8.Valid(got), MaxUDP)
 	}
 	short := []byte("short")
 	w.Send(SeverityInfo, time.Now(), short)
-	if m := parse5424(t, receive(t, c)); m.msg != "short" {
-		t.Fatalf("got %q", m.msg)
+	if m := testnet.MustParseSyslog(t, testnet.ReadDatagram(t, c)); m.Body != "short" {
+		t.Fatalf("got %q", m.Body)
 	}
 }
 
@@ -331,8 +266,8 @@ func TestFacilities(t *testing.T) {
 
 func TestClosedWriterDrops(t *testing.T) {
 	testnet.CheckLeaks(t)
-	path := filepath.Join(shortDir(t), "log")
-	listenUnixgram(t, path)
+	path := testnet.UnixgramPath(t)
+	testnet.ListenUnixgram(t, path)
 	w := open(t, Config{Address: mustAddress(t, path)})
 	w.Close()
 	if w.Send(SeverityInfo, time.Now(), []byte("late")) {
