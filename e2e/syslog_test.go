@@ -191,6 +191,9 @@ func TestSyslogAbsentDaemonHeals(t *testing.T) {
 	testnet.Eventually(t, "the record dropped as unreachable", func() bool {
 		return e2eutil.Metric(t, adminAddr, `l4lb_syslog_dropped_total{log="access",reason="unreachable"}`) >= 1
 	})
+	if s := p.stderr.String(); !strings.Contains(s, "process log: no syslog daemon at unixgram:"+sock+" yet") {
+		t.Errorf("standard error does not say the daemon is missing:\n%s", s)
+	}
 
 	daemon := testnet.ListenUnixgram(t, sock)
 	got := make(chan struct{})

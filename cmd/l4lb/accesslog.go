@@ -27,6 +27,9 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 			return err
 		}
 		ac.Syslog, dest = w, c.Syslog
+		if !w.Connected() {
+			in.log.Warn("access log: no syslog daemon there yet: records are dropped (l4lb_syslog_dropped_total) until one listens", "syslog", c.Syslog)
+		}
 	}
 	l, err := accesslog.Open(ac)
 	if err != nil {

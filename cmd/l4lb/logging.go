@@ -32,6 +32,9 @@ func newLogger(c config.Log, w io.Writer) (*slog.Logger, func()) {
 	if c.Process == config.ProcessSyslog {
 		var sw *syslog.Writer
 		if sw, err = openSyslog(c, "process"); err == nil {
+			if !sw.Connected() {
+				fmt.Fprintf(w, "l4lb: process log: no syslog daemon at %s yet: its messages are dropped (l4lb_syslog_dropped_total) until one listens\n", c.Syslog)
+			}
 			return slog.New(syslog.NewHandler(sw, json, level)), func() { sw.Close() }
 		}
 	}

@@ -137,8 +137,8 @@ func TestAbsentSocketHealsAtTheNextRetry(t *testing.T) {
 	path := testnet.UnixgramPath(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	w := open(t, Config{Address: mustAddress(t, path), Clock: clk})
-	if w.Send(SeverityInfo, clk.Now(), []byte("lost")) {
-		t.Fatal("sent with no socket")
+	if w.Send(SeverityInfo, clk.Now(), []byte("lost")) || w.Connected() {
+		t.Fatal("sent, or connected, with no socket")
 	}
 	c := testnet.ListenUnixgram(t, path)
 	clk.Advance(RetryEvery - time.Millisecond)
@@ -146,7 +146,7 @@ func TestAbsentSocketHealsAtTheNextRetry(t *testing.T) {
 		t.Fatal("sent before the retry was due: the socket was tried again too soon")
 	}
 	clk.Advance(time.Millisecond)
-	if !w.Send(SeverityInfo, clk.Now(), []byte("healed")) {
+	if !w.Send(SeverityInfo, clk.Now(), []byte("healed")) || !w.Connected() {
 		t.Fatalf("not sent once due: %v", w.Dropped())
 	}
 	if m := testnet.MustParseSyslog(t, testnet.ReadDatagram(t, c)); m.Body != "healed" {

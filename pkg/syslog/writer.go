@@ -117,6 +117,14 @@ func Open(c Config) (*Writer, error) {
 // Address is where the writer sends.
 func (w *Writer) Address() Address { return w.addr }
 
+// Connected reports whether the socket is open: false from Open on when
+// no daemon was there, until a retry finds one.
+func (w *Writer) Connected() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fd >= 0
+}
+
 // Send sends one message of severity sev stamped t; body's trailing
 // newline is dropped. It reports whether the message went out; one that
 // did not is counted in Dropped.
