@@ -124,8 +124,9 @@ func (l *Log) Syslog() *syslog.Writer { return l.sys }
 func (l *Log) Dropped() int64 { return l.q.Dropped() }
 
 // Close writes what is still queued and stops the writer; a file opened
-// by path, or the syslog writer, is closed. Detach the queue from the loops first (or stop them):
-// a record pushed after Close is never written.
+// by path, or the syslog writer, is closed. Detach the queue from the
+// loops first (or stop them): a record pushed after Close is never
+// written.
 func (l *Log) Close() error {
 	select {
 	case <-l.stop:
