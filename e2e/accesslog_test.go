@@ -25,14 +25,19 @@ import (
 // JSON to file; health checks off, so every line is a client's.
 func accessConfig(t *testing.T, backend, file string) (path, listen, adminAddr string) {
 	t.Helper()
+	return logConfig(t, backend, fmt.Sprintf("access = \"json\"\naccess_file = %q\n", file))
+}
+
+// logConfig writes a one-listener config with the [log] keys logKeys;
+// health checks off, so every access record is a client's.
+func logConfig(t *testing.T, backend, logKeys string) (path, listen, adminAddr string) {
+	t.Helper()
 	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
 	path = filepath.Join(t.TempDir(), "l4lb.toml")
 	text := fmt.Sprintf(`[admin]
 listen = %q
 [log]
-access = "json"
-access_file = %q
-[[listener]]
+%s[[listener]]
 name = "front"
 bind = %q
 pool = "p"
@@ -41,7 +46,7 @@ pool = "p"
 addr = %q
 [pool.p.health]
 enabled = false
-`, adminAddr, file, listen, backend)
+`, adminAddr, logKeys, listen, backend)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,8 @@ func TestUnitAllowsWhatL4lbCalls(t *testing.T) {
 }
 
 // traceServing runs bin under strace while it serves a TCP stream (long
-// enough to be spliced), UDP datagrams and admin requests, then a SIGHUP,
+// enough to be spliced), UDP datagrams and admin requests, its access log
+// sent to a syslog socket (as /dev/log would be), then a SIGHUP,
 // a binary upgrade (SIGUSR2) when bin has one, and a SIGTERM, and returns the calls made (by name, with counts) and
 // the socket families opened.
 func traceServing(t *testing.T, strace, bin string) (map[string]int, map[string]bool) {
@@ -246,8 +247,13 @@ func traceServing(t *testing.T, strace, bin string) (map[string]int, map[string]
 	udpB := testnet.StartUDPBackend(t, "u", "")
 	dir := t.TempDir()
 	listen, udpListen, adminAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
+	sock := testnet.UnixgramPath(t)
+	daemon := testnet.ListenUnixgram(t, sock)
 	cfg := fmt.Sprintf(`[admin]
 listen = %q
+[log]
+access = "syslog"
+syslog = "unixgram:%s"
 [[listener]]
 name = "front"
 bind = %q
@@ -265,7 +271,7 @@ addr = %q
 enabled = false
 [[pool.u.backend]]
 addr = %q
-`, adminAddr, listen, udpListen, tcpB.Addr, udpB.Addr)
+`, adminAddr, sock, listen, udpListen, tcpB.Addr, udpB.Addr)
 	path := filepath.Join(dir, "l4lb.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -442,6 +448,7 @@ addr = %q
 		}
 		t.Fatal("l4lb did not exit after SIGTERM")
 	}
+	readSyslog(t, daemon, "of the traced run's access log", func(m testnet.SyslogMessage) bool { return m.MsgID == "access" })
 	return parseTrace(t, trace)
 }
 

@@ -16,16 +16,30 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 	if c.Access == config.AccessOff {
 		return nil
 	}
-	l, err := accesslog.Open(accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log})
-	if err != nil {
-		return fmt.Errorf("log.access_file: %w", err)
-	}
-	in.access = l
-	in.server.SetAccessLog(l.Queue())
+	ac := accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log}
 	dest := c.AccessFile
 	if dest == "" {
 		dest = "stderr"
 	}
+	if c.Access == config.AccessSyslog {
+		w, err := openSyslog(c, "access")
+		if err != nil {
+			return err
+		}
+		ac.Syslog, dest = w, c.Syslog
+		if !w.Connected() {
+			in.log.Warn("access log: no syslog daemon there yet: records are dropped (l4lb_syslog_dropped_total) until one listens", "syslog", c.Syslog)
+		}
+	}
+	l, err := accesslog.Open(ac)
+	if err != nil {
+		if ac.Syslog != nil {
+			ac.Syslog.Close()
+		}
+		return fmt.Errorf("log.access_file: %w", err)
+	}
+	in.access = l
+	in.server.SetAccessLog(l.Queue())
 	in.log.Info("access log on", "format", c.Access, "to", dest)
 	return nil
 }

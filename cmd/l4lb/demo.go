@@ -24,7 +24,8 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "l4lb demo: run it from the repository root, or pass -config FILE")
 		return 1
 	}
-	log := newLogger(cfg.Log, stderr)
+	log, closeLog := newLogger(cfg.Log, stderr)
+	defer closeLog()
 
 	var backends []*demo.Backend
 	defer func() {

@@ -194,6 +194,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		src.Cluster = in.store.fleet
 		src.Membership = apiMembers{in}
 		src.Collectors = append(src.Collectors, in.discovery.metrics)
+		src.Syslog = in.syslogOutputs()
 		in.config.Reload = in.reloadForAPI
 		if ln := inh.AdminListener(cfg.Admin.Listen, log); ln != nil {
 			in.admin, err = admin.StartOn(ln, cfg.Admin, src, log)

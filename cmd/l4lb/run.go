@@ -34,7 +34,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	log := newLogger(cfg.Log, stderr)
+	log, closeLog := newLogger(cfg.Log, stderr)
+	defer closeLog()
 	runUpgrade.inherited = handoff.Take(log)
 	return serveUntilSignal(cfg, *path, log, nil)
 }

@@ -18,15 +18,17 @@ var rules = map[string][]string{
 	"pkg/srclimit":    nil,
 	"pkg/ipset":       nil,
 	"pkg/loopguard":   nil,
-	"pkg/accesslog":   nil,
+	"pkg/syslog":      {"pkg/clock"},
 	"pkg/memtrim":     nil,
 	"pkg/siginbox":    nil,
 	"pkg/flow":        nil,
 	"pkg/clienthello": nil,
 	"pkg/sniroute":    nil,
 
-	// Built on leaves. The config checks routes by sniroute's rules.
-	"pkg/config":            {"pkg/sniroute"},
+	// Built on leaves. The config checks routes by sniroute's rules and
+	// syslog addresses by syslog's; the access log writes to syslog.
+	"pkg/accesslog":         {"pkg/syslog"},
+	"pkg/config":            {"pkg/sniroute", "pkg/syslog"},
 	"pkg/splice":            {"pkg/flow", "pkg/rawsys"},
 	"pkg/pick":              {"pkg/hashring"},
 	"pkg/fleet":             {"pkg/breaker", "pkg/clock"},
@@ -43,10 +45,10 @@ var rules = map[string][]string{
 	// Wiring and control: the server, the upgrade protocol, the admin API.
 	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/flow", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},
 	"pkg/handoff": {"pkg/breaker", "pkg/config", "pkg/flow", "pkg/listener", "pkg/membership", "pkg/pool", "pkg/sdnotify", "pkg/server"},
-	"pkg/admin":   {"pkg/config", "pkg/fleet", "pkg/pool", "pkg/relay", "pkg/server", "pkg/splice", "pkg/udpsession"},
+	"pkg/admin":   {"pkg/config", "pkg/fleet", "pkg/pool", "pkg/relay", "pkg/server", "pkg/splice", "pkg/syslog", "pkg/udpsession"},
 
 	// The command.
-	"cmd/l4lb": {"internal/demo", "pkg/accesslog", "pkg/admin", "pkg/breaker", "pkg/config", "pkg/discovery", "pkg/fleet", "pkg/handoff", "pkg/health", "pkg/membership", "pkg/memtrim", "pkg/pool", "pkg/relay", "pkg/sdnotify", "pkg/server", "pkg/siginbox", "pkg/splice"},
+	"cmd/l4lb": {"internal/demo", "pkg/accesslog", "pkg/admin", "pkg/breaker", "pkg/config", "pkg/discovery", "pkg/fleet", "pkg/handoff", "pkg/health", "pkg/membership", "pkg/memtrim", "pkg/pool", "pkg/relay", "pkg/sdnotify", "pkg/server", "pkg/siginbox", "pkg/splice", "pkg/syslog"},
 	// The demo's echo backends and introduction, for cmd/l4lb only.
 	"internal/demo": {"pkg/config"},
 

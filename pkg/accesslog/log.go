@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/l4lb/l4lb/pkg/syslog"
 )
 
 // DefaultQueueSize is how many records the queue holds, all loops
@@ -32,6 +34,10 @@ type Config struct {
 	Path string
 	// Out, when set, takes the lines instead of Path (tests).
 	Out io.Writer
+	// Syslog, when set, takes the records instead of Path or Out: one
+	// message each, its body the record's JSON whatever Format says
+	// (syslog.go). The Log closes it.
+	Syslog *syslog.Writer
 	// Loops is the number of event loops the queue serves (ids 0..Loops-1).
 	Loops int
 	// QueueSize is the records the queue holds, all loops together; 0:
@@ -48,8 +54,9 @@ type Log struct {
 	q      *Queue
 	format func([]byte, *Record) []byte
 	out    io.Writer
-	file   *file // nil unless opened by path
-	chunk  int   // most bytes per write(2): whole lines only
+	file   *file          // nil unless opened by path
+	sys    *syslog.Writer // nil unless the records go to syslog
+	chunk  int            // most bytes per write(2): whole lines only
 	log    *slog.Logger
 
 	reported int64 // drops already warned about
@@ -66,10 +73,12 @@ func Open(c Config) (*Log, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	switch c.Format {
-	case FormatText:
+	switch {
+	case c.Syslog != nil:
+		l.sys, l.format = c.Syslog, AppendJSON
+	case c.Format == FormatText:
 		l.format = AppendText
-	case FormatJSON:
+	case c.Format == FormatJSON:
 		l.format = AppendJSON
 	default:
 		return nil, fmt.Errorf("access log format %q: use %s or %s", c.Format, FormatText, FormatJSON)
@@ -80,6 +89,7 @@ func Open(c Config) (*Log, error) {
 	// file of its own takes larger writes.
 	l.chunk = 4096
 	switch {
+	case l.sys != nil:
 	case c.Out != nil:
 		l.out = c.Out
 	case c.Path == "":
@@ -104,13 +114,19 @@ func Open(c Config) (*Log, error) {
 // Queue is what the loops push to (relay.Shared.SetAccessLog).
 func (l *Log) Queue() *Queue { return l.q }
 
+// Syslog is the syslog writer the records go to; nil for a file or
+// standard error.
+func (l *Log) Syslog() *syslog.Writer { return l.sys }
+
 // Dropped is the number of records lost: the queue was full (the writer
-// fell behind) or writing them failed.
+// fell behind) or writing them failed (syslog's drops included, which
+// its Writer counts by reason too).
 func (l *Log) Dropped() int64 { return l.q.Dropped() }
 
 // Close writes what is still queued and stops the writer; a file opened
-// by path is closed. Detach the queue from the loops first (or stop them):
-// a record pushed after Close is never written.
+// by path, or the syslog writer, is closed. Detach the queue from the
+// loops first (or stop them): a record pushed after Close is never
+// written.
 func (l *Log) Close() error {
 	select {
 	case <-l.stop:
@@ -118,6 +134,9 @@ func (l *Log) Close() error {
 		close(l.stop)
 	}
 	<-l.done
+	if l.sys != nil {
+		return l.sys.Close()
+	}
 	if l.file != nil {
 		return l.file.Close()
 	}
@@ -133,6 +152,9 @@ func (l *Log) run() {
 			l.write(buf)
 			buf = buf[:0]
 		}
+	}
+	if l.sys != nil {
+		add = l.sendToSyslog() // buf stays empty
 	}
 	pause := time.NewTimer(batchPause)
 	pause.Stop()

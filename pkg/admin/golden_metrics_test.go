@@ -21,11 +21,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/server"
 	"github.com/l4lb/l4lb/pkg/splice"
+	"github.com/l4lb/l4lb/pkg/syslog"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/metrics.golden.* from the current code")
@@ -152,6 +154,7 @@ func goldenSetup(t *testing.T) http.Handler {
 		s.Shutdown(ctx)
 	})
 	src := Sources{Pools: list, Server: s, Pipes: splice.NewPipePool(splice.PipePoolConfig{}), MaxConnections: 50, Version: "v9.9.9"}
+	src.Syslog = []SyslogOutput{{Log: "access", Writer: absentSyslog(t, 3)}}
 	return handler(src, "", newLimitListener(nil, 16, nil), nil)
 }
 
@@ -311,4 +314,20 @@ func TestMetricsConcurrentScrapesGolden(t *testing.T) {
 			t.Errorf("a concurrent scrape differs from the golden: %s", e)
 		}
 	}
+}
+
+// absentSyslog is a syslog writer to a socket that does not exist, with
+// n messages dropped as unreachable (its clock never moves: no retry).
+func absentSyslog(t *testing.T, n int) *syslog.Writer {
+	t.Helper()
+	w, err := syslog.Open(syslog.Config{Address: syslog.Address{Network: syslog.NetworkUnixgram, Path: filepath.Join(t.TempDir(), "none")},
+		Clock: clock.NewFake(time.Unix(1e9, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	for range n {
+		w.Send(syslog.SeverityInfo, time.Unix(1e9, 0), []byte("x"))
+	}
+	return w
 }

@@ -36,6 +36,8 @@ type Sources struct {
 	// Collectors are other parts' metrics served on /metrics too (DNS
 	// discovery's).
 	Collectors []prometheus.Collector
+	// Syslog are the logs sent to syslog, for l4lb_syslog_dropped_total.
+	Syslog []SyslogOutput
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -86,7 +88,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
 		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered,
-		descReloads, descConfigInfo} {
+		descReloads, descConfigInfo, descSyslogDropped} {
 		ch <- d
 	}
 	describeObservability(ch)
@@ -96,6 +98,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectObservability(ch)
+	collectSyslog(ch, c.src.Syslog)
 	collectCluster(ch, c.src.Cluster)
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)

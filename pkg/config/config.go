@@ -73,7 +73,16 @@ type Log struct {
 	// AccessFile is the file access lines are appended to; "": standard
 	// error.
 	AccessFile string
+	// Process is where the process log goes: stderr | syslog.
+	Process string
+	// Syslog is the syslog address as written (syslog.ParseAddress reads
+	// it), for Access or Process "syslog"; SyslogFormat its header format
+	// (rfc5424 | local), SyslogFacility its facility's name.
+	Syslog, SyslogFormat, SyslogFacility string
 }
+
+// UsesSyslog reports whether either log goes to syslog.
+func (l Log) UsesSyslog() bool { return l.Access == AccessSyslog || l.Process == ProcessSyslog }
 
 // Listener is one [[listener]] table.
 type Listener struct {

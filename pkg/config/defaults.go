@@ -69,8 +69,20 @@ func LogFormats() []string { return []string{"text", "json"} }
 // AccessOff is [log] access's default: no access log.
 const AccessOff = "off"
 
+// AccessSyslog is [log] access's value sending records to [log] syslog.
+const AccessSyslog = "syslog"
+
 // AccessFormats lists the accepted [log] access values.
-func AccessFormats() []string { return []string{AccessOff, "text", "json"} }
+func AccessFormats() []string { return []string{AccessOff, "text", "json", AccessSyslog} }
+
+// [log] process values: where the process log goes.
+const (
+	ProcessStderr = "stderr"
+	ProcessSyslog = "syslog"
+)
+
+// ProcessOutputs lists the accepted [log] process values.
+func ProcessOutputs() []string { return []string{ProcessStderr, ProcessSyslog} }
 
 // Stores accepted in [cluster] store.
 const (
@@ -126,10 +138,14 @@ func DefaultAdmin() Admin {
 // DefaultLog returns [log] with every key at its default.
 func DefaultLog() Log {
 	return Log{
-		Level:      def[string]("log.level"),
-		Format:     def[string]("log.format"),
-		Access:     def[string]("log.access"),
-		AccessFile: def[string]("log.access_file"),
+		Level:          def[string]("log.level"),
+		Format:         def[string]("log.format"),
+		Access:         def[string]("log.access"),
+		AccessFile:     def[string]("log.access_file"),
+		Process:        def[string]("log.process"),
+		Syslog:         def[string]("log.syslog"),
+		SyslogFormat:   def[string]("log.syslog_format"),
+		SyslogFacility: def[string]("log.syslog_facility"),
 	}
 }
 

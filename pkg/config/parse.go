@@ -74,6 +74,7 @@ func decode(c *collector, raw map[string]any) *Config {
 		t.oneOf("format", &cfg.Log.Format, "log format")
 		t.oneOf("access", &cfg.Log.Access, "setting for the access log")
 		t.str("access_file", &cfg.Log.AccessFile)
+		decodeSyslog(t, &cfg.Log)
 		t.done()
 	}
 	if t := root.sub("cluster"); t != nil {

@@ -18,7 +18,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	want := &Config{
 		Global: Global{ShutdownTimeout: 30 * time.Second, MaxConnections: 0, EventLoops: 0, PipeSize: 1048576, WakeCoalesce: 20 * time.Microsecond},
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
-		Log:    Log{Level: "info", Format: "text", Access: "off"},
+		Log:    Log{Level: "info", Format: "text", Access: "off", Process: "stderr", Syslog: "/dev/log", SyslogFormat: "rfc5424", SyslogFacility: "daemon"},
 		Cluster: Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second,
 			Timeout: 250 * time.Millisecond},
 		Listeners: []Listener{
@@ -187,7 +187,7 @@ instance = "lb-1"
 	want := &Config{
 		Global: Global{ShutdownTimeout: 0, MaxConnections: 5000, EventLoops: 4, PipeSize: 65536, BusyPoll: 50 * time.Microsecond, WakeCoalesce: 0},
 		Admin:  Admin{Listen: "", TokenFile: "/etc/l4lb/admin.token", MaxConnections: 8},
-		Log:    Log{Level: "debug", Format: "json", Access: "off"},
+		Log:    Log{Level: "debug", Format: "json", Access: "off", Process: "stderr", Syslog: "/dev/log", SyslogFormat: "rfc5424", SyslogFacility: "daemon"},
 		Cluster: Cluster{
 			Store:          "redis",
 			RedisURL:       "rediss://l4lb@10.0.0.6:26379",

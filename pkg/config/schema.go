@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/sniroute"
+	"github.com/l4lb/l4lb/pkg/syslog"
 )
 
 // The schema is the one statement of every key of the file: its table,
@@ -176,9 +177,17 @@ var schema = []Section{
 		{Name: "level", Kind: KindString, Default: "info", Values: LogLevels(), Meaning: "The least severe level logged."},
 		{Name: "format", Kind: KindString, Default: "text", Values: LogFormats(), Meaning: "How log lines are written."},
 		{Name: "access", Kind: KindString, Default: AccessOff, Values: AccessFormats(),
-			Meaning: "The access log: one line per ended TCP client connection, refused ones included."},
-		{Name: "access_file", Kind: KindString, Default: "",
+			Meaning: "The access log: one line per ended TCP client connection, refused ones included; syslog: one JSON message each to [log] syslog."},
+		{Name: "access_file", Kind: KindString, Default: "", Rule: `not with access = "syslog"`,
 			Meaning: `The file access lines are appended to (0640, reopened after rotation); "": standard error.`},
+		{Name: "process", Kind: KindString, Default: ProcessStderr, Values: ProcessOutputs(),
+			Meaning: "Where the process log goes: standard error, or one message a record to [log] syslog (severity from its level)."},
+		{Name: "syslog", Kind: KindString, Default: syslog.DefaultAddress,
+			Meaning: "The syslog socket for access or process = \"syslog\": a unixgram path (/dev/log), unixgram:/path or udp:IP:PORT; full or absent, messages are dropped and counted."},
+		{Name: "syslog_format", Kind: KindString, Default: syslog.FormatRFC5424, Values: syslog.Formats(), Rule: `local: a unixgram socket only`,
+			Meaning: "The syslog header: rfc5424, or local (syslog(3)'s, which journald and rsyslog's /dev/log parse)."},
+		{Name: "syslog_facility", Kind: KindString, Default: syslog.DefaultFacility.String(), Values: syslog.FacilityNames(),
+			Meaning: "The syslog facility of both logs' messages."},
 	}},
 	{Path: "cluster", Meaning: "Where breaker state and manual disables are kept, and how a fleet of l4lb shares them; read at start (docs/fleet.md).", Keys: []Key{
 		{Name: "store", Kind: KindString, Default: StoreMemory, Values: Stores(),

@@ -1,0 +1,5 @@
+package syslog
+
+import "net/netip"
+
+func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
