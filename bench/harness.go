@@ -29,6 +29,7 @@ type harness struct {
 	layout  cpuLayout
 	log     io.Writer
 	l4lb    l4lbBuild
+	base    l4lbBuild // -baseline's copy (l4lb_baseline.go)
 
 	backends *child // the shared sink + echo process (and the UDP ones)
 	redis    *child // redis-server, when the redis scenario runs

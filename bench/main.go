@@ -41,6 +41,9 @@ type options struct {
 	chaosDuration time.Duration
 	seed          uint64
 	chaosL4lb     string
+	// baseline: an l4lb binary run as the l4lb-base system beside this
+	// tree's l4lb (l4lb_baseline.go).
+	baseline string
 	// longlived runs alone (-scenario longlived): N long-lived
 	// connections and a reconnect storm in namespaces of its own
 	// (longlived.go).
@@ -128,6 +131,7 @@ func parseFlags(args []string) (options, error) {
 		"longlived, each N's (replacing that N's earlier one); other scenarios, one section named by the scenario list (replacing the same list's)")
 	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
 	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
+	fs.StringVar(&o.baseline, "baseline", "", "also run this l4lb binary, as the system "+sysL4lbBase+" right after l4lb: a change's before and after in one run")
 	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
 	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all but the opt-in "+strings.Join(optInSystemNames(), ",")+"): "+strings.Join(systemNames(), ","))
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file")
@@ -170,6 +174,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if strings.TrimSpace(sys) == "" {
 		o.systems = defaultSystemNames()
+	}
+	if o.baseline != "" && !slices.Contains(o.systems, sysL4lbBase) {
+		o.systems = append(o.systems, sysL4lbBase)
 	}
 	if o.portBase < 1024 || o.portBase+600+10*len(systemNames()) > 65535 {
 		return o, fmt.Errorf("-port-base %d out of range", o.portBase)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,5 +26,36 @@ func TestParseFlags(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
 		}
+	}
+}
+
+// -baseline adds l4lb-base to the run, once, whatever -systems says; the
+// run then takes it right after l4lb (catalog order), and without it the
+// system refuses to start with the reason.
+func TestBaselineJoinsTheRun(t *testing.T) {
+	o, err := parseFlags([]string{"-baseline", "/tmp/old-l4lb", "-systems", "l4lb,nginx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"l4lb", "nginx", sysL4lbBase}; !slices.Equal(o.systems, want) {
+		t.Fatalf("systems %v, want %v", o.systems, want)
+	}
+	o, err = parseFlags([]string{"-baseline", "/tmp/old-l4lb", "-systems", "l4lb," + sysL4lbBase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"l4lb", sysL4lbBase}; !slices.Equal(o.systems, want) {
+		t.Fatalf("systems %v, want %v", o.systems, want)
+	}
+	names := systemNames()
+	if i := slices.Index(names, "l4lb"); i < 0 || i+1 >= len(names) || names[i+1] != sysL4lbBase {
+		t.Fatalf("catalog order %v: %s must follow l4lb", names, sysL4lbBase)
+	}
+	if slices.Contains(defaultSystemNames(), sysL4lbBase) {
+		t.Fatalf("%s runs by default", sysL4lbBase)
+	}
+	h := &harness{}
+	if _, err := h.baselineBinary(); err == nil || !strings.Contains(err.Error(), "-baseline") {
+		t.Fatalf("no -baseline: error %v, want one naming -baseline", err)
 	}
 }

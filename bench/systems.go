@@ -73,6 +73,7 @@ func systemCatalog() []systemSpec {
 	return []systemSpec{
 		directSystem(),
 		l4lbSystem("l4lb", nil),
+		l4lbBaselineSystem(),
 		l4lbAccessLogSystem(),
 		l4lbRedisSystem(),
 		l4lbPolicySystem(),

@@ -34,6 +34,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (%s)\n", *path, summary(cfg))
+	for _, w := range cfg.Advice() {
+		fmt.Fprintf(stdout, "warning: %v\n", w)
+	}
 	for _, name := range cfg.PoolNames {
 		if d := cfg.Pools[name].Discovery; d != nil {
 			fmt.Fprintf(stdout, "pool %q: its backends in DNS (%s) are looked up when l4lb runs; check does not resolve them\n", name, d.DNS+d.SRV)

@@ -211,3 +211,28 @@ colour = "blue"
 		}
 	}
 }
+
+// A file check accepts with advice still exits 0, and prints each piece of
+// advice as a warning with its line: a Maglev pool of 1,000 backends at
+// the default table size is told the prime to use.
+func TestCheckPrintsAdvice(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[[listener]]\nname = \"l\"\nbind = \"127.0.0.1:8080\"\npool = \"p\"\n[pool.p]\nalgorithm = \"maglev\"\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = \"10.1.%d.%d:80\"\n", i/250, i%250+1)
+	}
+	path := filepath.Join(t.TempDir(), "maglev.toml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "-config", path}, &out, &errb); code != 0 {
+		t.Fatalf("check: exit %d, err %q", code, errb.String())
+	}
+	if want := "warning: " + path + ":5: pool.p.maglev_table_size: 65537 slots for 1000 backends"; !strings.Contains(out.String(), want) {
+		t.Fatalf("check output %q lacks %q", out.String(), want)
+	}
+	if !strings.Contains(out.String(), "e.g. 100003") {
+		t.Fatalf("check output %q does not name the prime", out.String())
+	}
+}

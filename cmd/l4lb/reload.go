@@ -164,6 +164,9 @@ func (in *instance) serve(cfg *config.Config) (applied, error) {
 	running, oldPools := in.running, in.pools
 	in.mu.Unlock()
 	res.Warnings = server.NeedsRestart(running, cfg)
+	for _, w := range cfg.Advice() {
+		res.Warnings = append(res.Warnings, w.Error())
+	}
 
 	previous := make(map[string]*pool.Pool, len(oldPools))
 	for _, p := range oldPools {

@@ -63,6 +63,9 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		return 1
 	}
 	in.useFile(path)
+	for _, w := range cfg.Advice() {
+		log.Warn("configuration: " + w.Error())
+	}
 	up.Started(inh)
 	adopting := inh.AdoptFlows(in.server, log)
 	in.serving()

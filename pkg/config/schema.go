@@ -301,7 +301,7 @@ var schema = []Section{
 		{Name: "ring_vnodes", Kind: KindInteger, Default: 160, Min: 1, Max: MaxRingVnodes, Rule: "times the total weight at most " + strconv.Itoa(MaxRingPoints),
 			Meaning: "consistent-hash ring points per unit of weight; a backend's share strays from its weight's by about 1/sqrt(ring_vnodes)."},
 		{Name: "maglev_table_size", Kind: KindInteger, Default: 65537, Min: 1, Max: MaxMaglevTableSize, Rule: "a prime, at least the number of backends",
-			Meaning: "Entries of the Maglev lookup table; 100 times the backends or more keeps their shares within 1%."},
+			Meaning: "Entries of the Maglev lookup table; 100 times the backends or more keeps their shares within 1% and a change's moved keys near the ideal (check warns below it). Choose it once for the pool's largest size: a new size remaps every key."},
 		{Name: "proxy_protocol", Kind: KindString, Default: ProxyProtocolOff, Values: ProxyProtocols(), Rule: "UDP pools: off or v2",
 			Meaning: "A PROXY header sent to the backend before any client byte (UDP: before every datagram)."},
 		{Name: "queue_timeout", Kind: KindDuration, Default: time.Duration(0), Min: time.Duration(0), Max: MaxQueueTimeout, Only: ProtocolTCP,

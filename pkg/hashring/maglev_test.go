@@ -146,3 +146,42 @@ func TestMaglevRebuildDisruption(t *testing.T) {
 		t.Errorf("moved %.4f of keys, want <= 0.15", frac)
 	}
 }
+
+// The rule config's advice gives (100 slots per backend): at 1,000
+// backends, removing ten (1%) moves keys between the backends that stay
+// too, and the fewer slots per backend, the more. Compared slot by slot,
+// so the fractions are exact for the table, not sampled.
+func TestMaglevMovesFollowSlotsPerBackend(t *testing.T) {
+	nodes := equalNodes(1000)
+	var rest []Node
+	for i, n := range nodes {
+		if i%100 != 7 { // ten gone, spread over the list
+			rest = append(rest, n)
+		}
+	}
+	moved := func(size int) float64 {
+		full, err := NewMaglev(nodes, size, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		less, err := NewMaglev(rest, size, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for s := range size {
+			if nodes[full.Slot(s)].ID != rest[less.Slot(s)].ID {
+				n++
+			}
+		}
+		return float64(n) / float64(size)
+	}
+	small, large := moved(65537), moved(655373)
+	t.Logf("1%% of 1,000 backends removed: %.2f%% of keys moved at 65,537 slots, %.2f%% at 655,373 (ideal 1%%)", 100*small, 100*large)
+	if large >= small {
+		t.Errorf("moves at 655,373 slots (%.4f) not below those at 65,537 (%.4f)", large, small)
+	}
+	if large > 0.02 {
+		t.Errorf("at 100+ slots per backend %.4f of keys moved, want <= 0.02 (twice the ideal)", large)
+	}
+}

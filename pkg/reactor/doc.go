@@ -6,10 +6,12 @@
 // their sockets its Owners.
 //
 // Every fd is registered once, edge-triggered (SocketEvents: reading,
-// writing, hang-ups and urgent data; DatagramEvents: reading), in a slot
-// with a sequence number, so an event still queued for a closed fd never
-// reaches the next owner of that number. The owner remembers readiness
-// itself, so a connection costs two epoll_ctl calls in its life and none
+// writing, hang-ups and urgent data; ReadSocketEvents: the same but
+// writing, asked for with WatchWrites only once a write found the socket
+// full; DatagramEvents: reading), in a slot with a sequence number, so an
+// event still queued for a closed fd never reaches the next owner of that
+// number. The owner remembers readiness itself, so a connection costs two
+// epoll_ctl calls in its life (three if its client ever fills) and none
 // per state change. Each event reaches its owner with one interface call
 // (Owner.Event); an owner with work left past its budget asks to go on
 // after the turn's other events (MarkReady), which keeps one bulk

@@ -196,6 +196,18 @@ func (l *Loop) Register(fd int, o Owner, events uint32) error {
 	return nil
 }
 
+// WatchWrites adds writing to the events of fd, registered with
+// ReadSocketEvents, once its owner found it full. epoll_ctl(MOD) looks at
+// the socket's readiness as it is now, so space freed between the EAGAIN
+// and this call still raises the event.
+func (l *Loop) WatchWrites(fd int) error {
+	ev := unix.EpollEvent{Events: SocketEvents, Fd: int32(fd), Pad: int32(l.slots[fd].seq)}
+	if err := rawsys.EpollCtl(l.poll.epfd, unix.EPOLL_CTL_MOD, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl mod fd %d: %w", fd, err)
+	}
+	return nil
+}
+
 // Reown hands a registered fd to a new owner, keeping its registration.
 func (l *Loop) Reown(fd int, o Owner) { l.slots[fd].o = o }
 

@@ -44,6 +44,10 @@ type endpoint struct {
 	// urgent: the peer sent TCP urgent data (EPOLLPRI); the stream reading
 	// from this socket copies from then on.
 	urgent bool
+	// writesUnwatched: registered for reading only (a client:
+	// reactor.ReadSocketEvents), so taken as writable until a write says
+	// EAGAIN, which asks for EPOLLOUT from then on (watchWrites).
+	writesUnwatched bool
 }
 
 func (e *endpoint) Event(ev uint32) {
@@ -135,10 +139,12 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	}
 	// TCP_NODELAY is inherited from the listening socket (listener.Bind).
 	c := &conn{l: l, f: f, pool: f.Pool(), src: src, born: l.r.Now()}
-	c.cl = endpoint{c: c, fd: fd, client: true}
+	// A client is written to only once its backend answers, and mostly
+	// never fills: it is watched for writing only from its first EAGAIN.
+	c.cl = endpoint{c: c, fd: fd, client: true, writable: true, writesUnwatched: true}
 	c.be = endpoint{c: c, fd: -1}
 	c.timer.OnFire(c.onTimer)
-	if err := l.r.Register(fd, &c.cl, reactor.SocketEvents); err != nil {
+	if err := l.r.Register(fd, &c.cl, reactor.ReadSocketEvents); err != nil {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
 		rawsys.Close(fd)

@@ -31,6 +31,9 @@ func (c *conn) pump() {
 		s.PeerDone = src.peerDone
 		before := s.Delivered
 		st, err := s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
+		if !dst.writable && dst.writesUnwatched && !c.watchWrites(dst) {
+			return
+		}
 		if n := s.Delivered - before; n > 0 {
 			progress = true
 			if d == 0 {
@@ -142,4 +145,17 @@ func (c *conn) peersDraining() bool {
 		c.outq[i] = q
 	}
 	return draining
+}
+
+// watchWrites asks for EPOLLOUT on e, registered for reading only, now that
+// a write found it full: its edge says when the rest can go. false: the
+// loop could not, and the connection is closed (no event would ever come).
+func (c *conn) watchWrites(e *endpoint) bool {
+	e.writesUnwatched = false
+	if err := c.l.r.WatchWrites(e.fd); err != nil {
+		c.l.sh.Log.Warn("connection closed: cannot watch its socket for writing", "listener", c.f.Name, "error", err)
+		c.close(CloseLocalError, true, true)
+		return false
+	}
+	return true
 }

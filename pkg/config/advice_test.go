@@ -1,0 +1,63 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// maglevFile is a file with one Maglev pool of n backends and, when size
+// is not 0, maglev_table_size = size.
+func maglevFile(n, size int, algorithm string) string {
+	var b strings.Builder
+	b.WriteString("[[listener]]\nname = \"l\"\nbind = \"127.0.0.1:8080\"\npool = \"p\"\n\n[pool.p]\n")
+	fmt.Fprintf(&b, "algorithm = %q\n", algorithm)
+	if size != 0 {
+		fmt.Fprintf(&b, "maglev_table_size = %d\n", size)
+	}
+	for i := range n {
+		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = \"10.0.%d.%d:80\"\n", i/250, i%250+1)
+	}
+	return b.String()
+}
+
+// A Maglev pool under 100 slots per backend gets one warning, on its key
+// and line, naming the prime to use; one at or over it, a small pool at
+// the default size, and a pool of another algorithm get none.
+func TestAdviceOnMaglevTableSize(t *testing.T) {
+	cases := []struct {
+		name      string
+		file      string
+		want      string // "" for no advice
+		wantLine  int
+		wantPrime string
+	}{
+		{"1000 backends at the default size", maglevFile(1000, 0, AlgorithmMaglev), "65537 slots for 1000 backends", 6, "e.g. 100003"},
+		{"1000 backends, size written", maglevFile(1000, 65537, AlgorithmMaglev), "65537 slots for 1000 backends", 8, "e.g. 100003"},
+		{"1000 backends at 655373", maglevFile(1000, 655373, AlgorithmMaglev), "", 0, ""},
+		{"3 backends at the default size", maglevFile(3, 0, AlgorithmMaglev), "", 0, ""},
+		{"1000 backends, round robin", maglevFile(1000, 0, AlgorithmRoundRobin), "", 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("f.toml", []byte(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adv := cfg.Advice()
+			if tc.want == "" {
+				if len(adv) != 0 {
+					t.Fatalf("advice %v, want none", adv)
+				}
+				return
+			}
+			if len(adv) != 1 {
+				t.Fatalf("advice %v, want one", adv)
+			}
+			a := adv[0]
+			if a.Key != "pool.p.maglev_table_size" || a.Line != tc.wantLine || !strings.Contains(a.Msg, tc.want) || !strings.Contains(a.Msg, tc.wantPrime) {
+				t.Fatalf("advice %q (key %s, line %d), want key pool.p.maglev_table_size, line %d, %q and %q", a.Error(), a.Key, a.Line, tc.wantLine, tc.want, tc.wantPrime)
+			}
+		})
+	}
+}
