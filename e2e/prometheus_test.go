@@ -31,31 +31,10 @@ func TestShippedProbeAlertFiresOnARealPrometheus(t *testing.T) {
 	dead := testnet.FreeAddr(t) // nothing listens: dials are refused
 	// failures = 1: the first refused client dial trips; the probe comes
 	// one cooldown later. 3s leaves Prometheus, scraping every second,
-	// time to see the trip alone before the probe fails.
-	listen, admin := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	cfg := filepath.Join(t.TempDir(), "l4lb.toml")
-	text := fmt.Sprintf(`[admin]
-listen = %q
-[[listener]]
-name = "front"
-bind = %q
-pool = "p"
-[pool.p]
-algorithm = "round-robin"
-[pool.p.health]
-enabled = false
-[pool.p.breaker]
-failures = 1
-cooldown = "3s"
-max_cooldown = "3s"
-[[pool.p.backend]]
-addr = %q
-[[pool.p.backend]]
-addr = %q
-`, admin, listen, live.Addr, dead)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// time to see the trip alone before the probe fails. (The pool's
+	// tables come before WriteConfig's [pool.p], as TOML allows.)
+	cfg, listen, admin := e2eutil.WriteConfig(t, "", []string{live.Addr, dead},
+		"[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"3s\"\nmax_cooldown = \"3s\"")
 	p := startL4LB(t, "", nil, "-config", cfg)
 	waitServing(t, p, listen)
 	waitAccepting(t, "l4lb admin", p, admin)

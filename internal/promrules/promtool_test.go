@@ -1,6 +1,7 @@
 package promrules
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,8 @@ func promtool(t *testing.T, dir string, args ...string) (string, bool) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("promtool %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out), err == nil
