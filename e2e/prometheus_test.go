@@ -30,11 +30,11 @@ func TestShippedProbeAlertFiresOnARealPrometheus(t *testing.T) {
 	live := testnet.StartBackend(t, "live", "")
 	dead := testnet.FreeAddr(t) // nothing listens: dials are refused
 	// failures = 1: the first refused client dial trips; the probe comes
-	// one cooldown later. 3s leaves Prometheus, scraping every second,
+	// one cooldown later. 5s leaves Prometheus, scraping every second,
 	// time to see the trip alone before the probe fails. (The pool's
 	// tables come before WriteConfig's [pool.p], as TOML allows.)
 	cfg, listen, admin := e2eutil.WriteConfig(t, "", []string{live.Addr, dead},
-		"[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"3s\"\nmax_cooldown = \"3s\"")
+		"[pool.p.health]\nenabled = false\n[pool.p.breaker]\nfailures = 1\ncooldown = \"5s\"\nmax_cooldown = \"5s\"")
 	p := startL4LB(t, "", nil, "-config", cfg)
 	waitServing(t, p, listen)
 	waitAccepting(t, "l4lb admin", p, admin)
