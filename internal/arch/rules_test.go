@@ -57,6 +57,7 @@ var rules = map[string][]string{
 	"internal/e2eutil":           {"internal/testnet"},
 	"internal/testnet":           {"pkg/clock"},
 	"internal/arch":              nil,
+	"internal/promrules":         nil,
 	"bench":                      {"internal/testnet"},
 	"bench/healthscale":          {"pkg/health"},
 	"pkg/config/internal/gendoc": {"pkg/config"},

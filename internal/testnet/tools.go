@@ -9,11 +9,13 @@ import (
 )
 
 // The one policy for the programs tests drive (ip, nft, redis-server,
-// dnsmasq, nginx, haproxy, strace, ...): a test that needs one and does
-// not find it fails as root, with the apt-get line that installs it, and
-// skips otherwise. CI runs as root and .ci/run installs every one of them,
-// so there no such test can pass by skipping; a developer without root
-// (who could not run most of them anyway) is not made to install them.
+// dnsmasq, nginx, haproxy, strace, promtool, ...): a test that needs one
+// and does not find it fails as root or under CI (the environment
+// variable CI set, as CI services set it), with the apt-get line that
+// installs it, and skips otherwise. CI runs as root and .ci/run installs
+// every one of them, so there no such test can pass by skipping; a
+// developer without root (who could not run most of them anyway) is not
+// made to install them.
 
 // ToolPath finds the program name on PATH or in the sbin and bin
 // directories Debian puts programs in (a PATH without sbin is common for
@@ -50,12 +52,16 @@ func Missing(t testing.TB, msg string, pkgs ...string) {
 	for _, p := range pkgs {
 		install += " " + p
 	}
-	if os.Geteuid() == 0 {
-		t.Fatalf("%s: as root (as in CI) this test must run: %s (.ci/run does)", msg, install)
+	if mustRunTools() {
+		t.Fatalf("%s: as root or under CI this test must run: %s (.ci/run does)", msg, install)
 		return
 	}
-	t.Skipf("%s (%s); not root, so skipping", msg, install)
+	t.Skipf("%s (%s); neither root nor CI, so skipping", msg, install)
 }
+
+// mustRunTools reports whether a missing tool fails the test: as root, or
+// with CI set.
+func mustRunTools() bool { return os.Geteuid() == 0 || os.Getenv("CI") != "" }
 
 // allowNoRootEnv, set to 1, lets RequireRoot skip: a developer's explicit
 // choice, since a skip is silent in go test's summary.
