@@ -161,7 +161,20 @@ func TestStatusPageInBrowser(t *testing.T) {
 		return r.Breaker == "closed" && r.Class == "" && r.State == "in rotation"
 	})
 
-	// The page's origin cannot act: a POST from it carries Origin.
+	// Its inline style and script ran under its CSP (the script did, or
+	// nothing would have rendered).
+	var thBackground string
+	br.eval(t, `getComputedStyle(document.querySelector("th")).backgroundColor`, &thBackground)
+	if thBackground != "rgb(238, 238, 238)" {
+		t.Errorf("a heading's background %q: the page's style did not apply (blocked by its CSP?)", thBackground)
+	}
+	// A same-origin GET carries no Origin (the guard would refuse it)...
+	var get int
+	br.eval(t, `fetch("/api/v1/pools").then(r => r.status)`, &get)
+	if get != http.StatusOK {
+		t.Errorf("GET /api/v1/pools from the page: %d, want 200", get)
+	}
+	// ...while a POST does, so the page's origin cannot act.
 	var post struct {
 		Status int
 		Body   string
