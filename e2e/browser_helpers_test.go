@@ -212,7 +212,9 @@ func (b *browser) tryEval(expr string, out any) error {
 // path.
 func (b *browser) screenshot(t *testing.T, path string) {
 	t.Helper()
-	var m struct{ CSSContentSize struct{ Width, Height float64 } }
+	var m struct {
+		CSSContentSize struct{ Width, Height float64 }
+	}
 	if err := json.Unmarshal(b.call(t, "Page.getLayoutMetrics", nil), &m); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -102,6 +101,21 @@ func statusConfig(t *testing.T, pools [][2]any, poolKeys string) (path string, l
 	return path, listens, adminAddr
 }
 
+// openStatusPage starts l4lb over pools (as statusConfig writes them) and
+// a browser of a window width x height on its status page.
+func openStatusPage(t *testing.T, pools [][2]any, poolKeys string, width, height int) (listens map[string]string, adminAddr string, br *browser) {
+	t.Helper()
+	path, listens, adminAddr := statusConfig(t, pools, poolKeys)
+	l := startL4LB(t, "", nil, "-config", path)
+	for _, a := range listens {
+		waitServing(t, l, a)
+	}
+	waitAccepting(t, "l4lb admin", l, adminAddr)
+	br = startBrowser(t, width, height)
+	br.navigate(t, "http://"+adminAddr+"/")
+	return listens, adminAddr, br
+}
+
 // A quick breaker: three failed client dials trip it, and it probes again
 // within a second.
 const quickBreaker = "[pool.POOL.health]\nenabled = false\n[pool.POOL.breaker]\nfailures = 3\ncooldown = \"200ms\"\nmax_cooldown = \"1s\"\n"
@@ -124,13 +138,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	testnet.CheckLeaks(t)
 	bs := []*testnet.Backend{testnet.StartBackend(t, "b0", ""), testnet.StartBackend(t, "b1", ""), testnet.StartBackend(t, "b2", "")}
 	addrs := []string{bs[0].Addr, bs[1].Addr, bs[2].Addr}
-	path, listens, adminAddr := statusConfig(t, [][2]any{{"web", addrs}}, quickBreaker)
-	l := startL4LB(t, "", nil, "-config", path)
-	waitServing(t, l, listens["web"])
-	waitAccepting(t, "l4lb admin", l, adminAddr)
-
-	br := startBrowser(t, 1280, 800)
-	br.navigate(t, "http://"+adminAddr+"/")
+	listens, adminAddr, br := openStatusPage(t, [][2]any{{"web", addrs}}, quickBreaker, 1280, 800)
 	v := br.waitPage(t, "the pool's three backends", func(v *pageView) bool { return len(v.Rows) == 3 })
 	if len(v.Titles) != 1 || !strings.Contains(v.Titles[0], "pool web") || !strings.Contains(v.Titles[0], "listeners: web-in") {
 		t.Errorf("pool titles %q: want pool web, taken by listener web-in", v.Titles)
@@ -183,45 +191,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if post.Status != http.StatusForbidden || !strings.Contains(post.Body, "Origin") {
 		t.Errorf("POST from the page: %d %s; want 403 naming the Origin header", post.Status, post.Body)
 	}
-	if pools := poolsJSON(t, adminAddr); pools["web"][bs[0].Addr].Disabled {
+	if backends(t, adminAddr, "web")[bs[0].Addr].Disabled {
 		t.Error("the refused POST disabled the backend")
 	}
-}
-
-// poolBackend is the part of a backend's JSON these tests read.
-type poolBackend struct {
-	Disabled, Draining bool
-	Breaker            struct{ State string }
-}
-
-// poolsJSON is GET /api/v1/pools by pool and backend address.
-func poolsJSON(t *testing.T, adminAddr string) map[string]map[string]poolBackend {
-	t.Helper()
-	resp, err := http.Get("http://" + adminAddr + "/api/v1/pools")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Pools []struct {
-			Name     string
-			Backends []struct {
-				Addr string
-				poolBackend
-			}
-		}
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]poolBackend{}
-	for _, p := range body.Pools {
-		out[p.Name] = map[string]poolBackend{}
-		for _, b := range p.Backends {
-			out[p.Name][b.Addr] = b.poolBackend
-		}
-	}
-	return out
 }
 
 // The page at 1,000 backends (5 pools of 200, none reachable, no
@@ -238,13 +210,7 @@ func TestStatusPage1000Backends(t *testing.T) {
 		}
 		pools = append(pools, [2]any{fmt.Sprintf("p%d", p), addrs})
 	}
-	path, listens, adminAddr := statusConfig(t, pools, "[pool.POOL.health]\nenabled = false\n")
-	l := startL4LB(t, "", nil, "-config", path)
-	waitServing(t, l, listens["p0"])
-	waitAccepting(t, "l4lb admin", l, adminAddr)
-
-	br := startBrowser(t, 1280, 800)
-	br.navigate(t, "http://"+adminAddr+"/")
+	_, _, br := openStatusPage(t, pools, "[pool.POOL.health]\nenabled = false\n", 1280, 800)
 	first := br.waitPage(t, "1,000 backends", func(v *pageView) bool { return len(v.Rows) == 1000 })
 	if first.Renders != 1 {
 		t.Logf("the first view seen is of render %d", first.Renders)
@@ -307,13 +273,8 @@ func TestStatusPageScreenshot(t *testing.T) {
 		}
 		return out
 	}
-	path, listens, adminAddr := statusConfig(t, [][2]any{{"web", addrs(web)}, {"api", addrs(api)}, {"cache", addrs(cache)}},
-		"[pool.POOL.health]\ninterval = \"1s\"\n[pool.POOL.breaker]\nfailures = 3\ncooldown = \"5s\"\nmax_cooldown = \"30s\"\n")
-	l := startL4LB(t, "", nil, "-config", path)
-	for _, a := range listens {
-		waitServing(t, l, a)
-	}
-	waitAccepting(t, "l4lb admin", l, adminAddr)
+	listens, adminAddr, br := openStatusPage(t, [][2]any{{"web", addrs(web)}, {"api", addrs(api)}, {"cache", addrs(cache)}},
+		"[pool.POOL.health]\ninterval = \"1s\"\n[pool.POOL.breaker]\nfailures = 3\ncooldown = \"5s\"\nmax_cooldown = \"30s\"\n", 1500, 400)
 	for name, a := range listens {
 		startEchoLoad(t, a, map[string]int{"web": 64 << 10, "api": 8 << 10, "cache": 200 << 10}[name])
 	}
@@ -322,8 +283,6 @@ func TestStatusPageScreenshot(t *testing.T) {
 	if code := post(t, "http://"+adminAddr+"/api/v1/pools/web/backends/"+url.PathEscape(drained)+"/drain?timeout=10m", ""); code != http.StatusAccepted {
 		t.Fatalf("drain: %d", code)
 	}
-	br := startBrowser(t, 1500, 400)
-	br.navigate(t, "http://"+adminAddr+"/")
 	br.waitPage(t, "one backend tripped, one draining, rates read", func(v *pageView) bool {
 		tr, _ := v.row(tripped)
 		dr, _ := v.row(drained)

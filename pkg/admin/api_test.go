@@ -51,9 +51,8 @@ func do(t *testing.T, method, url string, hdr map[string]string) (int, map[strin
 	return send(t, method, url, "", hdr)
 }
 
-// send makes a request with body and headers ("Host" sets the Host);
-// it returns the status and the JSON body decoded.
-func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+// newRequest is a request with body and headers ("Host" sets the Host).
+func newRequest(t *testing.T, method, url, body string, hdr map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -66,7 +65,14 @@ func send(t *testing.T, method, url, body string, hdr map[string]string) (int, m
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// send makes a request with body and headers ("Host" sets the Host);
+// it returns the status and the JSON body decoded.
+func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(newRequest(t, method, url, body, hdr))
 	if err != nil {
 		t.Fatal(err)
 	}

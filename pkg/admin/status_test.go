@@ -67,15 +67,7 @@ func TestStatusPageRouteAndGuard(t *testing.T) {
 		{"GET", "/", map[string]string{"Host": "evil.example"}, 403},
 		{"GET", "/", map[string]string{"Host": "localhost"}, 200},
 	} {
-		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
-		for k, v := range c.hdr {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(newRequest(t, c.method, srv.URL+c.path, "", c.hdr))
 		if err != nil {
 			t.Fatal(err)
 		}
