@@ -24,7 +24,7 @@ var statusScreenshot = flag.String("status-screenshot", "", "write a screenshot 
 
 // pageRow is one backend row as the status page rendered it.
 type pageRow struct {
-	Pool, Backend, Class, Health, Breaker, Gen, State, DialFail string
+	Pool, Backend, Class, Health, Breaker, Gen, State, DialFail, Check string
 }
 
 // pageView is what the status page shows: its counters (window.l4lbStatus)
@@ -44,7 +44,8 @@ const readPage = `window.l4lbStatus ? {
   rows: [...document.querySelectorAll("tr[data-backend]")].map(r => {
     const c = n => r.querySelector("td." + n).textContent;
     return {pool: r.dataset.pool, backend: r.dataset.backend, class: r.className, health: c("health"),
-      breaker: c("breaker"), gen: c("gen"), state: c("state"), dialfail: c("dialfail")};
+      breaker: c("breaker"), gen: c("gen"), state: c("state"), dialfail: c("dialfail"),
+      check: c("check")};
   })} : null`
 
 // row is the row of backend addr; false if the page has none.
@@ -193,6 +194,33 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if backends(t, adminAddr, "web")[bs[0].Addr].Disabled {
 		t.Error("the refused POST disabled the backend")
+	}
+}
+
+// Text a backend controls reaches the page as text: a backend whose reply
+// to the health check is markup shows it, quoted in the check's error,
+// and no element of it is made.
+func TestStatusPageShowsBackendTextAsText(t *testing.T) {
+	testnet.CheckLeaks(t)
+	// No quotes: the error quotes the reply (Go's %q) and would escape them.
+	const markup = `<img src=x id=pwn onerror=window.pwned=1>`
+	b := testnet.StartBackend(t, markup, "")
+	_, _, br := openStatusPage(t, [][2]any{{"web", []string{b.Addr}}},
+		"[pool.POOL.health]\ntype = \"send-expect\"\nsend = \"PING\\n\"\nexpect = \"PONG, a reply longer than the tag, all of which the check reads\"\ninterval = \"200ms\"\ntimeout = \"200ms\"\n", 1280, 800)
+	v := br.waitPage(t, "the failed check's error", func(v *pageView) bool {
+		r, _ := v.row(b.Addr)
+		return strings.Contains(r.Check, markup)
+	})
+	if r, _ := v.row(b.Addr); r.Health != "down" {
+		t.Errorf("row %+v: want the backend down", r)
+	}
+	var made struct {
+		Images int
+		Pwned  bool
+	}
+	br.eval(t, `({images: document.querySelectorAll("img").length, pwned: !!window.pwned})`, &made)
+	if made.Images != 0 || made.Pwned {
+		t.Fatalf("the backend's reply became markup: %d img elements, handler ran %v", made.Images, made.Pwned)
 	}
 }
 
