@@ -66,6 +66,7 @@ func Intro(w io.Writer, cfg *config.Config, backends []*Backend) {
 		fmt.Fprintf(w, "  echo hi | nc -u -w1 %s %s   (one datagram; each new client port is a session, sent to the next backend)\n", host, port)
 	}
 	if a := cfg.Admin.Listen; a != "" {
+		fmt.Fprintf(w, "  http://%s/                 (in a browser: the status page)\n", a)
 		fmt.Fprintf(w, "  curl -s http://%s/api/v1/pools\n", a)
 		fmt.Fprintf(w, "  curl -s http://%s/metrics | grep ^l4lb_\n", a)
 		if tcp != nil && len(cfg.Pools[tcp.Pool].Backends) > 0 {

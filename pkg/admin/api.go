@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/server"
 )
 
 // PoolsJSON is the body of GET /api/v1/pools; PoolJSON that of one pool
@@ -32,6 +33,10 @@ type PoolJSON struct {
 	// pool is all down (pool.Serving).
 	Serving  string        `json:"serving"`
 	Backends []BackendJSON `json:"backends"`
+	// Listeners: the listeners whose new clients this pool takes (SNI
+	// routes aside), in configuration order; empty for a pool only routes
+	// reach, or on an endpoint without the server.
+	Listeners []string `json:"listeners"`
 }
 
 type BackendJSON struct {
@@ -62,6 +67,15 @@ type BackendJSON struct {
 	ConfiguredWeight int        `json:"configured_weight"`
 	MaxConnections   int64      `json:"max_connections"`
 	Drain            *DrainJSON `json:"drain,omitempty"`
+	// Counters since start, as /metrics has them (the status page rates
+	// them from two reads): bytes relayed each way (l4lb_bytes_total),
+	// client dials that failed (l4lb_backend_dials_total{kind="client",
+	// result="failure"}) and failed recovery probes
+	// (l4lb_breaker_probe_failures_total).
+	BytesToBackend int64 `json:"bytes_to_backend"`
+	BytesToClient  int64 `json:"bytes_to_client"`
+	DialFailures   int64 `json:"dial_failures"`
+	ProbeFailures  int64 `json:"probe_failures"`
 }
 
 // DrainJSON is a drain's progress: the connections still open
@@ -98,7 +112,10 @@ func backendView(b *pool.Backend) BackendJSON {
 		Breaker: BreakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
 		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
+		BytesToBackend: b.Meter.ToBackend.Load(), BytesToClient: b.Meter.ToClient.Load(),
+		ProbeFailures: b.ProbeFailures(),
 	}
+	_, v.DialFailures = b.Dials(pool.DialClient)
 	if hs, ok := b.HealthStatus(); ok {
 		v.LastCheckError = hs.LastError
 	}
@@ -110,8 +127,14 @@ func backendView(b *pool.Backend) BackendJSON {
 	return v
 }
 
-func poolView(p *pool.Pool) PoolJSON {
-	v := PoolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Serving: p.Serving().String(), Backends: []BackendJSON{}}
+// poolView is p's JSON; listeners are the names of the listeners that
+// take it (listenersByPool).
+func poolView(p *pool.Pool, listeners []string) PoolJSON {
+	if listeners == nil {
+		listeners = []string{}
+	}
+	v := PoolJSON{Name: p.Name, Algorithm: p.Algorithm, Protocol: p.Protocol(), Serving: p.Serving().String(), Backends: []BackendJSON{},
+		Listeners: listeners}
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}
@@ -123,8 +146,25 @@ type api struct {
 	pools      func() []*pool.Pool
 	config     *ConfigState
 	membership Membership // nil: the membership routes answer 501
-	log        *slog.Logger
+	// listeners gives every listener's pool; nil: none known.
+	listeners func() []server.ListenerPool
+	log       *slog.Logger
 }
+
+// listenersByPool maps each pool's name to its listeners' names.
+func (a *api) listenersByPool() map[string][]string {
+	if a.listeners == nil {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, l := range a.listeners() {
+		m[l.Pool] = append(m[l.Pool], l.Name)
+	}
+	return m
+}
+
+// view is p's JSON with its listeners.
+func (a *api) view(p *pool.Pool) PoolJSON { return poolView(p, a.listenersByPool()[p.Name]) }
 
 func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools", a.listPools)
@@ -152,8 +192,9 @@ func (a *api) listPools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := PoolsJSON{Pools: []PoolJSON{}}
+	byPool := a.listenersByPool()
 	for _, p := range a.pools() {
-		out.Pools = append(out.Pools, poolView(p))
+		out.Pools = append(out.Pools, poolView(p, byPool[p.Name]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -167,7 +208,7 @@ func (a *api) getPool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown pool "+quote(r.PathValue("pool")))
 		return
 	}
-	writeJSON(w, http.StatusOK, poolView(p))
+	writeJSON(w, http.StatusOK, a.view(p))
 }
 
 // backendActions are the POST routes on one backend: what each asks of the

@@ -51,9 +51,8 @@ func do(t *testing.T, method, url string, hdr map[string]string) (int, map[strin
 	return send(t, method, url, "", hdr)
 }
 
-// send makes a request with body and headers ("Host" sets the Host);
-// it returns the status and the JSON body decoded.
-func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+// newRequest is a request with body and headers ("Host" sets the Host).
+func newRequest(t *testing.T, method, url, body string, hdr map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -66,7 +65,14 @@ func send(t *testing.T, method, url, body string, hdr map[string]string) (int, m
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// send makes a request with body and headers ("Host" sets the Host);
+// it returns the status and the JSON body decoded.
+func send(t *testing.T, method, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(newRequest(t, method, url, body, hdr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +96,9 @@ func TestListPoolsShape(t *testing.T) {
 	}
 	raw, _ := json.Marshal(v)
 	want := `{"pools":[{"algorithm":"maglev","backends":[` +
-		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":3,"disabled":false,"draining":false,"health":"up","max_connections":0,"role":"primary","source":"file","usable":true,"weight":3},` +
-		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"configured_weight":1,"disabled":false,"draining":false,"health":"up","max_connections":0,"role":"backup","source":"file","usable":true,"weight":1}` +
-		`],"name":"web","protocol":"tcp","serving":"primary"}]}`
+		`{"active_connections":0,"addr":"127.0.0.1:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"bytes_to_backend":0,"bytes_to_client":0,"configured_weight":3,"dial_failures":0,"disabled":false,"draining":false,"health":"up","max_connections":0,"probe_failures":0,"role":"primary","source":"file","usable":true,"weight":3},` +
+		`{"active_connections":0,"addr":"[::1]:9001","breaker":{"cooldown_left_seconds":0,"generation":0,"state":"closed"},"bytes_to_backend":0,"bytes_to_client":0,"configured_weight":1,"dial_failures":0,"disabled":false,"draining":false,"health":"up","max_connections":0,"probe_failures":0,"role":"backup","source":"file","usable":true,"weight":1}` +
+		`],"listeners":[],"name":"web","protocol":"tcp","serving":"primary"}]}`
 	if string(raw) != want {
 		t.Fatalf("GET /api/v1/pools:\n got %s\nwant %s", raw, want)
 	}

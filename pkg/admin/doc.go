@@ -1,9 +1,11 @@
 // Package admin serves l4lb's operator endpoint: Prometheus metrics on
 // /metrics and the JSON admin API on /api/v1, with Go profiles on
-// /debug/pprof/.
+// /debug/pprof/ and a read-only status page on / (status.go) that
+// renders GET /api/v1/pools in a browser.
 //
 // Routes of the API:
 //
+//	GET  /                                              the status page (HTML; exactly "/")
 //	GET  /api/v1/pools                                  every pool and its backends
 //	GET  /api/v1/pools/{pool}                           one pool
 //	POST /api/v1/pools/{pool}/backends/{addr}/disable   manual disable (breaker rule 5)

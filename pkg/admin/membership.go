@@ -165,7 +165,7 @@ func (a *api) membershipCall(w http.ResponseWriter, r *http.Request, verb string
 		writeError(w, http.StatusNotFound, "pool "+quote(name)+" is gone")
 		return
 	}
-	writeJSON(w, status, poolView(p))
+	writeJSON(w, status, a.view(p))
 }
 
 // addBackend serves POST /api/v1/pools/{pool}/backends: 201 with the

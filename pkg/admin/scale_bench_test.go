@@ -102,3 +102,7 @@ func TestScaleEndpointsListEveryBackend(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStatusPage: GET /, the page itself (its refreshes are GET
+// /api/v1/pools: BenchmarkPoolsJSON1000Backends).
+func BenchmarkStatusPage(b *testing.B) { benchGet(b, "/") }

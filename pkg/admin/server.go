@@ -26,7 +26,8 @@ type Server struct {
 }
 
 // Handler builds the endpoint's routes: /metrics (on a registry of its
-// own, with process and Go runtime metrics) and /api/v1. token, when not
+// own, with process and Go runtime metrics), /api/v1 and the status page
+// on / (status.go). token, when not
 // "", is required by every route that acts (POST).
 func Handler(src Sources, token string, log *slog.Logger) http.Handler {
 	return handler(src, token, nil, log)
@@ -45,7 +46,13 @@ func handler(src Sources, token string, conns *limitListener, log *slog.Logger) 
 	// The API and the profiles act or reveal, so a browser page must not
 	// reach them; /metrics is read-only and scraped by host name.
 	guarded := http.NewServeMux()
-	(&api{pools: src.pools, config: src.Config, membership: src.Membership, log: log}).routes(guarded)
+	a := &api{pools: src.pools, config: src.Config, membership: src.Membership, log: log}
+	if src.Server != nil {
+		a.listeners = src.Server.ListenerPools
+	}
+	a.routes(guarded)
+	// Exactly "/": other unknown paths stay 404.
+	guarded.HandleFunc("GET /{$}", statusPage)
 	guarded.HandleFunc("/debug/pprof/", pprof.Index)
 	guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -165,7 +165,7 @@ var schema = []Section{
 		{Name: "state_file", Kind: KindString, Default: "",
 			Meaning: `Where drains, weights and manual disables are kept across restarts; "": memory only. Its directory must exist and be writable.`},
 	}},
-	{Path: "admin", Meaning: "The metrics and admin API endpoint: /metrics, /api/v1, /debug/pprof.", Keys: []Key{
+	{Path: "admin", Meaning: "The metrics and admin API endpoint: /metrics, /api/v1, /debug/pprof, and the status page on /.", Keys: []Key{
 		{Name: "listen", Kind: KindString, Default: "127.0.0.1:9090",
 			Meaning: `IP:port of the endpoint; "" turns it off. Off loopback, l4lb warns at start.`},
 		{Name: "token_file", Kind: KindString, Default: "",
