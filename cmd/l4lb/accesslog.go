@@ -16,7 +16,8 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 	if c.Access == config.AccessOff {
 		return nil
 	}
-	l, err := accesslog.Open(accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log})
+	l, err := accesslog.Open(accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log,
+		Interval: c.AccessInterval, OnConnect: c.AccessOnConnect})
 	if err != nil {
 		return fmt.Errorf("log.access_file: %w", err)
 	}
@@ -26,7 +27,7 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 	if dest == "" {
 		dest = "stderr"
 	}
-	in.log.Info("access log on", "format", c.Access, "to", dest)
+	in.log.Info("access log on", "format", c.Access, "to", dest, "interval", c.AccessInterval, "on_connect", c.AccessOnConnect)
 	return nil
 }
 

@@ -68,11 +68,17 @@ type Log struct {
 	Level  string // debug | info | warn | error
 	Format string // text | json
 	// Access is the access log's format: off | text | json. On, it writes
-	// one line per ended TCP client connection, refused ones included.
+	// one line per ended TCP client connection, refused ones included, and
+	// per ended UDP session.
 	Access string
 	// AccessFile is the file access lines are appended to; "": standard
 	// error.
 	AccessFile string
+	// AccessInterval > 0 writes an interim line for every connection and
+	// UDP session still open this often; AccessOnConnect a line when a TCP
+	// client's backend connection is established.
+	AccessInterval  time.Duration
+	AccessOnConnect bool
 }
 
 // Listener is one [[listener]] table.

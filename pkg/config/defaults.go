@@ -130,6 +130,9 @@ func DefaultLog() Log {
 		Format:     def[string]("log.format"),
 		Access:     def[string]("log.access"),
 		AccessFile: def[string]("log.access_file"),
+
+		AccessInterval:  def[time.Duration]("log.access_interval"),
+		AccessOnConnect: def[bool]("log.access_on_connect"),
 	}
 }
 

@@ -74,6 +74,8 @@ func decode(c *collector, raw map[string]any) *Config {
 		t.oneOf("format", &cfg.Log.Format, "log format")
 		t.oneOf("access", &cfg.Log.Access, "setting for the access log")
 		t.str("access_file", &cfg.Log.AccessFile)
+		t.durationIn("access_interval", &cfg.Log.AccessInterval)
+		t.boolean("access_on_connect", &cfg.Log.AccessOnConnect)
 		t.done()
 	}
 	if t := root.sub("cluster"); t != nil {
