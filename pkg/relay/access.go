@@ -151,7 +151,7 @@ func (c *conn) record(why CloseReason, relayed bool) {
 		return
 	}
 	var r accesslog.Record
-	c.fill(&r)
+	c.fill(&r, c.l.r.Now())
 	r.Reason, r.Result = why.String(), ResultRejected.String()
 	switch {
 	case relayed && why != CloseLocalError:
@@ -166,10 +166,11 @@ func (c *conn) record(why CloseReason, relayed bool) {
 	q.Push(c.l.r.ID(), &r)
 }
 
-// fill sets what every record of c says: who, where, and for how long.
-func (c *conn) fill(r *accesslog.Record) {
+// fill sets what every record of c says: who, where, and for how long
+// until now (the loop's clock).
+func (c *conn) fill(r *accesslog.Record, now int64) {
 	*r = accesslog.Record{
-		End: time.Now().UnixNano(), Duration: time.Duration(c.l.r.Now() - c.born),
+		End: time.Now().UnixNano(), Duration: time.Duration(now - c.born),
 		Listener: c.f.Name, Pool: c.pool.Name, Client: c.src,
 	}
 	if c.sni != nil {
@@ -182,9 +183,9 @@ func (c *conn) fill(r *accesslog.Record) {
 
 // recordOpen queues a record of a relaying connection still open: its
 // backend, the bytes so far, no reason or result yet.
-func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event) {
+func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event, now int64) {
 	var r accesslog.Record
-	c.fill(&r)
+	c.fill(&r, now)
 	r.Event, r.Backend = ev, c.backend.Addr
 	r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
 	q.Push(c.l.r.ID(), &r)
@@ -199,7 +200,7 @@ func (c *conn) opened() {
 		return
 	}
 	if q.OnConnect() {
-		c.recordOpen(q, accesslog.EventConnect)
+		c.recordOpen(q, accesslog.EventConnect, c.l.r.Now())
 	}
 	c.listInterim(q)
 }
@@ -228,7 +229,7 @@ func (l *Loop) interimDue(now int64) {
 		l.interim.Clear() // the access log went off: nothing more is due
 		return
 	}
-	_, next := l.interim.Take(now, q.Interval(), func(c *conn) { c.recordOpen(q, accesslog.EventInterim) })
+	_, next := l.interim.Take(now, q.Interval(), func(c *conn) { c.recordOpen(q, accesslog.EventInterim, now) })
 	if next != 0 {
 		l.r.Arm(&l.interimTimer, next)
 	}

@@ -38,7 +38,7 @@ func (s *session) record(why SessionEnd) {
 		return
 	}
 	var r accesslog.Record
-	s.fill(&r)
+	s.fill(&r, l.r.Now())
 	r.Reason, r.Result = why.String(), resultOK
 	if why == EndRefused && s.responses == 0 {
 		r.Result = resultFailed // no backend took its first datagram: a dial that failed
@@ -52,11 +52,12 @@ const (
 	resultFailed = "failed"
 )
 
-// fill sets what every record of s says.
-func (s *session) fill(r *accesslog.Record) {
+// fill sets what every record of s says, its duration until now (the
+// loop's clock).
+func (s *session) fill(r *accesslog.Record, now int64) {
 	u := s.u
 	*r = accesslog.Record{
-		End: time.Now().UnixNano(), Duration: time.Duration(u.l.r.Now() - s.born),
+		End: time.Now().UnixNano(), Duration: time.Duration(now - s.born),
 		Listener: u.f.Name, Pool: s.pool.Name, Client: s.client, Backend: s.backend.Addr,
 		ToBackend: s.bytesToBackend, ToClient: s.bytesToClient, UDP: true,
 		DatagramsToBackend: int64(s.requests), DatagramsToClient: int64(s.responses),
@@ -88,7 +89,7 @@ func (l *Loop) interimDue(now int64) {
 	}
 	_, next := l.interim.Take(now, q.Interval(), func(s *session) {
 		var r accesslog.Record
-		s.fill(&r)
+		s.fill(&r, now)
 		r.Event = accesslog.EventInterim
 		q.Push(l.r.ID(), &r)
 	})
