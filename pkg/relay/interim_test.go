@@ -186,3 +186,40 @@ func TestInterimRecordsOfALongConnection(t *testing.T) {
 		t.Fatalf("the last interim record says %d bytes to the backend, want the 4 sent", got[len(got)-2].ToBackend)
 	}
 }
+
+// A connection handed over in an upgrade writes nothing as it leaves (no
+// close record: it has not ended); where it is adopted it is listed for
+// interim records again, and its one close record covers the whole
+// connection.
+func TestHandedOverConnectionRecords(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+	q := accesslog.NewQueue(2, 1024)
+	q.SetEvents(time.Hour, true)
+	h.sh.SetAccessLog(q)
+	p := h.open("p", k)
+	roundTrip(t, p, "hello", "world!")
+	from, to := holder(t, h)
+	moveAll(t, h, from, to, false)
+	listed := 0
+	h.on(to, func() { listed = to.interim.Len() })
+	if listed != 1 {
+		t.Fatalf("%d connections listed for interim records on the adopting loop, want the one", listed)
+	}
+	roundTrip(t, p, "after", "again")
+	p.close()
+	var got []accesslog.Record
+	testnet.Eventually(t, "the close record", func() bool {
+		q.Drain(func(r *accesslog.Record) { got = append(got, *r) })
+		return len(got) == 2
+	})
+	if got[0].Event == accesslog.EventClose {
+		got[0], got[1] = got[1], got[0] // the two loops' rings are drained one after the other
+	}
+	if got[0].Event != accesslog.EventConnect || got[1].Event != accesslog.EventClose {
+		t.Fatalf("records %+v, want the connect and the close alone", got)
+	}
+	if c := got[1]; c.ToBackend != 10 || c.ToClient != 11 || c.Result != ResultOK.String() {
+		t.Fatalf("close record %+v, want the whole connection's 10 and 11 bytes", c)
+	}
+}
