@@ -37,17 +37,7 @@ func llAccessKeys(dir, interval string) string {
 // llStartL4lbLogging starts an l4lb instance with its access log on
 // (llAccessKeys).
 func llStartL4lbLogging(interval string) func(r *llRunner, in *llInstance) (*child, error) {
-	return func(r *llRunner, in *llInstance) (*child, error) {
-		bin, err := r.l4lbBinary()
-		if err != nil {
-			return nil, err
-		}
-		cfg := filepath.Join(in.dir, "l4lb.toml")
-		if err := os.WriteFile(cfg, []byte(llL4lbConfigLog(in.listen, r.backendAddrs(), "", llAccessKeys(in.dir, interval))), 0o644); err != nil {
-			return nil, err
-		}
-		return r.startProxy(in, "l4lb", bin, "run", "-config", cfg, "-pidfile", filepath.Join(in.dir, "l4lb.pid"))
-	}
+	return llStartL4lbLog("", func(dir string) string { return llAccessKeys(dir, interval) })
 }
 
 // interimLines counts the interim lines of every instance's access log so

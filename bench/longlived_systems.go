@@ -174,13 +174,23 @@ func llStartL4lb(r *llRunner, in *llInstance) (*child, error) { return llStartL4
 
 // llStartL4lbWith starts an l4lb instance whose config has more appended.
 func llStartL4lbWith(more string) func(r *llRunner, in *llInstance) (*child, error) {
+	return llStartL4lbLog(more, nil)
+}
+
+// llStartL4lbLog is llStartL4lbWith with logKeys(the instance's
+// directory) in the config's [log] (nil: none).
+func llStartL4lbLog(more string, logKeys func(dir string) string) func(r *llRunner, in *llInstance) (*child, error) {
 	return func(r *llRunner, in *llInstance) (*child, error) {
 		bin, err := r.l4lbBinary()
 		if err != nil {
 			return nil, err
 		}
+		keys := ""
+		if logKeys != nil {
+			keys = logKeys(in.dir)
+		}
 		cfg := filepath.Join(in.dir, "l4lb.toml")
-		if err := os.WriteFile(cfg, []byte(llL4lbConfig(in.listen, r.backendAddrs(), more)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(llL4lbConfigLog(in.listen, r.backendAddrs(), more, keys)), 0o644); err != nil {
 			return nil, err
 		}
 		return r.startProxy(in, "l4lb", bin, "run", "-config", cfg, "-pidfile", filepath.Join(in.dir, "l4lb.pid"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -33,38 +32,19 @@ func TestAccessLogIntervalAndUDP(t *testing.T) {
 	b := testnet.StartBackend(t, "b", "")
 	ub := testnet.StartUDPBackend(t, "u", "")
 	file := filepath.Join(t.TempDir(), "access.log")
-	listen, ulisten := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	path := filepath.Join(t.TempDir(), "l4lb.toml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, `[admin]
-listen = ""
-[log]
-access = "json"
-access_file = %q
-access_interval = "1s"
-access_on_connect = true
-[[listener]]
-name = "front"
-bind = %q
-pool = "p"
-[[listener]]
+	ulisten := testnet.FreeAddr(t)
+	path, listen, _ := accessConfigWith(t, b.Addr, file, "access_interval = \"1s\"\naccess_on_connect = true\n", fmt.Sprintf(`[[listener]]
 name = "dgram"
 bind = %q
 protocol = "udp"
 pool = "u"
 session_timeout = "3s"
-[pool.p]
-[[pool.p.backend]]
-addr = %q
-[pool.p.health]
-enabled = false
 [pool.u]
 [[pool.u.backend]]
 addr = %q
 [pool.u.health]
 enabled = false
-`, file, listen, ulisten, b.Addr, ub.Addr), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, ulisten, ub.Addr))
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
 

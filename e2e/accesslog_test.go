@@ -24,6 +24,12 @@ import (
 // accessConfig writes a one-listener config with the access log on, as
 // JSON to file; health checks off, so every line is a client's.
 func accessConfig(t *testing.T, backend, file string) (path, listen, adminAddr string) {
+	return accessConfigWith(t, backend, file, "", "")
+}
+
+// accessConfigWith is accessConfig with logKeys added to [log] and more
+// (listeners, pools) appended.
+func accessConfigWith(t *testing.T, backend, file, logKeys, more string) (path, listen, adminAddr string) {
 	t.Helper()
 	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
 	path = filepath.Join(t.TempDir(), "l4lb.toml")
@@ -32,7 +38,7 @@ listen = %q
 [log]
 access = "json"
 access_file = %q
-[[listener]]
+`+logKeys+`[[listener]]
 name = "front"
 bind = %q
 pool = "p"
@@ -41,7 +47,7 @@ pool = "p"
 addr = %q
 [pool.p.health]
 enabled = false
-`, adminAddr, file, listen, backend)
+`+more, adminAddr, file, listen, backend)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
