@@ -229,6 +229,9 @@ func (r *llRunner) runN(n int, lo llOptions) llSection {
 		sec.ll.Notes = append(sec.ll.Notes, notes...)
 	}
 	finishLL(sec.ll)
+	if note, ok := interimNote(sec.ll, n); ok {
+		sec.ll.Notes = append(sec.ll.Notes, note)
+	}
 	finishStorm(sec.storm)
 	return sec
 }

@@ -26,6 +26,7 @@ func llMetrics() []MetricDef {
 		{Name: "loadgen_busy_pct", Unit: "%", Better: LowerBetter, NoRatio: true},
 		{Name: "others_on_proxy_cpu_pct", Unit: "%", Better: LowerBetter, NoRatio: true},
 		{Name: "idle_cpu_ms_per_s", Unit: "ms/s", Better: LowerBetter},
+		{Name: "interim_per_s", Unit: "lines/s", Better: HigherBetter, NoRatio: true},
 		{Name: "cpu_us_per_msg", Unit: "µs", Better: LowerBetter},
 		{Name: "upgrade_s", Unit: "s", Better: LowerBetter},
 		{Name: "upgrade_broken", Better: LowerBetter, NoRatio: true},
@@ -70,7 +71,7 @@ func finishLL(sr *ScenarioResult) {
 	sr.Notes = append(sr.Notes,
 		"rss_kb_per_conn: the rise of VmRSS over every instance's process tree from before the clients connect to 2 s after all are held, / conns; rss_mb: the trees' RSS then",
 		"slab_kb_per_conn: the rise of slab objects in use (/proc/slabinfo), system-wide, / conns; kernel_kb_per_conn = that minus direct's (the clients' and backends' sockets), i.e. the proxy's two sockets, files and epoll items; sockmem_kb_per_conn: the rise of TCP socket buffer pages (/proc/net/sockstat mem), system-wide, / conns (idle connections hold none: what it shows is the rest of the machine)",
-		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s); loadgen_busy_pct: how busy the clients' and backends' CPU was over the message window, others_on_proxy_cpu_pct: the proxy CPU's busy share then minus the proxy's own (other work on a shared machine, which shows in p99)",
+		"p50_us/p99_us: every 64-byte message's round trip (client send to the last byte of its echo) over the window, all N held; cpu_us_per_msg: the proxy's CPU over that window / messages; idle_cpu_ms_per_s: its CPU over a window with no message at all (/proc ticks are 10 ms: over 5 s, one tick is 2 ms/s); interim_per_s: the access log's interim lines written over that window (l4lb-log, l4lb-interim); loadgen_busy_pct: how busy the clients' and backends' CPU was over the message window, others_on_proxy_cpu_pct: the proxy CPU's busy share then minus the proxy's own (other work on a shared machine, which shows in p99)",
 		"upgrade_s: from the signal (l4lb SIGUSR2, HAProxy master SIGUSR2, nginx SIGHUP) to the exit of the last old process or worker; \"> X\": still alive when the wait ended; upgrade_broken: connections that did not echo one message sent after it; handed_over, handover_s: l4lb's own account, summed over its instances' logs (relays= of \"upgrade: handed over established connections\") and the longest took=")
 }
 

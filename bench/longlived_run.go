@@ -126,10 +126,14 @@ func (r *llRunner) runSystem(spec llSystemSpec) (llv llValues, storm map[string]
 		llv.vals["rss_mb"] = rss1 / 1024
 	}
 
+	lines0, tIdle := interimLines(insts), time.Now()
 	cpu0 := cpuSeconds(treePids())
 	time.Sleep(llIdleWindow)
 	if shards > 0 {
 		llv.vals["idle_cpu_ms_per_s"] = (cpuSeconds(treePids()) - cpu0) * 1000 / llIdleWindow.Seconds()
+	}
+	if spec.accessLog {
+		llv.vals["interim_per_s"] = interimRate(insts, lines0, tIdle)
 	}
 
 	r.logf("longlived: %s: messages for %v", spec.name, p.window)

@@ -58,6 +58,9 @@ type llSystemSpec struct {
 	// reload upgrades (l4lb) or reloads (the peers) in and returns the
 	// processes whose exit ends it: the old process or worker.
 	reload func(in *llInstance) ([]int, error)
+	// accessLog: each instance writes a JSON access log to llAccessFile
+	// in its directory, whose interim lines the idle window counts.
+	accessLog bool
 }
 
 func llSystemCatalog() []llSystemSpec {
@@ -67,6 +70,10 @@ func llSystemCatalog() []llSystemSpec {
 			about: fmt.Sprintf("l4lb from this tree, event_loops = 1, max_connections = %d per instance, shutdown_timeout = %q; upgrade: SIGUSR2", llShardCap, llShutdownTimeout)},
 		{name: "l4lb-nobreaker", kind: KindSubject, prepare: llPrepareL4lb, start: llStartL4lbWith(llNoBreaker), reload: llUpgradeL4lb,
 			about: "l4lb as above with the breaker out of the way ([pool.ws.breaker] failures = 1000000), to tell the breaker's part in a storm (opt-in)"},
+		{name: sysL4lbLog, kind: KindSubject, prepare: llPrepareL4lb, start: llStartL4lbLogging(""), reload: llUpgradeL4lb, accessLog: true,
+			about: "l4lb as above with [log] access = \"json\" to a file in its run directory, access_interval off: the baseline of l4lb-interim (opt-in)"},
+		{name: sysL4lbInterim, kind: KindSubject, prepare: llPrepareL4lb, start: llStartL4lbLogging(llInterimEvery), reload: llUpgradeL4lb, accessLog: true,
+			about: fmt.Sprintf("l4lb-log with access_interval = %q: an interim line per connection per second (opt-in)", llInterimEvery)},
 		{name: "haproxy", kind: KindPeer, prepare: llPrepareTool("haproxy"), start: llStartHAProxy, reload: llReloadMaster(syscall.SIGUSR2),
 			about: "HAProxy master-worker (-W), nbthread 1, mode tcp, no splice (64-byte messages); reload: SIGUSR2 to the master, the old worker soft-stops"},
 		{name: "nginx", kind: KindPeer, prepare: llPrepareNginx, start: llStartNginx, reload: llReloadMaster(syscall.SIGHUP),
@@ -119,9 +126,14 @@ const llNoBreaker = "\n[pool.ws.breaker]\nfailures = 1000000\n"
 // check would dial too), the breaker at its defaults unless more (TOML
 // appended) says otherwise.
 func llL4lbConfig(listen string, backends []string, more string) string {
+	return llL4lbConfigLog(listen, backends, more, "")
+}
+
+// llL4lbConfigLog is llL4lbConfig with logKeys added to its [log].
+func llL4lbConfigLog(listen string, backends []string, more, logKeys string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\nevent_loops = 1\nmax_connections = %d\nshutdown_timeout = %q\n\n", llShardCap, llShutdownTimeout)
-	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"info\"\n\n")
+	b.WriteString("[admin]\nlisten = \"\"\n\n[log]\nlevel = \"info\"\n" + logKeys + "\n")
 	fmt.Fprintf(&b, "[[listener]]\nname = \"ws\"\nbind = %q\nprotocol = \"tcp\"\npool = \"ws\"\n\n", listen)
 	b.WriteString("[pool.ws]\nalgorithm = \"round-robin\"\nidle_timeout = \"1h\"\n")
 	for _, be := range backends {
@@ -162,13 +174,23 @@ func llStartL4lb(r *llRunner, in *llInstance) (*child, error) { return llStartL4
 
 // llStartL4lbWith starts an l4lb instance whose config has more appended.
 func llStartL4lbWith(more string) func(r *llRunner, in *llInstance) (*child, error) {
+	return llStartL4lbLog(more, nil)
+}
+
+// llStartL4lbLog is llStartL4lbWith with logKeys(the instance's
+// directory) in the config's [log] (nil: none).
+func llStartL4lbLog(more string, logKeys func(dir string) string) func(r *llRunner, in *llInstance) (*child, error) {
 	return func(r *llRunner, in *llInstance) (*child, error) {
 		bin, err := r.l4lbBinary()
 		if err != nil {
 			return nil, err
 		}
+		keys := ""
+		if logKeys != nil {
+			keys = logKeys(in.dir)
+		}
 		cfg := filepath.Join(in.dir, "l4lb.toml")
-		if err := os.WriteFile(cfg, []byte(llL4lbConfig(in.listen, r.backendAddrs(), more)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(llL4lbConfigLog(in.listen, r.backendAddrs(), more, keys)), 0o644); err != nil {
 			return nil, err
 		}
 		return r.startProxy(in, "l4lb", bin, "run", "-config", cfg, "-pidfile", filepath.Join(in.dir, "l4lb.pid"))

@@ -24,13 +24,20 @@ import (
 // accessConfig writes a one-listener config with the access log on, as
 // JSON to file; health checks off, so every line is a client's.
 func accessConfig(t *testing.T, backend, file string) (path, listen, adminAddr string) {
-	t.Helper()
-	return logConfig(t, backend, fmt.Sprintf("access = \"json\"\naccess_file = %q\n", file))
+	return accessConfigWith(t, backend, file, "", "")
 }
 
-// logConfig writes a one-listener config with the [log] keys logKeys;
-// health checks off, so every access record is a client's.
-func logConfig(t *testing.T, backend, logKeys string) (path, listen, adminAddr string) {
+// accessConfigWith is accessConfig with logKeys added to [log] and more
+// (listeners, pools) appended.
+func accessConfigWith(t *testing.T, backend, file, logKeys, more string) (path, listen, adminAddr string) {
+	t.Helper()
+	return logConfig(t, backend, fmt.Sprintf("access = \"json\"\naccess_file = %q\n", file)+logKeys, more)
+}
+
+// logConfig writes a one-listener config with the [log] keys logKeys and
+// more (listeners, pools) appended; health checks off, so every access
+// record is a client's.
+func logConfig(t *testing.T, backend, logKeys, more string) (path, listen, adminAddr string) {
 	t.Helper()
 	listen, adminAddr = testnet.FreeAddr(t), testnet.FreeAddr(t)
 	path = filepath.Join(t.TempDir(), "l4lb.toml")
@@ -46,7 +53,7 @@ pool = "p"
 addr = %q
 [pool.p.health]
 enabled = false
-`, adminAddr, logKeys, listen, backend)
+`+more, adminAddr, logKeys, listen, backend)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

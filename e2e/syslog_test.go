@@ -20,7 +20,7 @@ import (
 // log go to the unixgram socket at sock, facility local4.
 func syslogConfig(t *testing.T, backend, sock string) (path, listen, adminAddr string) {
 	t.Helper()
-	return logConfig(t, backend, fmt.Sprintf("access = \"syslog\"\nprocess = \"syslog\"\nsyslog = \"unixgram:%s\"\nsyslog_facility = \"local4\"\n", sock))
+	return logConfig(t, backend, fmt.Sprintf("access = \"syslog\"\nprocess = \"syslog\"\nsyslog = \"unixgram:%s\"\nsyslog_facility = \"local4\"\n", sock), "")
 }
 
 // readSyslog reads messages from c until want takes one, failing at a

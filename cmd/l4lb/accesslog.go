@@ -16,7 +16,8 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 	if c.Access == config.AccessOff {
 		return nil
 	}
-	ac := accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log}
+	ac := accesslog.Config{Format: c.Access, Path: c.AccessFile, Loops: loops, Logger: in.log,
+		Interval: c.AccessInterval, OnConnect: c.AccessOnConnect}
 	dest := c.AccessFile
 	if dest == "" {
 		dest = "stderr"
@@ -40,7 +41,7 @@ func (in *instance) startAccessLog(c config.Log, loops int) error {
 	}
 	in.access = l
 	in.server.SetAccessLog(l.Queue())
-	in.log.Info("access log on", "format", c.Access, "to", dest)
+	in.log.Info("access log on", "format", c.Access, "to", dest, "interval", c.AccessInterval, "on_connect", c.AccessOnConnect)
 	return nil
 }
 

@@ -40,7 +40,7 @@ var rules = map[string][]string{
 	// The data path: the reactor, and the TCP relay and UDP sessions on it.
 	"pkg/reactor":    {"pkg/clock", "pkg/rawsys"},
 	"pkg/relay":      {"pkg/accesslog", "pkg/clienthello", "pkg/config", "pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor", "pkg/sockopt", "pkg/splice", "pkg/srclimit"},
-	"pkg/udpsession": {"pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/listener", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
+	"pkg/udpsession": {"pkg/accesslog", "pkg/dialer", "pkg/flow", "pkg/ipset", "pkg/listener", "pkg/loopguard", "pkg/pool", "pkg/proxyproto", "pkg/rawsys", "pkg/reactor"},
 
 	// Wiring and control: the server, the upgrade protocol, the admin API.
 	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/flow", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},

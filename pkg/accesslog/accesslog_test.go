@@ -23,6 +23,9 @@ var sample = Record{
 	Reason: "completed", Result: "ok",
 }
 
+// A close record is the line of the format before events (every field,
+// in its order) with event and proto appended: a parser of the older
+// format reads it as before.
 func TestFormats(t *testing.T) {
 	refused := sample
 	refused.Client = netip.MustParseAddrPort("[2001:db8::1]:443")
@@ -33,21 +36,65 @@ func TestFormats(t *testing.T) {
 		json, text string
 	}{
 		{sample,
-			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"192.0.2.7:51234","backend":"10.0.0.1:8080","to_backend":64,"to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"}`,
+			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"192.0.2.7:51234","backend":"10.0.0.1:8080","to_backend":64,"to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"`,
 			`time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=192.0.2.7:51234 backend=10.0.0.1:8080 to_backend=64 to_client=1024 duration=0.003512 reason=completed result=ok`},
 		{refused,
-			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"[2001:db8::1]:443","backend":"","to_backend":0,"to_client":0,"duration":0.000000,"reason":"connection_cap","result":"rejected"}`,
+			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"[2001:db8::1]:443","backend":"","to_backend":0,"to_client":0,"duration":0.000000,"reason":"connection_cap","result":"rejected"`,
 			`time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=[2001:db8::1]:443 backend="" to_backend=0 to_client=0 duration=0.000000 reason=connection_cap result=rejected`},
 	} {
-		if got := string(AppendJSON(nil, &tc.r)); got != tc.json+"\n" {
-			t.Errorf("json:\n got %s\nwant %s", got, tc.json)
-		}
-		if !json.Valid(AppendJSON(nil, &tc.r)) {
-			t.Errorf("json line is not valid JSON")
-		}
-		if got := string(AppendText(nil, &tc.r)); got != tc.text+"\n" {
-			t.Errorf("text:\n got %s\nwant %s", got, tc.text)
-		}
+		checkLine(t, &tc.r, tc.json+`,"event":"close","proto":"tcp"}`, tc.text+` event=close proto=tcp`)
+	}
+}
+
+func checkLine(t *testing.T, r *Record, wantJSON, wantText string) {
+	t.Helper()
+	if got := string(AppendJSON(nil, r)); got != wantJSON+"\n" {
+		t.Errorf("json:\n got %s\nwant %s", got, wantJSON)
+	}
+	if !json.Valid(AppendJSON(nil, r)) {
+		t.Errorf("json line is not valid JSON")
+	}
+	if got := string(AppendText(nil, r)); got != wantText+"\n" {
+		t.Errorf("text:\n got %s\nwant %s", got, wantText)
+	}
+}
+
+// Records of open connections have no reason or result yet (written ""),
+// a UDP session's has its datagrams each way after proto, and the SNI
+// fields stay where they were, before event.
+func TestFormatsOfEvents(t *testing.T) {
+	interim := sample
+	interim.Event, interim.Reason, interim.Result = EventInterim, "", ""
+	connect := interim
+	connect.Event, connect.ToBackend, connect.ToClient = EventConnect, 0, 0
+	connect.Route, connect.ServerName = "api", "api.example.com"
+	udp := sample
+	udp.UDP, udp.Reason, udp.DatagramsToBackend, udp.DatagramsToClient = true, "timeout", 2, 3
+	udpInterim := udp
+	udpInterim.Event, udpInterim.Reason, udpInterim.Result = EventInterim, "", ""
+	const head = `{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"192.0.2.7:51234","backend":"10.0.0.1:8080",`
+	const textHead = `time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=192.0.2.7:51234 backend=10.0.0.1:8080 `
+	for _, tc := range []struct {
+		r          Record
+		json, text string
+	}{
+		{interim,
+			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"","result":"","event":"interim","proto":"tcp"}`,
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason="" result="" event=interim proto=tcp`},
+		{connect,
+			head + `"to_backend":0,"to_client":0,"duration":0.003512,"reason":"","result":"","route":"api","server_name":"api.example.com","event":"connect","proto":"tcp"}`,
+			textHead + `to_backend=0 to_client=0 duration=0.003512 reason="" result="" route=api server_name=api.example.com event=connect proto=tcp`},
+		{udp,
+			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"timeout","result":"ok","event":"close","proto":"udp","datagrams_to_backend":2,"datagrams_to_client":3}`,
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason=timeout result=ok event=close proto=udp datagrams_to_backend=2 datagrams_to_client=3`},
+		{udpInterim,
+			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"","result":"","event":"interim","proto":"udp","datagrams_to_backend":2,"datagrams_to_client":3}`,
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason="" result="" event=interim proto=udp datagrams_to_backend=2 datagrams_to_client=3`},
+	} {
+		checkLine(t, &tc.r, tc.json, tc.text)
+	}
+	if s := Event(200).String(); s != "unknown" {
+		t.Errorf("Event(200) is %q, want unknown", s)
 	}
 }
 
@@ -67,8 +114,15 @@ func TestFormatsEscape(t *testing.T) {
 	if !strings.Contains(line, ` listener="a \"b\"\\\n\x01é\xff" `) || strings.Count(line, "\n") != 1 {
 		t.Errorf("text line %q", line)
 	}
-	if len(AppendJSON(nil, &sample)) > maxLine {
-		t.Errorf("a line is longer than maxLine")
+	long := sample
+	long.Listener, long.Pool, long.Route = strings.Repeat("l", 64), strings.Repeat("p", 64), strings.Repeat("r", 64)
+	long.ServerName = strings.Repeat("\x01", 255) // 6 bytes each, escaped
+	long.Client = netip.MustParseAddrPort("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff%eth0]:65535")
+	long.Backend = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+	long.ToBackend, long.ToClient, long.DatagramsToBackend, long.DatagramsToClient = -1<<63, -1<<63, -1<<63, -1<<63
+	long.Reason, long.Result, long.UDP = "source_connections", "rejected", true
+	if n := len(AppendJSON(nil, &long)); n > maxLine {
+		t.Errorf("a line of %d bytes is longer than maxLine", n)
 	}
 }
 

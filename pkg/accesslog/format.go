@@ -18,19 +18,23 @@ const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 // maxLine bounds one formatted line: names are at most 64 bytes,
 // addresses at most 47, numbers 20 digits, a TLS server name 255 bytes
 // (each escaped byte of it up to 6); the keys and punctuation come to
-// about 150.
-const maxLine = 2048
+// about 250.
+const maxLine = 2560
 
 // AppendJSON appends r as one JSON object and a newline:
 //
 //	{"time":"2024-05-01T12:00:00.000123Z","listener":"web","pool":"web",
 //	 "client":"192.0.2.7:51234","backend":"10.0.0.1:8080","to_backend":64,
-//	 "to_client":1024,"duration":0.003512,"reason":"completed","result":"ok"}
+//	 "to_client":1024,"duration":0.003512,"reason":"completed","result":"ok",
+//	 "event":"close","proto":"tcp"}
 //
 // backend is "" for a client that never reached one; duration is in
 // seconds. A client of a listener with SNI routes also has "route" (""
 // for the listener's own pool) and "server_name" (its ClientHello's, ""
-// when none) after "result".
+// when none) after "result". Every record ends with "event" (close,
+// connect, interim) and "proto" (tcp, udp); a UDP session's then has
+// "datagrams_to_backend" and "datagrams_to_client". Fields are only ever
+// appended, so a parser of an older format reads these lines as before.
 func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, `{"time":"`...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
@@ -59,6 +63,15 @@ func AppendJSON(b []byte, r *Record) []byte {
 		b = append(b, `,"server_name":`...)
 		b = appendJSONString(b, r.ServerName)
 	}
+	b = append(b, `,"event":"`...)
+	b = append(b, r.Event.String()...)
+	if !r.UDP {
+		return append(b, `","proto":"tcp"}`+"\n"...)
+	}
+	b = append(b, `","proto":"udp","datagrams_to_backend":`...)
+	b = strconv.AppendInt(b, r.DatagramsToBackend, 10)
+	b = append(b, `,"datagrams_to_client":`...)
+	b = strconv.AppendInt(b, r.DatagramsToClient, 10)
 	return append(b, "}\n"...)
 }
 
@@ -68,9 +81,10 @@ func AppendJSON(b []byte, r *Record) []byte {
 //	time=2024-05-01T12:00:00.000123Z listener=web pool=web
 //	 client=192.0.2.7:51234 backend=10.0.0.1:8080 to_backend=64
 //	 to_client=1024 duration=0.003512 reason=completed result=ok
+//	 event=close proto=tcp
 //
-// An empty value (backend, for a client that never reached one) is
-// written "".
+// An empty value (backend, for a client that never reached one; reason
+// and result, for a connection still open) is written "".
 func AppendText(b []byte, r *Record) []byte {
 	b = append(b, "time="...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)
@@ -89,15 +103,24 @@ func AppendText(b []byte, r *Record) []byte {
 	b = append(b, " duration="...)
 	b = appendSeconds(b, r.Duration)
 	b = append(b, " reason="...)
-	b = append(b, r.Reason...)
+	b = appendTextValue(b, r.Reason)
 	b = append(b, " result="...)
-	b = append(b, r.Result...)
+	b = appendTextValue(b, r.Result)
 	if r.Route != "" || r.ServerName != "" {
 		b = append(b, " route="...)
 		b = appendTextValue(b, r.Route)
 		b = append(b, " server_name="...)
 		b = appendTextValue(b, r.ServerName)
 	}
+	b = append(b, " event="...)
+	b = append(b, r.Event.String()...)
+	if !r.UDP {
+		return append(b, " proto=tcp\n"...)
+	}
+	b = append(b, " proto=udp datagrams_to_backend="...)
+	b = strconv.AppendInt(b, r.DatagramsToBackend, 10)
+	b = append(b, " datagrams_to_client="...)
+	b = strconv.AppendInt(b, r.DatagramsToClient, 10)
 	return append(b, '\n')
 }
 

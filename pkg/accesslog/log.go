@@ -46,6 +46,11 @@ type Config struct {
 	// Logger gets the writer's own troubles (drops, write errors); nil:
 	// discarded.
 	Logger *slog.Logger
+	// Interval > 0 asks the loops for an interim record of every open
+	// connection and session this often; OnConnect for a record when a
+	// backend connection is established (Queue.SetEvents).
+	Interval  time.Duration
+	OnConnect bool
 }
 
 // Log is a running access log: the queue the loops push records to and the
@@ -107,6 +112,7 @@ func Open(c Config) (*Log, error) {
 	}
 	loops := max(c.Loops, 1)
 	l.q = NewQueue(loops, max(size/loops, 1))
+	l.q.SetEvents(c.Interval, c.OnConnect)
 	go l.run()
 	return l, nil
 }

@@ -6,29 +6,62 @@ import (
 	"time"
 )
 
-// Record is one ended client connection as the access log writes it.
+// Record is one access log record: a connection or UDP session that
+// ended (EventClose), or one still open (EventConnect, EventInterim).
 // It holds no pointer of its own beyond strings that outlive it, so the
 // queue stores it by value and a record costs no allocation.
 type Record struct {
-	End      int64         // when it ended: wall clock, Unix ns
-	Duration time.Duration // from accept to end, on the loop's clock
+	End      int64         // when it was written (for a close, when it ended): wall clock, Unix ns
+	Duration time.Duration // from accept (a session's first datagram) to End, on the loop's clock
 	Listener string
 	Pool     string
 	Client   netip.AddrPort
 	// Backend is the backend's addr as configured; "" when the client
 	// never reached one.
 	Backend string
-	// Bytes delivered to the backend and to the client.
+	// Bytes delivered to the backend and to the client (so far, on a
+	// record of a connection still open).
 	ToBackend, ToClient int64
-	// Reason is how it ended (pkg/relay's CloseReason names), Result
-	// its result as l4lb_client_connections_total counts it ("ok",
-	// "failed", "rejected"). Both are static strings: a record holds
-	// no pointer that is not shared.
+	// Reason is how it ended (pkg/relay's CloseReason names, pkg/udpsession's
+	// SessionEnd names), Result its result as l4lb_client_connections_total
+	// counts it ("ok", "failed", "rejected"); both "" on a record of one
+	// still open. Both are static strings: a record holds no pointer that
+	// is not shared.
 	Reason, Result string
 	// Route and ServerName: on a listener with SNI routes, the route that
 	// took the client ("" for the listener's own pool) and the server
 	// name of its ClientHello ("" when none).
 	Route, ServerName string
+	// Event is what the record is about; the zero value is a close.
+	Event Event
+	// UDP: a UDP session's record, with its datagrams each way.
+	UDP                                   bool
+	DatagramsToBackend, DatagramsToClient int64
+}
+
+// Event is what a record reports: a connection's (or session's) end, its
+// backend connection established, or where it stands while still open.
+type Event uint8
+
+const (
+	// EventClose: it ended; the one record every connection and session
+	// writes.
+	EventClose Event = iota
+	// EventConnect: the backend connection was established (TCP, with
+	// [log] access_on_connect).
+	EventConnect
+	// EventInterim: still open, once every [log] access_interval.
+	EventInterim
+	numEvents
+)
+
+var eventNames = [numEvents]string{"close", "connect", "interim"}
+
+func (e Event) String() string {
+	if e < numEvents {
+		return eventNames[e]
+	}
+	return "unknown"
 }
 
 // Queue carries access records from the loops to one writer
@@ -41,7 +74,12 @@ type Record struct {
 // sleep (waiting), so a busy loop does not wake it once per record: while
 // it works, records pile up in the rings and go out as one batch.
 type Queue struct {
-	rings   []ring
+	rings []ring
+	// interval and onConnect are the records of open connections the
+	// loops write (SetEvents), fixed before the loops see the queue.
+	interval  int64
+	onConnect bool
+
 	dropped atomic.Int64
 	waiting atomic.Bool
 	wake    chan struct{}
@@ -72,6 +110,22 @@ func NewQueue(loops, perLoop int) *Queue {
 	}
 	return q
 }
+
+// SetEvents asks the loops for records of connections still open: an
+// interim record of each every interval (0: none) and, with onConnect, a
+// record when its backend connection is established. Before the queue is
+// handed to the loops.
+func (q *Queue) SetEvents(interval time.Duration, onConnect bool) {
+	q.interval, q.onConnect = int64(interval), onConnect
+}
+
+// Interval is how often each open connection gets an interim record, in
+// ns; 0: never.
+func (q *Queue) Interval() int64 { return q.interval }
+
+// OnConnect reports whether a record is written when a backend connection
+// is established.
+func (q *Queue) OnConnect() bool { return q.onConnect }
 
 // Push queues a copy of r from loop id, or drops and counts it when that
 // loop's ring is full. Each id has one producer: call it only from loop
@@ -155,3 +209,14 @@ func (q *Queue) AddDropped(n int64) { q.dropped.Add(n) }
 // Capacity is how many records the queue holds at most, all loops
 // together.
 func (q *Queue) Capacity() int { return len(q.rings) * len(q.rings[0].slots) }
+
+// Sink is where a server's loops find the access log, TCP relays and UDP
+// sessions alike: its queue, nil while the access log is off. Set and
+// Load are safe from any goroutine.
+type Sink struct{ q atomic.Pointer[Queue] }
+
+// Set makes the loops push to q from now; nil turns the access log off.
+func (s *Sink) Set(q *Queue) { s.q.Store(q) }
+
+// Load is the queue to push to; nil when off.
+func (s *Sink) Load() *Queue { return s.q.Load() }

@@ -106,6 +106,9 @@ const (
 	MaxBreakerCount    = 1_000_000 // failures, successes, min_volume
 	MaxAdminConns      = 65536
 	MaxUDPSessions     = 1_000_000 // max_sessions of one UDP listener: a socket (an fd) each
+	// MinAccessInterval bounds access_interval from below: more often,
+	// a long flow's lines outnumber what they tell.
+	MinAccessInterval = time.Second
 	// MaxDuration bounds every duration key: longer is no setting, and near
 	// Go's largest (2562047h) the nanosecond clocks it is added to overflow.
 	MaxDuration = 876000 * time.Hour // 100 years

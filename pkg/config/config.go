@@ -68,7 +68,8 @@ type Log struct {
 	Level  string // debug | info | warn | error
 	Format string // text | json
 	// Access is the access log's format: off | text | json. On, it writes
-	// one line per ended TCP client connection, refused ones included.
+	// one line per ended TCP client connection, refused ones included, and
+	// per ended UDP session.
 	Access string
 	// AccessFile is the file access lines are appended to; "": standard
 	// error.
@@ -79,6 +80,11 @@ type Log struct {
 	// it), for Access or Process "syslog"; SyslogFormat its header format
 	// (rfc5424 | local), SyslogFacility its facility's name.
 	Syslog, SyslogFormat, SyslogFacility string
+	// AccessInterval > 0 writes an interim line for every connection and
+	// UDP session still open this often; AccessOnConnect a line when a TCP
+	// client's backend connection is established.
+	AccessInterval  time.Duration
+	AccessOnConnect bool
 }
 
 // UsesSyslog reports whether either log goes to syslog.

@@ -146,6 +146,9 @@ func DefaultLog() Log {
 		Syslog:         def[string]("log.syslog"),
 		SyslogFormat:   def[string]("log.syslog_format"),
 		SyslogFacility: def[string]("log.syslog_facility"),
+
+		AccessInterval:  def[time.Duration]("log.access_interval"),
+		AccessOnConnect: def[bool]("log.access_on_connect"),
 	}
 }
 

@@ -75,6 +75,8 @@ func decode(c *collector, raw map[string]any) *Config {
 		t.oneOf("access", &cfg.Log.Access, "setting for the access log")
 		t.str("access_file", &cfg.Log.AccessFile)
 		decodeSyslog(t, &cfg.Log)
+		t.durationIn("access_interval", &cfg.Log.AccessInterval)
+		t.boolean("access_on_connect", &cfg.Log.AccessOnConnect)
 		t.done()
 	}
 	if t := root.sub("cluster"); t != nil {

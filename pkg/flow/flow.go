@@ -150,6 +150,12 @@ type Session struct {
 	// (SO_RXQ_OVFL), as the old process last saw it: the drops after it
 	// are the new process's to count.
 	Drops uint32 `json:"drops_seen,omitempty"`
+	// Age is how long the session has been open, and BytesToBackend and
+	// BytesToClient what it relayed each way, for the access record the
+	// new process writes when it ends; 0 from a process that sent none.
+	Age            int64 `json:"age_ns,omitempty"`
+	BytesToBackend int64 `json:"bytes_to_backend,omitempty"`
+	BytesToClient  int64 `json:"bytes_to_client,omitempty"`
 }
 
 // Queued is a client waiting for a backend slot (queue_timeout): it has

@@ -132,10 +132,14 @@ func (r ClientResult) String() string {
 // SetAccessLog makes the loops hand every ended client connection to q;
 // nil turns the access log off (the loops then only check the pointer).
 // Safe while the loops run.
-func (s *Shared) SetAccessLog(q *accesslog.Queue) { s.access.Store(q) }
+func (s *Shared) SetAccessLog(q *accesslog.Queue) { s.access.Set(q) }
 
 // AccessLog is the queue the loops hand records to; nil when off.
 func (s *Shared) AccessLog() *accesslog.Queue { return s.access.Load() }
+
+// AccessSink is where the loops find the access log, for the UDP sessions
+// of the same loops to write to as well.
+func (s *Shared) AccessSink() *accesslog.Sink { return &s.access }
 
 // record counts a client connection that ended on this loop and, with the
 // access log on, queues its record.
@@ -146,16 +150,9 @@ func (c *conn) record(why CloseReason, relayed bool) {
 	if q == nil {
 		return
 	}
-	r := accesslog.Record{
-		End: time.Now().UnixNano(), Duration: time.Duration(c.l.r.Now() - c.born),
-		Listener: f.Name, Pool: c.pool.Name, Client: c.src, Reason: why.String(), Result: ResultRejected.String(),
-	}
-	if c.sni != nil {
-		r.ServerName = c.sni.serverName
-		if c.sni.route != nil {
-			r.Route = c.sni.route.Name
-		}
-	}
+	var r accesslog.Record
+	c.fill(&r, c.l.r.Now())
+	r.Reason, r.Result = why.String(), ResultRejected.String()
 	switch {
 	case relayed && why != CloseLocalError:
 		// A connection that reached relaying and then met this host's
@@ -167,6 +164,75 @@ func (c *conn) record(why CloseReason, relayed bool) {
 		r.Result = ResultFailed.String()
 	}
 	q.Push(c.l.r.ID(), &r)
+}
+
+// fill sets what every record of c says: who, where, and for how long
+// until now (the loop's clock).
+func (c *conn) fill(r *accesslog.Record, now int64) {
+	*r = accesslog.Record{
+		End: time.Now().UnixNano(), Duration: time.Duration(now - c.born),
+		Listener: c.f.Name, Pool: c.pool.Name, Client: c.src,
+	}
+	if c.sni != nil {
+		r.ServerName = c.sni.serverName
+		if c.sni.route != nil {
+			r.Route = c.sni.route.Name
+		}
+	}
+}
+
+// recordOpen queues a record of a relaying connection still open: its
+// backend, the bytes so far, no reason or result yet.
+func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event, now int64) {
+	var r accesslog.Record
+	c.fill(&r, now)
+	r.Event, r.Backend = ev, c.backend.Addr
+	r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
+	q.Push(c.l.r.ID(), &r)
+}
+
+// opened writes, with the access log on, the connect record of a client
+// whose backend connection was just established (access_on_connect), and
+// lists it for interim records (access_interval).
+func (c *conn) opened() {
+	q := c.l.sh.access.Load()
+	if q == nil {
+		return
+	}
+	if q.OnConnect() {
+		c.recordOpen(q, accesslog.EventConnect, c.l.r.Now())
+	}
+	c.listInterim(q)
+}
+
+// listInterim puts a relaying connection on its loop's schedule of
+// interim records when q asks for them: its first is due an interval
+// from now.
+func (c *conn) listInterim(q *accesslog.Queue) {
+	iv := q.Interval()
+	if iv == 0 {
+		return
+	}
+	l := c.l
+	now := l.r.Now()
+	l.interim.Add(&c.interimAt, c, now)
+	if !l.interimTimer.Armed() {
+		l.r.Arm(&l.interimTimer, now+iv)
+	}
+}
+
+// interimDue writes the interim records due now, a bounded share of the
+// loop's connections per look (accesslog.Schedule), and sets the next look.
+func (l *Loop) interimDue(now int64) {
+	q := l.sh.access.Load()
+	if q == nil || q.Interval() == 0 {
+		l.interim.Clear() // the access log went off: nothing more is due
+		return
+	}
+	_, next := l.interim.Take(now, q.Interval(), func(c *conn) { c.recordOpen(q, accesslog.EventInterim, now) })
+	if next != 0 {
+		l.r.Arm(&l.interimTimer, next)
+	}
 }
 
 // refusedAtAccept counts (and logs) a client closed before it became a

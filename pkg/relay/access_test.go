@@ -81,3 +81,43 @@ func TestRecordFields(t *testing.T) {
 		}
 	}
 }
+
+// What the access log adds to a connection's life on its loop, from the
+// backend connection established (opened) to its close record and
+// unlisting: with the log off, on, and on with access_on_connect and
+// access_interval (the connect record, and listing for interim records).
+//
+//	go test -run - -bench ConnRecords ./pkg/relay
+func BenchmarkConnRecords(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		on       bool
+		interval time.Duration
+	}{{"off", false, 0}, {"close", true, 0}, {"connect+interim", true, time.Second}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r, err := reactor.New(reactor.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(r.Discard)
+			sh := NewShared(10, nil, nil)
+			l := New(r, sh)
+			q := accesslog.NewQueue(1, 1024)
+			q.SetEvents(tc.interval, tc.interval > 0)
+			if tc.on {
+				sh.SetAccessLog(q)
+			}
+			f := NewFront("web", &pool.Pool{Name: "web"})
+			c := &conn{l: l, f: f, pool: f.Pool(), src: netip.MustParseAddrPort("192.0.2.7:51234"), backend: &pool.Backend{Addr: "10.0.0.1:80"}}
+			b.ReportAllocs()
+			for i := range b.N {
+				c.opened()
+				c.record(CloseCompleted, true)
+				l.interim.Remove(&c.interimAt)
+				if i%512 == 0 {
+					q.Drain(func(*accesslog.Record) {})
+				}
+			}
+		})
+	}
+}

@@ -83,6 +83,7 @@ func (c *conn) disarm() {
 // ones.
 func (c *conn) unlist() {
 	c.l.held.remove(c)
+	c.l.interim.Remove(&c.interimAt)
 	c.l.nconns.Add(-1)
 	c.l.sh.Active.Add(-1)
 }

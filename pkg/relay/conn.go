@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/rawsys"
@@ -116,6 +117,9 @@ type conn struct {
 	queuedAt int64          // when it began waiting, on the loop's clock
 
 	prev, next *conn // the loop's connList
+	// interimAt is its place in the loop's schedule of interim access
+	// records (listed while relaying with access_interval on).
+	interimAt accesslog.Entry[*conn]
 }
 
 // earlyWatch settles a count_early_reset dial as a success when the

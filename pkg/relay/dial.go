@@ -245,6 +245,7 @@ func (c *conn) connected(pump bool) {
 		return
 	}
 	c.f.OK.Add(1)
+	c.opened()
 	if pump {
 		c.pump()
 	}

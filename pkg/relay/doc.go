@@ -33,7 +33,7 @@
 //	relay.go      moving bytes, fairness, the idle timeout
 //	latereset.go  a backend's reset of the client's last bytes
 //	close.go      how a connection ends: close and its callers
-//	access.go     close reasons, results, the access-log record
+//	access.go     close reasons, results, the access-log records (close, connect, interim)
 //	policy.go     a listener's policy (PolicyFor)
 //	shared.go     a listener (Front) and the server's shared state
 //	connlist.go   the loop's list of connections

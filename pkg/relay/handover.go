@@ -312,6 +312,11 @@ func (a *Adopted) Go() {
 	c.lastActive += now
 	c.phase = phaseRelaying
 	l.r.Arm(&c.timer, c.lastActive+int64(c.pool.IdleTimeout()))
+	if q := l.sh.access.Load(); q != nil {
+		// Its connect record is the old process's; its interim records go
+		// on from here, the first an interval after the hand-over.
+		c.listInterim(q)
+	}
 	// A hang-up seen while it was held: on a direction still open the
 	// next read reports it; on one that has ended, only this look does.
 	for _, e := range []*endpoint{&c.cl, &c.be} {

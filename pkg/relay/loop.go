@@ -3,6 +3,7 @@ package relay
 import (
 	"sync/atomic"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"github.com/l4lb/l4lb/pkg/reactor"
@@ -31,6 +32,10 @@ type Loop struct {
 	// peek holds a ClientHello being inspected (inspect.go); made at the
 	// first, so loops of listeners without routes never hold it.
 	peek []byte
+	// interim are the relaying connections due interim access records
+	// (access_interval), interimTimer the next look at them (access.go).
+	interim      accesslog.Schedule[*conn]
+	interimTimer reactor.Timer
 
 	nconns atomic.Int64
 }
@@ -39,6 +44,7 @@ type Loop struct {
 func New(r *reactor.Loop, sh *Shared) *Loop {
 	l := &Loop{r: r, sh: sh, scratch: splice.NewScratch(sh.Pipes)}
 	l.queueTimer.OnFire(func(int64) { l.retryQueued() })
+	l.interimTimer.OnFire(l.interimDue)
 	r.AddPart(l)
 	return l
 }

@@ -82,8 +82,9 @@ type Shared struct {
 	// Bytes delivered by splice and by copy, flushed once per wake-up.
 	Spliced, Copied atomic.Int64
 
-	// access is where ended clients' records go; nil: access log off.
-	access atomic.Pointer[accesslog.Queue]
+	// access is where the access log's records go (the UDP sessions of
+	// the same loops share it: AccessSink); its queue nil: off.
+	access accesslog.Sink
 
 	// Guard recognises l4lb's own dials arriving at its listeners (loop
 	// detection), shared with the server's UDP sessions.

@@ -6,7 +6,8 @@ import (
 )
 
 // SetAccessLog makes the loops hand every ended TCP client (relayed or
-// refused) to q; nil turns the access log off. Safe while serving: a
+// refused) and UDP session to q, with the records of open ones q asks
+// for (accesslog.Queue.SetEvents); nil turns the access log off. Safe while serving: a
 // reload may turn it on, off or to another queue. A queue must have been
 // made for at least Loops() loops.
 func (s *Server) SetAccessLog(q *accesslog.Queue) { s.sh.SetAccessLog(q) }

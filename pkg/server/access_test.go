@@ -106,14 +106,21 @@ func lineFor(t *testing.T, buf *lineBuffer, client string) accessLine {
 	return found
 }
 
+// accessKeys are an ended TCP client's access line fields, in their
+// order: those of the first format, then event and proto, appended.
+var accessKeys = []string{"time", "listener", "pool", "client", "backend", "to_backend", "to_client", "duration", "reason", "result", "event", "proto"}
+
 // checkLine checks every field of an access line: the fixed ones exactly,
 // the time within [before, now] and the duration within [minDur, the time
 // since before].
 func checkLine(t *testing.T, m accessLine, want map[string]any, before time.Time, minDur time.Duration) {
 	t.Helper()
-	keys := []string{"time", "listener", "pool", "client", "backend", "to_backend", "to_client", "duration", "reason", "result"}
+	keys := accessKeys
 	if len(m) != len(keys) {
 		t.Errorf("access line has %d fields, want %d (%v): %v", len(m), len(keys), keys, m)
+	}
+	if m["event"] != "close" || m["proto"] != "tcp" {
+		t.Errorf("access line of an ended TCP client with event %v, proto %v: want close, tcp", m["event"], m["proto"])
 	}
 	for k, v := range want {
 		got := fmt.Sprint(m[k])
@@ -448,7 +455,7 @@ func TestAccessLogTextLine(t *testing.T) {
 		return false
 	})
 	fields := strings.Fields(line)
-	keys := []string{"time", "listener", "pool", "client", "backend", "to_backend", "to_client", "duration", "reason", "result"}
+	keys := accessKeys
 	if len(fields) != len(keys) {
 		t.Fatalf("text line %q has %d fields, want %d", line, len(fields), len(keys))
 	}

@@ -23,7 +23,9 @@ func newLoop(id int, sh *relay.Shared, cfg Config, log *slog.Logger) (*cpuLoop, 
 	if err != nil {
 		return nil, err
 	}
-	return &cpuLoop{Loop: r, tcp: relay.New(r, sh), udp: udpsession.New(r, sh.Guard)}, nil
+	udp := udpsession.New(r, sh.Guard)
+	udp.UseAccessLog(sh.AccessSink())
+	return &cpuLoop{Loop: r, tcp: relay.New(r, sh), udp: udp}, nil
 }
 
 // Conns is the number of TCP client connections the loop holds now.

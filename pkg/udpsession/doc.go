@@ -28,6 +28,7 @@
 //	front.go        a listener (Front), its settings and counters
 //	sessionlist.go  a socket's sessions, longest idle first
 //	handover.go     sessions moving to the next process in a binary upgrade
+//	access.go       a session's access log records
 //
 // A session reports back to its socket (counts, drops, the idle order):
 // those are the references that run back.

@@ -97,6 +97,7 @@ func (s *session) detach(b *flow.Batch, now int64) flow.Session {
 		ProxyHeader: slices.Clone(s.proxyHdr),
 		Forced:      s.forced, Requests: s.requests, Responses: s.responses,
 		Retired: s.retired, Excess: s.excess, Idle: now - s.lastActive, Drops: uint32(s.drops),
+		Age: now - s.born, BytesToBackend: s.bytesToBackend, BytesToClient: s.bytesToClient,
 	}
 	if d := s.dial; d != nil {
 		if force, gen, ok := d.settle.Open(); ok {
@@ -120,6 +121,7 @@ func (s *session) detach(b *flow.Batch, now int64) flow.Session {
 		u.forgetClient(s)
 	}
 	u.idle.remove(s)
+	u.l.interim.Remove(&s.interimAt) // no record here: the new process writes its close (docs/operations.md)
 	u.f.Sessions.Add(-1)
 	u.f.HandedOut.Add(1)
 	return r
@@ -162,6 +164,7 @@ func (l *Loop) AdoptSession(r *flow.Session, b *flow.Batch, f *Front, p *pool.Po
 	s := &session{u: u, fd: fd, pool: p, backend: be, forced: r.Forced,
 		requests: r.Requests, responses: r.Responses, retired: r.Retired, excess: r.Excess,
 		drops: dropCount(r.Drops), proxyHdr: slices.Clone(r.ProxyHeader),
+		bytesToBackend: r.BytesToBackend, bytesToClient: r.BytesToClient, born: -max(0, r.Age),
 		adopt: &adoption{idle: max(0, r.Idle)}}
 	if err := s.adoptAddrs(r); err != nil {
 		return nil, err
@@ -230,7 +233,9 @@ func (a *Adopted) Go() {
 		u.peak = max(u.peak, len(u.sessions))
 	}
 	s.lastActive = now - ad.idle
+	s.born += now
 	u.idle.insertByActivity(s)
+	s.listInterim() // its interim records go on from here
 	u.armExpiry(s.lastActive + int64(u.f.Settings().SessionTimeout))
 	if v := ad.verdict; v != nil {
 		// No candidates and no copy of the first datagram: a refusal now

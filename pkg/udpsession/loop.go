@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/reactor"
@@ -28,12 +29,20 @@ type Loop struct {
 	udpIn  *mmsgBatch
 	udpOut *udpOut
 	udpRun *[udpBatch]unix.Iovec
+
+	// access is where the access log is found (access.go): nil, or a
+	// queue nil, while off; interim are the sessions due interim records,
+	// interimTimer the next look at them.
+	access       *accesslog.Sink
+	interim      accesslog.Schedule[*session]
+	interimTimer reactor.Timer
 }
 
 // New adds UDP sessions to loop r; guard is the server's loop detection,
 // shared with its TCP relay. Before r starts.
 func New(r *reactor.Loop, guard *loopguard.Guard) *Loop {
 	l := &Loop{r: r, guard: guard}
+	l.interimTimer.OnFire(l.interimDue)
 	r.AddPart(l)
 	return l
 }

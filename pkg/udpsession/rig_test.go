@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/listener"
@@ -38,6 +39,8 @@ type udpRigOpts struct {
 	// sameSockets: the rig's loops serve duplicates of that rig's
 	// sockets, as the process taking over from it in an upgrade does.
 	sameSockets *udpRig
+	// access is where the loops find the access log; nil: none.
+	access *accesslog.Sink
 }
 
 func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
@@ -125,6 +128,7 @@ func newUDPRig(t *testing.T, backends []string, o udpRigOpts) *udpRig {
 			t.Fatal(err)
 		}
 		l := New(rl, guard)
+		l.UseAccessLog(o.access)
 		r.loops = append(r.loops, l)
 		if err := l.AddListener(socks.FDs[i], f, local, socks.Wildcard); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/accesslog"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/loopguard"
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -33,16 +34,22 @@ type session struct {
 	forced  bool     // dialed as an all-down force-try (breaker rule 6)
 
 	requests, responses int
-	retired             bool      // took its `requests`: no longer in the client map
-	excess              bool      // the backend sent more than `responses`
-	refused             error     // a refusal read on fd while replies ahead of it are still being relayed
-	noGSO               bool      // the socket's route cannot segment a burst (gso.go)
-	drops               dropCount // fd's drop count (SO_RXQ_OVFL) as last seen
-	watched             bool      // SO_RXQ_OVFL is on for fd (watchReplies)
-	ended               bool
-	queued              bool // on the loop's ready list
-	lastActive          int64
-	prev, next          *session // the listener socket's idle list
+	// born is when it opened (its first datagram), on the loop's clock;
+	// bytesToBackend and bytesToClient what it relayed each way: its
+	// access record (access.go) with requests and responses.
+	born                          int64
+	bytesToBackend, bytesToClient int64
+	interimAt                     accesslog.Entry[*session] // the loop's schedule of interim records
+	retired                       bool                      // took its `requests`: no longer in the client map
+	excess                        bool                      // the backend sent more than `responses`
+	refused                       error                     // a refusal read on fd while replies ahead of it are still being relayed
+	noGSO                         bool                      // the socket's route cannot segment a burst (gso.go)
+	drops                         dropCount                 // fd's drop count (SO_RXQ_OVFL) as last seen
+	watched                       bool                      // SO_RXQ_OVFL is on for fd (watchReplies)
+	ended                         bool
+	queued                        bool // on the loop's ready list
+	lastActive                    int64
+	prev, next                    *session // the listener socket's idle list
 
 	// Loop detection, as for TCP: the socket's ends while the backend is
 	// a local address on a port l4lb listens on (rare: a pointer).
@@ -217,6 +224,7 @@ func (s *session) sentRun(in *mmsgBatch, from, to int) {
 	n := int64(to - from)
 	u.dgToBackend += n
 	u.bytesToBackend += total
+	s.bytesToBackend += total
 	s.backend.Meter.ToBackend.Add(total)
 	u.touch(s)
 	s.requests += int(n)
@@ -240,6 +248,7 @@ func (s *session) sent(n int) {
 	u := s.u
 	u.dgToBackend++
 	u.bytesToBackend += int64(n)
+	s.bytesToBackend += int64(n)
 	s.backend.Meter.ToBackend.Add(int64(n))
 	u.touch(s)
 	s.requests++
@@ -271,6 +280,7 @@ func (s *session) failed(err error) bool {
 				if s.send(d.first) == nil {
 					if s.requests > 0 {
 						s.requests-- // the same client datagram again, not one more toward `requests`
+						s.bytesToBackend -= int64(len(d.first))
 					}
 					s.sent(len(d.first))
 				}
@@ -361,6 +371,7 @@ func (s *session) readReplies() {
 		}
 		for i := from; i < from+keep; i++ {
 			out.add(i, s)
+			s.bytesToClient += int64(out.b.hdrs[i].Len)
 		}
 		s.responses += keep
 		u.touch(s)
@@ -444,6 +455,7 @@ func (s *session) end(why SessionEnd) {
 	u.idle.remove(s)
 	u.f.Sessions.Add(-1)
 	u.f.Ended[why].Add(1)
+	s.record(why)
 }
 
 // recordOwnDial and forgetOwnDial: see conn.recordOwnDial.

@@ -322,9 +322,11 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		return nil
 	}
 	s.lastActive = u.l.r.Now()
+	s.born = s.lastActive
 	u.sessions[src] = s
 	u.peak = max(u.peak, len(u.sessions))
 	u.track(s)
+	s.listInterim()
 	u.f.Sessions.Add(1)
 	u.f.Started.Add(1)
 	return s
