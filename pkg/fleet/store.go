@@ -28,7 +28,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe is called after every Redis operation with its name (read,
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
-	// merge, ping, members_read, members_write), how long it took and its
+	// merge, ping, members_read, members_write, unvote), how long it took and its
 	// error.
 	Observe func(op string, took time.Duration, err error)
 	// Clock times Run: its checks of Redis and its tries to rejoin. Every
@@ -48,9 +48,11 @@ type Options struct {
 type Store struct {
 	cfg Config
 	ks  keyspace
-	opt rueidis.ClientOption
-	log *slog.Logger
-	obs func(string, time.Duration, error)
+	// voter is this instance's name in the trip quorum's votes (quorum.go).
+	voter string
+	opt   rueidis.ClientOption
+	log   *slog.Logger
+	obs   func(string, time.Duration, error)
 	// clock times Run (Options.Clock).
 	clock clock.Clock
 
@@ -112,6 +114,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 	s := &Store{
 		cfg:      cfg,
 		ks:       keyspace{prefix: cfg.KeyPrefix},
+		voter:    voter(cfg),
 		log:      opts.Logger,
 		obs:      opts.Observe,
 		clock:    clock.Or(opts.Clock),
