@@ -138,7 +138,7 @@ func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
 	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(early && st.Generation == gen)) {
 		return
 	}
-	a := Attempt{Kind: KindProbe, Generation: st.Generation}
+	a := Attempt{Kind: KindProbe, Generation: st.Generation, LocalGeneration: b.localGen.Load()}
 	pctx, cancel := context.WithTimeout(ctx, b.opts.ProbeLockTTL)
 	r := b.opts.Probe(pctx)
 	cancel()
