@@ -315,6 +315,8 @@ var fuzzSeeds = []fuzzSeed{
 			sFail(0), sLarge(l10s), sFail(1),
 			sWake(0), sReturn(Failure), sRefresh(1),
 		},
-		want: func(s fuzzStats) bool { return s.localTrips == 2 && s.trips == 1 && s.joins == 2 && s.localReopens == 0 },
+		want: func(s fuzzStats) bool {
+			return s.localTrips == 2 && s.trips == 1 && s.joins == 2 && s.localReopens == 0
+		},
 	},
 }

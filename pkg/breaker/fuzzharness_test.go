@@ -97,8 +97,8 @@ type fuzzHarness struct {
 	quorum int // the fleet's trip quorum (fuzzStore.Vote)
 	store  *MemoryStore
 	votes  map[int]modelVote // fuzzStore.Vote's, by instance
-	b     []*Breaker
-	m     *model
+	b      []*Breaker
+	m      *model
 
 	out []fuzzAttempt // outstanding attempts, oldest first
 
@@ -110,8 +110,8 @@ type fuzzHarness struct {
 	localAt   []map[uint64]uint64
 	localCool []time.Duration
 	hadLocal  []bool // instance i had an open alone after the last check
-	lastGen  uint64            // the Store's generation as last checked
-	lastDis  bool              // the Store's disable as last checked
+	lastGen   uint64 // the Store's generation as last checked
+	lastDis   bool   // the Store's disable as last checked
 
 	// The Done being applied: its attempt, its result, the Store before.
 	cause       *fuzzAttempt
