@@ -54,10 +54,18 @@ func fleetConfigText(redisURL, instance, listen, admin string, backends []string
 // until it serves and has joined Redis.
 func startFleetInstance(t *testing.T, bin string, attr *syscall.SysProcAttr, dir, redisURL, name string, backends []string, poolKeys, breakerKeys string) *fleetInstance {
 	t.Helper()
+	return startFleetInstanceWith(t, bin, attr, dir, name, func(listen, admin string) string {
+		return fleetConfigText(redisURL, name, listen, admin, backends, poolKeys, breakerKeys)
+	})
+}
+
+// startFleetInstanceWith is startFleetInstance with the configuration
+// that text makes of the instance's listen and admin addresses.
+func startFleetInstanceWith(t *testing.T, bin string, attr *syscall.SysProcAttr, dir, name string, text func(listen, admin string) string) *fleetInstance {
+	t.Helper()
 	in := &fleetInstance{name: name, listen: testnet.FreeAddr(t), admin: testnet.FreeAddr(t)}
 	in.path = filepath.Join(dir, name+".toml")
-	text := fleetConfigText(redisURL, name, in.listen, in.admin, backends, poolKeys, breakerKeys)
-	if err := os.WriteFile(in.path, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(in.path, []byte(text(in.listen, in.admin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	in.p = startL4LB(t, bin, attr, "-config", in.path) // logs its stderr if the test fails
