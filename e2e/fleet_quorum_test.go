@@ -3,10 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,17 +14,18 @@ import (
 )
 
 // The trip quorum ([cluster] trip_quorum = 2) across three real l4lb
-// processes sharing one Redis, two echo backends b1 and b2. The path of
-// one instance to b1 is broken by an nft drop rule: its SYNs to b1 are
-// dropped, the others' pass. That instance trips b1 for itself alone (its
-// clients go to b2) while the other two keep sending clients to b1; once a
-// second instance's path to b1 is broken too, b1 is out for the fleet,
-// the third instance included, whose own path to it works.
+// processes sharing one Redis, two echo backends b1 and b2. Each instance
+// runs in a network namespace of its own, joined to the others by a
+// bridge; its path to b1 is broken by an nft drop rule in its own
+// namespace (its SYNs to b1 go nowhere). The first instance whose path is
+// broken trips b1 for itself alone (its clients go to b2) while the other
+// two keep sending clients to b1; once a second instance's path is broken
+// too, b1 is out for the fleet, the third instance included, whose own
+// path to it works.
 //
-// Everything runs in a network namespace of the test's own (the test
-// binary re-runs itself inside it). The instances run as three users, and
-// the rules tell their dials apart by the socket's owner (meta skuid), as
-// a rule in each instance's own namespace would tell its path apart.
+// The test binary re-runs itself in a namespace of the test's own (the
+// hub: the bridge, Redis, the backends and the clients), which makes the
+// instances' three.
 
 const fleetQuorumEnv = "L4LB_FLEET_QUORUM_CHILD"
 
@@ -33,20 +34,56 @@ func TestFleetTripQuorumKeepsOneInstancesTripLocal(t *testing.T) {
 	testnet.RunInNetns(t, fleetQuorumEnv, "TestFleetQuorumChild", 3*time.Minute)
 }
 
-// quorumUIDs are the instances' users: a, b, c.
-var quorumUIDs = [3]uint32{0, 65534, 65533}
+// The hub's address on the bridge, and the instances' (10.88.0.11-13).
+const quorumHub = "10.88.0.1"
+
+// quorumNamespaces makes the bridge in this (the hub's) namespace and one
+// namespace per instance linked to it, removed when the test ends; it
+// returns their names.
+func quorumNamespaces(t *testing.T) [3]string {
+	t.Helper()
+	fleetRun(t, "ip", "link", "add", "l4lbq", "type", "bridge")
+	fleetRun(t, "ip", "addr", "add", quorumHub+"/24", "dev", "l4lbq")
+	fleetRun(t, "ip", "link", "set", "l4lbq", "up")
+	var names [3]string
+	for i := range names {
+		ns := fmt.Sprintf("l4lbq-%d-%d", os.Getpid(), i)
+		fleetRun(t, "ip", "netns", "add", ns)
+		t.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
+			}
+		})
+		hub, inner := fmt.Sprintf("l4lbq%dh", i), fmt.Sprintf("l4lbq%dn", i)
+		fleetRun(t, "ip", "link", "add", hub, "type", "veth", "peer", "name", inner)
+		fleetRun(t, "ip", "link", "set", inner, "netns", ns)
+		fleetRun(t, "ip", "link", "set", hub, "master", "l4lbq", "up")
+		fleetRun(t, "ip", "-n", ns, "addr", "add", quorumAddr(i)+"/24", "dev", inner)
+		fleetRun(t, "ip", "-n", ns, "link", "set", inner, "up")
+		fleetRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		names[i] = ns
+	}
+	return names
+}
+
+func quorumAddr(i int) string { return fmt.Sprintf("10.88.0.%d", 11+i) }
 
 func TestFleetQuorumChild(t *testing.T) {
 	if os.Getenv(fleetQuorumEnv) == "" {
 		t.Skip("run by TestFleetTripQuorumKeepsOneInstancesTripLocal inside its namespace")
 	}
 	testnet.CheckLeaks(t)
-	srv := testnet.StartRedis(t)
-	b1 := testnet.StartBackend(t, "b1", "127.0.0.1:0")
-	b2 := testnet.StartBackend(t, "b2", "127.0.0.1:0")
+	ns := quorumNamespaces(t)
+	// Beside 127.0.0.1, which the test's own connection uses, the hub's
+	// address on the bridge: the instances' way to Redis.
+	srv := testnet.StartRedis(t, "--bind", "127.0.0.1", quorumHub)
+	_, redisPort, _ := net.SplitHostPort(srv.Addr)
+	redisURL := "redis://" + net.JoinHostPort(quorumHub, redisPort)
+	b1 := testnet.StartBackend(t, "b1", quorumHub+":0")
+	b2 := testnet.StartBackend(t, "b2", quorumHub+":0")
 	port1 := b1.Addr[strings.LastIndex(b1.Addr, ":")+1:]
 
-	bin, dir := testnet.CopyExecutable(t, l4lbBin)
+	dir := t.TempDir()
 	// A dropped SYN fails its dial after connect_timeout, and the client
 	// is retried on the other backend: no client of any instance fails.
 	// A minute's window and cooldown: both trips fall in one window, and
@@ -55,23 +92,25 @@ func TestFleetQuorumChild(t *testing.T) {
 	breakerKeys := "failures = 3\nwindow = \"60s\"\ncooldown = \"60s\"\nmax_cooldown = \"60s\""
 	var in [3]*fleetInstance
 	for i, name := range []string{"quorum-a", "quorum-b", "quorum-c"} {
-		var attr *syscall.SysProcAttr
-		if quorumUIDs[i] != 0 {
-			attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: quorumUIDs[i], Gid: quorumUIDs[i]}}
+		run := func(path string) *proc {
+			return startL4LB(t, "ip", nil, "netns", "exec", ns[i], l4lbBin, "-config", path)
 		}
-		in[i] = startFleetInstanceWith(t, bin, attr, dir, name, func(listen, admin string) string {
-			text := fleetConfigText(srv.URL(), name, listen, admin, []string{b1.Addr, b2.Addr}, poolKeys, breakerKeys)
+		in[i] = startFleetInstanceWith(t, dir, name, quorumAddr(i), run, func(listen, admin string) string {
+			text := fleetConfigText(redisURL, name, listen, admin, []string{b1.Addr, b2.Addr}, poolKeys, breakerKeys)
 			return strings.Replace(text, "[admin]", "trip_quorum = 2\n[admin]", 1)
 		})
 	}
 	a, b, c := in[0], in[1], in[2]
 	openS, localS := fleetSeries("l4lb_breaker_open", b1.Addr), fleetSeries("l4lb_breaker_local_only", b1.Addr)
 
-	fleetNft(t, "add table inet l4lbq")
-	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", "l4lbq").Run() })
-	fleetNft(t, "add chain inet l4lbq paths { type filter hook output priority 0 ; }")
+	// breakPath drops instance i's SYNs to b1, in its own namespace.
 	breakPath := func(i int) {
-		fleetNft(t, fmt.Sprintf("add rule inet l4lbq paths meta skuid %d tcp dport %s tcp flags & (syn|ack) == syn drop", quorumUIDs[i], port1))
+		nft := func(cmd string) {
+			fleetRun(t, "ip", append([]string{"netns", "exec", ns[i], "nft"}, strings.Fields(cmd)...)...)
+		}
+		nft("add table inet l4lbq")
+		nft("add chain inet l4lbq out { type filter hook output priority 0 ; }")
+		nft("add rule inet l4lbq out ip daddr " + quorumHub + " tcp dport " + port1 + " tcp flags & (syn|ack) == syn drop")
 	}
 	// tripOn sends in's clients until its breaker of b1 is open; every
 	// client is served (by b2 when b1's dial fails).
