@@ -67,11 +67,10 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 		b.stale(a, r, s.Generation)
 		return
 	}
-	if !s.Open && b.local.Load() != nil {
-		b.localResult(a, r, async)
-		return
-	}
-	if !s.Open {
+	// Open on this instance alone (quorum.go): the open rows, at the local
+	// generation.
+	local := !s.Open && b.local.Load() != nil
+	if !s.Open && !local {
 		if a.Kind == KindForce {
 			// Rule 6: a force-try is made at a backend the client could
 			// not otherwise reach (here: health-down, breaker closed). Its
@@ -89,23 +88,10 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 		b.debug("client result of an open generation ignored", a, r)
 	case r == Success:
 		b.recover(a, async)
+	case a.Kind == KindProbe && local:
+		b.reopenLocal(a)
 	case a.Kind == KindProbe:
 		b.reopen(a, s.Cooldown)
-	default: // failed force-try: counted by Events.Dial only (rule 6)
-		b.debug("force-try failed", a, r)
-	}
-}
-
-// localResult is the open rows of the outcome table for an open of this
-// instance alone (quorum.go), at its local generation.
-func (b *Breaker) localResult(a Attempt, r Result, async bool) {
-	switch {
-	case a.Kind == KindClient:
-		b.debug("client result of a local open ignored", a, r)
-	case r == Success:
-		b.recover(a, async)
-	case a.Kind == KindProbe:
-		b.reopenLocal(a)
 	default: // failed force-try: counted by Events.Dial only (rule 6)
 		b.debug("force-try failed", a, r)
 	}
