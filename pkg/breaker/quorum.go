@@ -169,10 +169,11 @@ func (b *Breaker) reopenLocal(a Attempt) {
 // joinFleet ends the local open once the snapshot shows the breaker open
 // in the Store: from then the fleet's open, probe and close are this
 // instance's too. publishRead calls it with the Open state it installed.
+// It takes mu even when there is no local open to end: an openLocal that
+// read the snapshot closed just before it turned open may be about to
+// make one, and must not leave it beside the fleet's open (its probe would
+// wait for a close that is the fleet's, and it would outlive that close).
 func (b *Breaker) joinFleet(st State) {
-	if b.local.Load() == nil {
-		return
-	}
 	b.mu.Lock()
 	lo := b.local.Swap(nil)
 	b.mu.Unlock()
