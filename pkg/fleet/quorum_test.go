@@ -175,6 +175,9 @@ type quorumFleet struct {
 	in      [3]*instance
 	probeOK [3]atomic.Bool
 	key     string
+	// Probes of the fleet's open (not of an open alone): how many ran,
+	// how many at most at once.
+	fleetProbes, inFlight, maxInFlight atomic.Int32
 }
 
 func newQuorumFleet(t *testing.T, key string, cooldown time.Duration) *quorumFleet {
@@ -185,7 +188,18 @@ func newQuorumFleet(t *testing.T, key string, cooldown time.Duration) *quorumFle
 		s := h.quorumStore(name, 2)
 		f.in[i] = h.instance(name, s, key, cfg, func(o *breaker.Options) {
 			o.SnapshotRefresh = 50 * time.Millisecond
+			o.Owner = name
 			o.Probe = func(context.Context) breaker.Result {
+				// A probe of the fleet's open holds the fleet's lock; one
+				// of an open alone does not.
+				if owner, _ := h.srv.Do("GET", keyspace{prefix: testPrefix}.key(key, fieldProbe)); owner == name {
+					f.fleetProbes.Add(1)
+					n := f.inFlight.Add(1)
+					defer f.inFlight.Add(-1)
+					for m := f.maxInFlight.Load(); n > m && !f.maxInFlight.CompareAndSwap(m, n); m = f.maxInFlight.Load() {
+					}
+					time.Sleep(20 * time.Millisecond) // a dial takes a while: overlaps would show
+				}
 				if f.probeOK[i].Load() {
 					return breaker.Success
 				}
@@ -293,4 +307,44 @@ func TestQuorum_ApartTripsAloneAndMergesNothing(t *testing.T) {
 	if raw := h.raw(key); raw.Open || raw.Gen != 0 {
 		t.Fatalf("redis holds %+v after A's return, want closed at 0 as the fleet left it", raw)
 	}
+}
+
+// Once the quorum makes the open the fleet's, it is probed as any open of
+// the fleet: one probe at a time under the lock, the instance that was
+// open alone included, and a success of a dial begun before the local
+// trip closes nothing. A success then closes it for all, once.
+func TestQuorum_TheFleetsOpenHasOneProbeAndNoStaleClose(t *testing.T) {
+	f := newQuorumFleet(t, "web/10.0.9.10:80", 200*time.Millisecond)
+	a, b := f.in[0], f.in[1]
+	early := a.b.Begin(breaker.KindForce) // before any trip
+
+	tripOn(t, a)
+	tripOn(t, b)
+	for _, o := range f.in {
+		waitState(t, o, "follows the fleet's open", func(st breaker.State) bool { return st.Open && !st.LocalOnly })
+	}
+	a.b.Done(early, breaker.Success)
+	testnet.Eventually(t, "a counts its pre-trip success stale", func() bool { return a.ev.n("stale") >= 1 })
+	if raw := f.h.raw(f.key); !raw.Open {
+		t.Fatalf("redis holds %+v after a pre-trip success", raw)
+	}
+
+	testnet.Eventually(t, "three failed probes of the fleet's open", func() bool { return f.fleetProbes.Load() >= 3 })
+	for i := range f.probeOK {
+		f.probeOK[i].Store(true)
+	}
+	for _, o := range f.in {
+		waitState(t, o, "closed for all", func(st breaker.State) bool { return !st.Open })
+	}
+	if m := f.maxInFlight.Load(); m != 1 {
+		t.Fatalf("%d probes of the fleet's open at once, want 1", m)
+	}
+	closes := 0
+	for _, o := range f.in {
+		closes += o.ev.n("close")
+	}
+	if closes != 1 {
+		t.Fatalf("%d closes across the fleet, want 1", closes)
+	}
+	t.Logf("%d probes of the fleet's open, one at a time", f.fleetProbes.Load())
 }
