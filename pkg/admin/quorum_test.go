@@ -3,16 +3,12 @@ package admin
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
-	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
@@ -32,32 +28,9 @@ func (belowQuorum) Unvote(context.Context, string) error { return nil }
 // pools JSON, and in l4lb_breaker_open and l4lb_breaker_local_only; the
 // generation stays the Store's.
 func TestBreakerOpenAloneShows(t *testing.T) {
-	testnet.CheckLeaks(t)
-	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(`
-[[listener]]
-name = "l"
-bind = %q
-pool = "p"
-[pool.p]
-retries = 0
-[[pool.p.backend]]
-addr = %q
-[pool.p.health]
-enabled = false
-[pool.p.breaker]
-failures = 1
-cooldown = "10m"
-max_cooldown = "20m"
-`, testnet.FreeAddr(t), refusedAddr(t))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: belowQuorum{breaker.NewMemoryStore(nil)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := p.Backends()[0]
-	srv := httptest.NewServer(Handler(Sources{Pools: []*pool.Pool{p}}, "", nil))
+	p, b := runningPoolOn(t, belowQuorum{breaker.NewMemoryStore(nil)})
+	h := Handler(Sources{Pools: []*pool.Pool{p}}, "", nil)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	p.EndDial(p.BeginDial(b, false), dialer.Failure)
@@ -75,19 +48,14 @@ max_cooldown = "20m"
 		t.Fatalf("the backend in the pool's JSON: %v, want breaker open, local_only, not usable", be)
 	}
 
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := string(goldenScrape(t, h, ""))
 	for _, series := range []string{
 		fmt.Sprintf(`l4lb_breaker_open{backend=%q,pool="p"} 1`, b.Addr),
 		fmt.Sprintf(`l4lb_breaker_local_only{backend=%q,pool="p"} 1`, b.Addr),
 		fmt.Sprintf(`l4lb_breaker_generation{backend=%q,pool="p"} 0`, b.Addr),
 		fmt.Sprintf(`l4lb_breaker_trips_total{backend=%q,pool="p"} 1`, b.Addr),
 	} {
-		if !strings.Contains(string(body), series+"\n") {
+		if !strings.Contains(body, series+"\n") {
 			t.Errorf("no series %s in /metrics", series)
 		}
 	}
