@@ -54,13 +54,24 @@ func fleetConfigText(redisURL, instance, listen, admin string, backends []string
 // until it serves and has joined Redis.
 func startFleetInstance(t *testing.T, bin string, attr *syscall.SysProcAttr, dir, redisURL, name string, backends []string, poolKeys, breakerKeys string) *fleetInstance {
 	t.Helper()
-	in := &fleetInstance{name: name, listen: testnet.FreeAddr(t), admin: testnet.FreeAddr(t)}
+	run := func(path string) *proc { return startL4LB(t, bin, attr, "-config", path) }
+	return startFleetInstanceWith(t, dir, name, "127.0.0.1", run, func(listen, admin string) string {
+		return fleetConfigText(redisURL, name, listen, admin, backends, poolKeys, breakerKeys)
+	})
+}
+
+// startFleetInstanceWith is startFleetInstance with the configuration
+// text makes of the instance's listen and admin addresses (free ports on
+// host), started by run with the configuration file's path.
+func startFleetInstanceWith(t *testing.T, dir, name, host string, run func(path string) *proc, text func(listen, admin string) string) *fleetInstance {
+	t.Helper()
+	addr := func() string { return net.JoinHostPort(host, strconv.Itoa(testnet.FreePort(t))) }
+	in := &fleetInstance{name: name, listen: addr(), admin: addr()}
 	in.path = filepath.Join(dir, name+".toml")
-	text := fleetConfigText(redisURL, name, in.listen, in.admin, backends, poolKeys, breakerKeys)
-	if err := os.WriteFile(in.path, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(in.path, []byte(text(in.listen, in.admin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in.p = startL4LB(t, bin, attr, "-config", in.path) // logs its stderr if the test fails
+	in.p = run(in.path) // logs its stderr if the test fails
 	waitServing(t, in.p, in.listen)
 	in.waitMetric(t, "l4lb_cluster_store_up", "to join Redis", func(v float64) bool { return v == 1 })
 	return in

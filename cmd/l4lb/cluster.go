@@ -53,7 +53,7 @@ func fleetConfig(c config.Cluster, instance string) fleet.Config {
 		TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSServerName: c.TLSServerName,
 		SentinelMaster: c.SentinelMaster, SentinelAddrs: c.SentinelAddrs,
 		KeyPrefix: c.KeyPrefix, SyncInterval: c.SyncInterval, Timeout: c.Timeout,
-		Instance: instance,
+		Instance: instance, TripQuorum: c.TripQuorum,
 	}
 }
 

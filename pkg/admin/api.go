@@ -91,6 +91,9 @@ type BreakerJSON struct {
 	State               string  `json:"state"`
 	Generation          uint64  `json:"generation"`
 	CooldownLeftSeconds float64 `json:"cooldown_left_seconds"`
+	// LocalOnly: open on this instance alone, below the fleet's trip
+	// quorum; the other instances still dial the backend.
+	LocalOnly bool `json:"local_only,omitempty"`
 }
 
 func backendView(b *pool.Backend) BackendJSON {
@@ -110,7 +113,7 @@ func backendView(b *pool.Backend) BackendJSON {
 		Addr: b.Addr, Source: b.Source(), Weight: b.Weight(), Role: role, Usable: b.InRotation(), Health: health, Disabled: st.Disabled,
 		ActiveConnections: b.Active(),
 		Breaker: BreakerJSON{State: state, Generation: st.Generation,
-			CooldownLeftSeconds: st.CooldownLeft.Seconds()},
+			CooldownLeftSeconds: st.CooldownLeft.Seconds(), LocalOnly: st.LocalOnly},
 		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
 		BytesToBackend: b.Meter.ToBackend.Load(), BytesToClient: b.Meter.ToClient.Load(),
 		ProbeFailures: b.ProbeFailures(),

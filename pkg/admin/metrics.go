@@ -50,6 +50,7 @@ var (
 	descBackendUp     = desc("l4lb_backend_up", "1 when the backend takes new connections: enabled, not drained, health-up and breaker closed.", backendLabels...)
 	descBreakerOpen   = desc("l4lb_breaker_open", "1 while the backend's breaker is open.", backendLabels...)
 	descBreakerGen    = desc("l4lb_breaker_generation", "Current breaker generation of the backend.", backendLabels...)
+	descBreakerLocal  = desc("l4lb_breaker_local_only", "1 while the backend's breaker is open on this instance alone: it tripped below the fleet's trip_quorum, and the other instances still dial it.", backendLabels...)
 	descHealthUp      = desc("l4lb_health_up", "1 while the backend's active health checks pass.", backendLabels...)
 	descDisabled      = desc("l4lb_backend_disabled", "1 while the backend is manually disabled.", backendLabels...)
 	descDials         = desc("l4lb_backend_dials_total", "Dials to the backend by kind (client, probe, force, health) and result (success, failure).", "pool", "backend", "kind", "result")
@@ -83,7 +84,7 @@ type collector struct {
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descHealthUp, descDisabled,
+	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descBreakerLocal, descHealthUp, descDisabled,
 		descDials, descTrips, descProbeFailures, descStale, descDropped, descActive, descBytes, descClientConns,
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
@@ -265,7 +266,7 @@ type backendSeries struct {
 	labels     [2]*dto.LabelPair
 	dialLabels [len(pool.DialKinds)][2][4]*dto.LabelPair
 	byteLabels [2][3]*dto.LabelPair
-	gauges     [9]gaugeSeries
+	gauges     [10]gaugeSeries
 	counters   [len(pool.DialKinds)*2 + 6]counterSeries
 	connect    histogramSeries
 }
@@ -293,6 +294,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 	g[5].send(ch, descBackendDraining, b01(b.Draining()), l)
 	g[6].send(ch, descBackendWeight, float64(b.Weight()), l)
 	g[8].send(ch, descBackendBackup, b01(b.Backup()), l)
+	g[9].send(ch, descBreakerLocal, b01(st.LocalOnly), l)
 	for i, k := range dialKindsByName {
 		ok, failed := b.Dials(pool.DialKinds[k])
 		for r, v := range [2]int64{failed, ok} {

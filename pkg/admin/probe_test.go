@@ -32,8 +32,14 @@ func refusedAddr(t *testing.T) string {
 // the first failed dial and stays open long, run until the test ends.
 func runningPool(t *testing.T) (*pool.Pool, *pool.Backend) {
 	t.Helper()
+	return runningPoolOn(t, breaker.NewMemoryStore(nil))
+}
+
+// runningPoolOn is runningPool with its breakers on store.
+func runningPoolOn(t *testing.T, store breaker.Store) (*pool.Pool, *pool.Backend) {
+	t.Helper()
 	testnet.CheckLeaks(t)
-	p := runPool(t, fmt.Sprintf(`
+	p := runPoolOn(t, store, fmt.Sprintf(`
 [[listener]]
 name = "l"
 bind = %q
@@ -56,11 +62,17 @@ max_cooldown = "20m"
 // breakers) until the test ends.
 func runPool(t *testing.T, text string) *pool.Pool {
 	t.Helper()
+	return runPoolOn(t, breaker.NewMemoryStore(nil), text)
+}
+
+// runPoolOn is runPool with its breakers on store.
+func runPoolOn(t *testing.T, store breaker.Store, text string) *pool.Pool {
+	t.Helper()
 	cfg, err := config.Parse("t.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: breaker.NewMemoryStore(nil)})
+	p, err := pool.New(cfg.Pools["p"], pool.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

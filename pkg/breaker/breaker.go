@@ -67,11 +67,15 @@ type Options struct {
 // (Events.Dropped).
 const asyncQueue = 16
 
-// Attempt is what a dial captured before its connect: its kind and the
-// backend's generation at that moment.
+// Attempt is what a dial captured before its connect: its kind, the
+// backend's generation at that moment, and this instance's local
+// generation (quorum.go), which orders the opens and closes this instance
+// made alone below the fleet's trip quorum; it stays 0 where there is no
+// quorum.
 type Attempt struct {
-	Kind       Kind
-	Generation uint64
+	Kind            Kind
+	Generation      uint64
+	LocalGeneration uint64
 }
 
 // snapshot is the hot path's view of the Store, with the local time it was
@@ -111,11 +115,18 @@ type Breaker struct {
 	opsMu   sync.Mutex
 	stopped bool // Run has returned; guarded by opsMu
 
-	mu       sync.Mutex // guards win and recovery
+	// local is the open of this instance alone (below the trip quorum),
+	// nil while there is none; localGen is the local generation, which
+	// every local transition raises. Both change under mu and are read
+	// lock-free (quorum.go).
+	local    atomic.Pointer[localOpen]
+	localGen atomic.Uint64
+
+	mu       sync.Mutex // guards win and recovery, and orders local transitions
 	win      *window
 	recovery struct {
-		gen       uint64
-		successes int
+		gen, localGen uint64
+		successes     int
 	}
 }
 
@@ -184,21 +195,27 @@ func (b *Breaker) Config() Config { return b.cfg }
 // backend: breaker closed and not manually disabled. Lock-free.
 func (b *Breaker) Allow() bool {
 	s := b.snap.Load()
-	return !s.Open && !s.Disabled
+	return !s.Open && !s.Disabled && b.local.Load() == nil
 }
 
 // Begin captures the backend's generation for a dial of kind k. Call it
 // before the connect syscall and hand the Attempt to Done with the result.
 func (b *Breaker) Begin(k Kind) Attempt {
-	return Attempt{Kind: k, Generation: b.snap.Load().Generation}
+	return Attempt{Kind: k, Generation: b.snap.Load().Generation, LocalGeneration: b.localGen.Load()}
 }
 
 // State returns the local snapshot, with CooldownLeft aged by the local
-// time elapsed since it was read.
+// time elapsed since it was read; while the breaker is open on this
+// instance alone (LocalOnly), with that open's cooldown.
 func (b *Breaker) State() State {
 	s := b.snap.Load()
 	st := s.State
-	st.CooldownLeft = max(0, st.CooldownLeft-b.opts.Clock.Now().Sub(s.readAt))
+	now := b.opts.Clock.Now()
+	st.CooldownLeft = max(0, st.CooldownLeft-now.Sub(s.readAt))
+	if lo := b.local.Load(); lo != nil && !st.Open {
+		st.Open, st.LocalOnly = true, true
+		st.Cooldown, st.CooldownLeft = lo.cooldown, max(0, lo.until.Sub(now))
+	}
 	return st
 }
 
@@ -246,6 +263,9 @@ func (b *Breaker) publishRead(st State, n uint64) {
 			return
 		}
 		if b.snap.CompareAndSwap(cur, next) {
+			if st.Open {
+				b.joinFleet(st)
+			}
 			if cur.Generation != st.Generation || cur.Open != st.Open || cur.Disabled != st.Disabled {
 				callState(b.opts.Events.Changed, b.key, st)
 			}

@@ -10,7 +10,8 @@ import (
 // blocks on anything but Store calls at transitions (trip, close, re-open).
 //
 // Outcomes (current generation g; docs/breaker.md, "Outcomes at a glance"):
-//   - a.Generation < g: stale, ignored, counted (Events.Stale).
+//   - a.Generation < g, or a local generation other than the current one
+//     (quorum.go): stale, ignored, counted (Events.Stale).
 //   - closed, g: a client failure goes into the window and may trip; a
 //     success does nothing (it does not clear the window); a force-try (the
 //     backend was only health-down) is counted only, either way.
@@ -20,6 +21,8 @@ import (
 //     only.
 //   - open, g, client: the dial raced the trip (Allow said yes just before
 //     it); it is no post-trip evidence and is ignored.
+//   - open on this instance alone (below the trip quorum): the open rows,
+//     with the local generation (quorum.go).
 //
 // With Options.Async the Store calls are made by Run instead, so Done never
 // waits on anything. Once b is handed over (HandOver), its successor judges.
@@ -58,11 +61,16 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 		}
 		s = b.snap.Load()
 	}
-	if a.Generation < s.Generation {
+	if a.Generation < s.Generation || a.LocalGeneration != b.localGen.Load() {
+		// Begun before a transition of the Store's or of this
+		// instance's own (quorum.go).
 		b.stale(a, r, s.Generation)
 		return
 	}
-	if !s.Open {
+	// Open on this instance alone (quorum.go): the open rows, at the local
+	// generation.
+	local := !s.Open && b.local.Load() != nil
+	if !s.Open && !local {
 		if a.Kind == KindForce {
 			// Rule 6: a force-try is made at a backend the client could
 			// not otherwise reach (here: health-down, breaker closed). Its
@@ -80,6 +88,8 @@ func (b *Breaker) judge(a Attempt, r Result, async bool) {
 		b.debug("client result of an open generation ignored", a, r)
 	case r == Success:
 		b.recover(a, async)
+	case a.Kind == KindProbe && local:
+		b.reopenLocal(a)
 	case a.Kind == KindProbe:
 		b.reopen(a, s.Cooldown)
 	default: // failed force-try: counted by Events.Dial only (rule 6)
@@ -135,12 +145,16 @@ func (b *Breaker) closedResult(a Attempt, r Result, async bool) {
 func (b *Breaker) trip(ctx context.Context, a Attempt) {
 	defer b.tripQueued.CompareAndSwap(a.Generation+1, 0)
 	nr := b.reads.Add(1)
-	st, ok, err := b.store.Trip(ctx, b.key, a.Generation, b.cfg.Cooldown, b.cfg.Cooldown)
+	st, ok, voted, err := b.tripStore(ctx, a.Generation)
 	if err != nil {
 		b.log.Error("breaker trip not recorded", "error", err)
 		return
 	}
 	b.publishRead(st, nr)
+	if voted {
+		b.openLocal(a)
+		return
+	}
 	if !ok {
 		return // another goroutine or instance made the transition first
 	}
@@ -151,8 +165,8 @@ func (b *Breaker) trip(ctx context.Context, a Attempt) {
 // recover is rule 3: a post-trip success of the current Open generation.
 func (b *Breaker) recover(a Attempt, async bool) {
 	b.mu.Lock()
-	if b.recovery.gen != a.Generation {
-		b.recovery.gen, b.recovery.successes = a.Generation, 0
+	if b.recovery.gen != a.Generation || b.recovery.localGen != a.LocalGeneration {
+		b.recovery.gen, b.recovery.localGen, b.recovery.successes = a.Generation, a.LocalGeneration, 0
 	}
 	b.recovery.successes++
 	n := b.recovery.successes
@@ -173,6 +187,10 @@ func (b *Breaker) recover(a Attempt, async bool) {
 
 // close is rule 3's transition: the compare-and-delete in the Store.
 func (b *Breaker) close(ctx context.Context, a Attempt) {
+	if b.local.Load() != nil && !b.snap.Load().Open {
+		b.closeLocal(ctx, a)
+		return
+	}
 	// The decision is made against the Store, never the snapshot: if the
 	// generation moved (another instance re-opened or closed), no close.
 	nr := b.reads.Add(1)

@@ -9,6 +9,9 @@ package breaker
 // to New.
 type Events struct {
 	// Trip: this instance opened the breaker (rule 1). Not an alert.
+	// st.LocalOnly: opened on this instance alone, below the fleet's
+	// trip quorum (quorum.go); Trip, Close and Reopen then report this
+	// instance's own transitions, which leave the Store as it was.
 	Trip func(key string, st State)
 	// Close: this instance closed the breaker (rule 3).
 	Close func(key string, st State)

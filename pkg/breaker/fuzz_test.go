@@ -23,7 +23,15 @@ import "testing"
 //   - a failed probe of the open generation re-opens with the cooldown
 //     doubled, capped by MaxCooldown, its next probe jittered by ±10%;
 //   - a snapshot never goes back to an older generation, nor to a read made
-//     before an admin switch it already showed.
+//     before an admin switch it already showed;
+//   - with a trip quorum (1-3 of the 2-3 instances): the breaker opens in
+//     the Store only when quorum instances' votes of its generation lie
+//     within Window; below it the tripping instance's breaker opens alone
+//     (its Allow false, every other instance's as the Store says), probes
+//     by itself with no lock, is closed only by a success of a dial that
+//     captured its local generation and began after it opened, re-opens
+//     with the doubled cooldown and votes again, and joins the fleet's
+//     open once its snapshot shows one.
 //
 // Seeds are fuzzSeeds below; the corpus the fuzzer kept is in
 // testdata/fuzz/FuzzBreakerModel. Run it with
@@ -54,6 +62,7 @@ func TestFuzzSeedsReachTheirScenario(t *testing.T) {
 // harness decodes (see newFuzzHarness).
 type seedCfg struct {
 	n, failures, successes int
+	quorum                 int // the trip quorum, 1-3 (0: 1)
 	window, ratio, volume  int // fuzzWindows, fuzzRatios, fuzzVolumes
 	cooldown, maxMult      int // fuzzCooldowns, fuzzMaxMult
 	ttl                    int // fuzzLockTTLs
@@ -62,7 +71,7 @@ type seedCfg struct {
 
 func (c seedCfg) header() []byte {
 	h := []byte{
-		byte(max(c.n, 2) - 2),
+		byte(max(c.n, 2) - 2 + (max(c.quorum, 1)-1)<<1),
 		byte(max(c.failures, 1) - 1),
 		byte(c.window | c.ratio<<2 | c.volume<<4),
 		byte(c.cooldown | c.maxMult<<2),
@@ -257,5 +266,57 @@ var fuzzSeeds = []fuzzSeed{
 			sForce(1, Success), sForce(0, Success), sForce(0, Failure), sForce(0, Success),
 		},
 		want: func(s fuzzStats) bool { return s.closeByForce == 1 && s.trips == 1 },
+	},
+	{
+		// Trip quorum 2 of 3: one instance's trip opens its breaker alone
+		// (the others still dial); a second instance's makes the quorum,
+		// and the first joins the fleet's open at its next read.
+		name: "quorum: one trip is local, two are the fleet's",
+		cfg:  seedCfg{n: 3, quorum: 2, failures: 1, window: 2, cooldown: 2},
+		ops: [][2]byte{
+			sFail(0), sOK(1), sOK(2),
+			sFail(1), sRefresh(0), sRefresh(2),
+		},
+		want: func(s fuzzStats) bool { return s.localTrips == 1 && s.trips == 1 && s.joins == 1 },
+	},
+	{
+		// An open alone: a dial begun before it succeeds late and is
+		// stale; its own probe fails (re-open alone, doubled cooldown, a
+		// new vote that makes no quorum), then succeeds and closes it.
+		name: "quorum: an open alone probes and closes by itself",
+		cfg:  seedCfg{n: 3, quorum: 3, failures: 1, window: 3, cooldown: 0, maxMult: 2},
+		ops: [][2]byte{
+			sBegin(KindForce, 0), sFail(0), sDone(0, Success),
+			sLarge(l5s), sWake(0), sReturn(Failure),
+			sLarge(l5s), sWake(0), sReturn(Success),
+		},
+		want: func(s fuzzStats) bool {
+			return s.localTrips == 1 && s.localReopens == 1 && s.localCloses == 1 && s.staleSuccess == 1 && s.trips == 0
+		},
+	},
+	{
+		// Votes age out of the window: two trips further apart than the
+		// window are two opens alone, never the fleet's.
+		name: "quorum: votes age out of the window",
+		cfg:  seedCfg{n: 2, quorum: 2, failures: 1, window: 0, cooldown: 2},
+		ops: [][2]byte{
+			sFail(0), sSmall(s2s), sFail(1),
+		},
+		want: func(s fuzzStats) bool { return s.localTrips == 2 && s.trips == 0 },
+	},
+	{
+		// A failed probe of an open alone votes again: with another
+		// instance's vote in the window, that makes the quorum. The first
+		// vote aged out before the second instance's, so that alone made
+		// none.
+		name: "quorum: a failed local probe's vote makes the quorum",
+		cfg:  seedCfg{n: 2, quorum: 2, failures: 1, window: 1, cooldown: 0},
+		ops: [][2]byte{
+			sFail(0), sLarge(l10s), sFail(1),
+			sWake(0), sReturn(Failure), sRefresh(1),
+		},
+		want: func(s fuzzStats) bool {
+			return s.localTrips == 2 && s.trips == 1 && s.joins == 2 && s.localReopens == 0
+		},
 	},
 }

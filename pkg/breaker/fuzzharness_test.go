@@ -81,6 +81,9 @@ type fuzzAttempt struct {
 type fuzzStats struct {
 	ops, trips, closes, reopens, stale, probes, earlyProbes, lockedOut int
 	closeByForce, closeByProbe, staleSuccess, disabledOpen, slowReads  int
+	// The trip quorum: transitions of an instance's open alone, and
+	// instances whose open alone ended in the fleet's.
+	localTrips, localCloses, localReopens, joins int
 }
 
 type fuzzHarness struct {
@@ -88,20 +91,27 @@ type fuzzHarness struct {
 	data []byte
 	pos  int
 
-	now   time.Time // the Store's clock; instance i reads now + skew[i]
-	cfg   Config
-	ttl   time.Duration
-	store *MemoryStore
-	b     []*Breaker
-	m     *model
+	now    time.Time // the Store's clock; instance i reads now + skew[i]
+	cfg    Config
+	ttl    time.Duration
+	quorum int // the fleet's trip quorum (fuzzStore.Vote)
+	store  *MemoryStore
+	votes  map[int]modelVote // fuzzStore.Vote's, by instance
+	b      []*Breaker
+	m      *model
 
 	out []fuzzAttempt // outstanding attempts, oldest first
 
 	events   []fuzzEvent       // what the hooks saw during this operation
 	seq      uint64            // counter ordering Begins and transitions
 	openedAt map[uint64]uint64 // open generation -> seq when it was opened
-	lastGen  uint64            // the Store's generation as last checked
-	lastDis  bool              // the Store's disable as last checked
+	// localAt[i] maps instance i's local generations of an open alone to
+	// the seq it opened at; localCool[i] is that open's nominal cooldown.
+	localAt   []map[uint64]uint64
+	localCool []time.Duration
+	hadLocal  []bool // instance i had an open alone after the last check
+	lastGen   uint64 // the Store's generation as last checked
+	lastDis   bool   // the Store's disable as last checked
 
 	// The Done being applied: its attempt, its result, the Store before.
 	cause       *fuzzAttempt
@@ -109,7 +119,8 @@ type fuzzHarness struct {
 	before      State
 
 	wk       *wakeRun // the wake-up in progress, while its probe may dial
-	inFlight int      // probe dials in flight, all instances
+	inFlight int      // probe dials of the fleet's open in flight, all instances
+	localFly []bool   // instance i's probe of its open alone is in flight
 	probeCtx context.CancelFunc
 	slow     int       // the next Store Read returns after this many operations
 	deadline time.Time // the in-flight probe's deadline; zero: none
@@ -145,6 +156,8 @@ func newFuzzHarness(t testing.TB, data []byte) *fuzzHarness {
 	h := &fuzzHarness{t: t, data: data, pos: min(len(data), fuzzHeaderLen), openedAt: map[uint64]uint64{}}
 	h.now = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	n := 2 + int(hd[0]%2)
+	h.quorum = 1 + int(hd[0]/2)%3
+	h.votes = map[int]modelVote{}
 	cooldown := fuzzCooldowns[hd[3]%4]
 	h.cfg = Config{
 		Failures:    1 + int(hd[1]%4),
@@ -163,10 +176,14 @@ func newFuzzHarness(t testing.TB, data []byte) *fuzzHarness {
 		skews[i] = fuzzSkews[(hd[7]>>(2*i))%4]
 	}
 	h.store = NewMemoryStore(nowClock{now: func() time.Time { return h.now }})
-	h.m = newModel(h.cfg, h.ttl, func() time.Time { return h.now }, skews, jitters)
+	h.m = newModel(h.cfg, h.ttl, h.quorum, func() time.Time { return h.now }, skews, jitters)
 	for i := range n {
 		skew, jitter := skews[i], jitters[i]
-		b, err := New(testKey, h.cfg, &fuzzStore{MemoryStore: h.store, h: h}, Options{
+		h.localAt = append(h.localAt, map[uint64]uint64{})
+		h.localCool = append(h.localCool, 0)
+		h.hadLocal = append(h.hadLocal, false)
+		h.localFly = append(h.localFly, false)
+		b, err := New(testKey, h.cfg, &fuzzStore{MemoryStore: h.store, h: h, inst: i}, Options{
 			Clock:        nowClock{now: func() time.Time { return h.now.Add(skew) }},
 			Rand:         func() float64 { return jitter },
 			Events:       h.hooks(i),
@@ -179,7 +196,7 @@ func newFuzzHarness(t testing.TB, data []byte) *fuzzHarness {
 		}
 		h.b = append(h.b, b)
 	}
-	h.trace = append(h.trace, fmt.Sprintf("fleet of %d: %+v lockTTL=%v skews=%v jitters=%v", n, h.cfg, h.ttl, skews, jitters))
+	h.trace = append(h.trace, fmt.Sprintf("fleet of %d, trip quorum %d: %+v lockTTL=%v skews=%v jitters=%v", n, h.quorum, h.cfg, h.ttl, skews, jitters))
 	h.check(false)
 	return h
 }
@@ -302,6 +319,9 @@ func (h *fuzzHarness) begin(i int, k Kind) bool {
 	if want := h.m.inst[i].view.Generation; a.Generation != want {
 		h.failf("Begin captured generation %d, the snapshot holds %d", a.Generation, want)
 	}
+	if want := h.m.inst[i].localGen; a.LocalGeneration != want {
+		h.failf("Begin captured local generation %d, the model says %d", a.LocalGeneration, want)
+	}
 	if st := h.storeRead(); a.Generation > st.Generation {
 		h.failf("Begin captured generation %d, ahead of the Store's %d", a.Generation, st.Generation)
 	}
@@ -315,6 +335,9 @@ func (h *fuzzHarness) done(j int, r Result) {
 	h.out = append(h.out[:j], h.out[j+1:]...)
 	h.note("done %s i%d gen %d -> %s", fa.Kind, fa.inst, fa.Generation, r)
 	before := h.storeRead()
+	if r == Success && fa.LocalGeneration < h.b[fa.inst].localGen.Load() && h.b[fa.inst].local.Load() != nil {
+		h.stats.staleSuccess++ // begun before the instance's open alone
+	}
 	h.cause, h.causeResult, h.before = &fa, r, before
 	h.b[fa.inst].Done(fa.Attempt, r)
 	h.cause = nil
@@ -339,7 +362,9 @@ func (h *fuzzHarness) transitions() int {
 	for _, e := range h.events {
 		switch e.name {
 		case "trip", "close", "reopen":
-			n++
+			if !e.local {
+				n++
+			}
 		}
 	}
 	return n
@@ -415,7 +440,7 @@ func (h *fuzzHarness) wake(i, delay int) {
 	if w.plan.dial && !w.dialled {
 		h.failf("the model expected a probe dial at generation %d; none was made", w.plan.gen)
 	}
-	if w.plan.started && !w.plan.locked {
+	if w.plan.started && !w.plan.locked && !w.plan.local {
 		h.stats.lockedOut++
 	}
 	h.m.wakeEnd(i, w.plan, w.result)
@@ -435,11 +460,55 @@ func (h *fuzzHarness) nested(k int) {
 }
 
 // fuzzStore is the Store the Breakers use: the harness's MemoryStore, whose
-// Read can be made slow. A slow Read sees the Store at once and returns
-// after the next few operations of the input have run.
+// Read can be made slow, and a trip quorum (Quorum) on the Store's clock.
+// A slow Read sees the Store at once and returns after the next few
+// operations of the input have run. Each instance has its own, as each
+// l4lb process has its own fleet Store: inst is its vote.
 type fuzzStore struct {
 	*MemoryStore
-	h *fuzzHarness
+	h    *fuzzHarness
+	inst int
+}
+
+var _ Quorum = (*fuzzStore)(nil)
+
+// Trip is never called on a Store that counts votes: a breaker trips
+// through Vote, and only a quorum opens the breaker for the fleet.
+func (s *fuzzStore) Trip(ctx context.Context, key string, seen uint64, cooldown, ttl time.Duration) (State, bool, error) {
+	s.h.failf("Trip called on a Store with a trip quorum: only Vote may open the breaker")
+	return State{}, false, nil
+}
+
+// Vote implements Quorum as pkg/fleet's script does: closed at seen, the
+// instance's vote at the Store's time, votes of this generation within
+// window counted, the breaker opened at the quorum and the votes spent.
+func (s *fuzzStore) Vote(ctx context.Context, key string, seen uint64, cooldown, ttl, window time.Duration) (State, bool, bool, error) {
+	h := s.h
+	st, err := s.MemoryStore.Read(ctx, key)
+	if err != nil || st.Open || st.Generation != seen {
+		return st, false, false, err
+	}
+	if h.quorum > 1 {
+		h.votes[s.inst] = modelVote{at: h.now, gen: st.Generation}
+		live := 0
+		for _, v := range h.votes {
+			if v.gen == st.Generation && h.now.Sub(v.at) < window {
+				live++
+			}
+		}
+		if live < h.quorum {
+			return st, false, true, nil
+		}
+		clear(h.votes)
+	}
+	st, ok, err := s.MemoryStore.Trip(ctx, key, seen, cooldown, ttl)
+	return st, ok, false, err
+}
+
+// Unvote implements Quorum.
+func (s *fuzzStore) Unvote(ctx context.Context, key string) error {
+	delete(s.h.votes, s.inst)
+	return ctx.Err()
 }
 
 func (s *fuzzStore) Read(ctx context.Context, key string) (State, error) {
@@ -473,30 +542,42 @@ func (h *fuzzHarness) fakeProbe(i int) func(ctx context.Context) Result {
 		w := h.wk
 		st := h.storeRead()
 		h.note("probe dial i%d gen %d (cooldown left %v)", i, st.Generation, st.CooldownLeft)
-		switch {
-		case w == nil || !w.plan.dial || w.dialled:
-			h.failf("probe dialled at i%d; the model says no probe is due", i)
-		case h.inFlight != 0:
-			h.failf("two probes in flight")
-		case !st.Open || st.Disabled:
-			h.failf("probe of a closed or disabled backend: %+v", st)
-		case st.CooldownLeft > 0 && !(w.plan.early && st.Generation == w.plan.askedAt):
-			h.failf("probe %v before the cooldown ran out, not asked for", st.CooldownLeft)
-		case st.Generation != w.plan.gen:
-			h.failf("probe captured generation %d, the model says %d", st.Generation, w.plan.gen)
-		case !h.lockHeldBy(i):
-			h.failf("probe dials without holding the Store's probe lock")
+		if w != nil && w.plan.local {
+			h.checkLocalProbe(i, w)
+			st = h.b[i].State()
+		} else {
+			switch {
+			case w == nil || !w.plan.dial || w.dialled:
+				h.failf("probe dialled at i%d; the model says no probe is due", i)
+			case h.inFlight != 0:
+				h.failf("two probes in flight")
+			case !st.Open || st.Disabled:
+				h.failf("probe of a closed or disabled backend: %+v", st)
+			case st.CooldownLeft > 0 && !(w.plan.early && st.Generation == w.plan.askedAt):
+				h.failf("probe %v before the cooldown ran out, not asked for", st.CooldownLeft)
+			case st.Generation != w.plan.gen:
+				h.failf("probe captured generation %d, the model says %d", st.Generation, w.plan.gen)
+			case !h.lockHeldBy(i):
+				h.failf("probe dials without holding the Store's probe lock")
+			}
 		}
 		h.stats.probes++
 		if st.CooldownLeft > 0 {
 			h.stats.earlyProbes++
 		}
 		h.seq++
-		fa := fuzzAttempt{Attempt: Attempt{Kind: KindProbe, Generation: st.Generation}, inst: i, seq: h.seq}
+		fa := fuzzAttempt{Attempt: Attempt{Kind: KindProbe, Generation: w.plan.gen, LocalGeneration: w.plan.lgen}, inst: i, seq: h.seq}
 		w.dialled = true
-		h.inFlight++
+		fly := &h.inFlight
+		var local int
+		if w.plan.local {
+			h.localFly[i] = true
+			fly = &local
+		}
+		*fly++
 		r, shutdown := h.probeOps(h.now.Add(h.ttl))
-		h.inFlight--
+		*fly--
+		h.localFly[i] = false
 		if shutdown {
 			h.probeCtx() // Run's context ends while the probe dials,
 			r = Local    // which b.probe reports as local trouble
@@ -517,9 +598,18 @@ func (h *fuzzHarness) fakeProbe(i int) func(ctx context.Context) Result {
 // opProbeReturn says how it ended. The probe ends as a failure (timed out)
 // when the clock reaches its deadline, which is also when its lock expires
 // (see step), or when the input runs out.
+//
+// Probes of opens alone run beside one another (one per instance): a probe
+// begun inside another's dial ends at the earlier of the two deadlines, as
+// a failure if it comes first, so that the outer one's still times out at
+// its own.
 func (h *fuzzHarness) probeOps(deadline time.Time) (Result, bool) {
 	outer := h.deadline
 	h.deadline, h.timedOut = deadline, false
+	if !outer.IsZero() && outer.Before(deadline) {
+		h.deadline = outer
+	}
+	own := h.deadline.Equal(deadline)
 	defer func() { h.deadline, h.timedOut = outer, false }()
 	for h.stats.ops < fuzzMaxOps && !h.timedOut {
 		op, ok := h.byte()
@@ -543,8 +633,30 @@ func (h *fuzzHarness) probeOps(deadline time.Time) (Result, bool) {
 		return Local, true
 	}
 	h.note("the probe times out at its deadline")
-	h.now = deadline
+	if own {
+		h.now = deadline
+	}
 	return Failure, false
+}
+
+// checkLocalProbe holds the probe of instance i's open alone to the rules:
+// due by the model, the instance's own open (enabled, cooldown out or
+// asked for), at its local generation, one per instance, no lock.
+func (h *fuzzHarness) checkLocalProbe(i int, w *wakeRun) {
+	lo := h.b[i].local.Load()
+	st := h.b[i].State()
+	switch {
+	case !w.plan.dial || w.dialled:
+		h.failf("local probe dialled at i%d; the model says no probe is due", i)
+	case h.localFly[i]:
+		h.failf("two local probes in flight at i%d", i)
+	case lo == nil || !st.LocalOnly || st.Disabled:
+		h.failf("local probe at i%d without an open alone, or disabled: %+v", i, st)
+	case st.CooldownLeft > 0 && !w.plan.early:
+		h.failf("local probe %v before its cooldown ran out, not asked for", st.CooldownLeft)
+	case lo.gen != w.plan.lgen || st.Generation != w.plan.gen:
+		h.failf("local probe captures %d/%d, the model says %d/%d", st.Generation, lo.gen, w.plan.gen, w.plan.lgen)
+	}
 }
 
 // hooks are instance i's Events: each records what it saw and checks the
@@ -555,7 +667,14 @@ func (h *fuzzHarness) hooks(i int) Events {
 	}
 	transition := func(name string) func(string, State) {
 		return func(_ string, st State) {
-			h.events = append(h.events, fuzzEvent{name: name, inst: i, st: st})
+			// A transition that left the Store as it was is one of the
+			// instance's open alone.
+			local := h.cause != nil && h.storeRead() == h.before
+			h.events = append(h.events, fuzzEvent{name: name, inst: i, st: st, local: local})
+			if local {
+				h.checkLocalTransition(name, i, st)
+				return
+			}
 			h.checkTransition(name, i, st)
 		}
 	}
@@ -639,6 +758,73 @@ func (h *fuzzHarness) checkTransition(name string, i int, st State) {
 	}
 }
 
+// checkLocalTransition holds a transition of instance i's open alone to its
+// cause and to the rules, independently of the model: only below a quorum;
+// a close only by a success of a dial that captured the very local
+// generation it closes and began after that open began (no stale close);
+// a re-open only by a failed probe, with the doubled cooldown.
+func (h *fuzzHarness) checkLocalTransition(name string, i int, st State) {
+	c, r, before := h.cause, h.causeResult, h.before
+	if c.inst != i {
+		h.failf("local %s reported by i%d for a result of i%d", name, i, c.inst)
+	}
+	if h.quorum <= 1 {
+		h.failf("local %s with a trip quorum of 1: every trip is the fleet's", name)
+	}
+	// The Store may have moved on where this instance has not looked yet
+	// (a quorum made elsewhere): a local transition is judged by what
+	// the instance sees, and changes nothing in the Store.
+	if snap := h.b[i].snap.Load(); st.Generation != snap.Generation || st.Disabled != snap.Disabled {
+		h.failf("local %s reports %+v, the instance's snapshot holds %+v", name, st, snap.State)
+	}
+	lgen := h.b[i].localGen.Load()
+	if c.LocalGeneration+1 != lgen {
+		h.failf("local %s by a result of local generation %d; it is now %d, not one above", name, c.LocalGeneration, lgen)
+	}
+	h.seq++
+	switch name {
+	case "trip":
+		h.stats.localTrips++
+		switch {
+		case r != Failure || c.Kind == KindForce:
+			h.failf("local trip caused by a %s %s", c.Kind, r)
+		case before.Open || c.Generation != before.Generation:
+			h.failf("local trip from %+v by a result of generation %d", before, c.Generation)
+		case !st.Open || !st.LocalOnly || st.Cooldown != h.cfg.Cooldown || st.CooldownLeft != h.cfg.Cooldown:
+			h.failf("local trip must open alone with exactly cooldown %v: %+v", h.cfg.Cooldown, st)
+		case h.votes[i].gen != before.Generation || !h.votes[i].at.Equal(h.now):
+			h.failf("local trip at i%d without its vote: %+v", i, h.votes)
+		}
+		h.localAt[i][lgen], h.localCool[i] = h.seq, st.Cooldown
+	case "close":
+		h.stats.localCloses++
+		switch {
+		case r != Success || c.Kind == KindClient:
+			h.failf("local close caused by a %s %s", c.Kind, r)
+		case c.seq <= h.localAt[i][c.LocalGeneration]:
+			h.failf("local close by a dial begun (#%d) before its open alone (local generation %d, #%d)", c.seq, c.LocalGeneration, h.localAt[i][c.LocalGeneration])
+		case st.Open:
+			h.failf("local close left the breaker open: %+v", st)
+		case h.votes[i] != (modelVote{}):
+			h.failf("local close kept i%d's vote", i)
+		}
+	case "reopen":
+		h.stats.localReopens++
+		next := min(max(2*h.localCool[i], h.cfg.Cooldown), h.cfg.MaxCooldown)
+		lo := min(time.Duration(float64(next)*0.9), h.cfg.MaxCooldown)
+		hi := min(time.Duration(float64(next)*1.1), h.cfg.MaxCooldown)
+		switch {
+		case r != Failure || c.Kind != KindProbe:
+			h.failf("local re-open caused by a %s %s", c.Kind, r)
+		case !st.LocalOnly || st.Cooldown != next:
+			h.failf("local re-open: cooldown %v -> %v, want %v", h.localCool[i], st.Cooldown, next)
+		case st.CooldownLeft < lo || st.CooldownLeft > hi:
+			h.failf("local re-open: next probe in %v, want within [%v, %v]", st.CooldownLeft, lo, hi)
+		}
+		h.localAt[i][lgen], h.localCool[i] = h.seq, st.Cooldown
+	}
+}
+
 func (h *fuzzHarness) storeRead() State {
 	st, err := h.store.Read(context.Background(), testKey)
 	if err != nil {
@@ -689,9 +875,24 @@ func (h *fuzzHarness) check(toggled bool) {
 		if got, want := b.State(), h.m.state(i); got != want {
 			h.failf("i%d State() %+v, the model says %+v", i, got, want)
 		}
-		if got, want := b.Allow(), !in.view.Open && !in.view.Disabled; got != want {
+		if got, want := b.Allow(), h.m.allows(i); got != want {
 			h.failf("i%d Allow() = %v, want %v", i, got, want)
 		}
+		lo := b.local.Load()
+		switch {
+		case b.localGen.Load() != in.localGen:
+			h.failf("i%d local generation %d, the model says %d", i, b.localGen.Load(), in.localGen)
+		case (lo == nil) != (in.local == nil):
+			h.failf("i%d open alone: %+v, the model says %+v", i, lo, in.local)
+		case lo != nil && (lo.gen != in.local.gen || lo.cooldown != in.local.cooldown || !lo.until.Equal(in.local.until)):
+			h.failf("i%d open alone %+v, the model says %+v", i, *lo, *in.local)
+		case lo != nil && h.quorum <= 1:
+			h.failf("i%d open alone with a trip quorum of 1", i)
+		}
+		if h.hadLocal[i] && lo == nil && s.Open {
+			h.stats.joins++ // its open alone ended in the fleet's
+		}
+		h.hadLocal[i] = lo != nil
 		if b.probeNow.Load() != in.probeNow || b.probing.Load() != in.probing {
 			h.failf("i%d probeNow=%v probing=%v, the model says %v %v", i, b.probeNow.Load(), b.probing.Load(), in.probeNow, in.probing)
 		}

@@ -1,6 +1,7 @@
 package breaker
 
-// Inherit carries prev's failure window and recovery count over to b, the
+// Inherit carries prev's failure window, recovery count and open of this
+// instance alone (below a trip quorum) over to b, the
 // breaker that replaces prev for the same backend at a reload. Without it
 // every reload emptied the window, so a backend failing steadily under
 // frequent reloads (a service-discovery template, say) never gathered
@@ -16,10 +17,17 @@ func (b *Breaker) Inherit(prev *Breaker) {
 	prev.mu.Lock()
 	win := prev.win.clone()
 	rec := prev.recovery
+	lo, lgen := prev.local.Load(), prev.localGen.Load()
 	prev.mu.Unlock()
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.win.carry(win)
 	b.recovery = rec
+	// The open of this instance alone (quorum.go) and the local
+	// generation go on too: dials prev handed out stay judged by them.
+	b.localGen.Store(lgen)
+	if !b.snap.Load().Open {
+		b.local.Store(lo)
+	}
 }

@@ -18,6 +18,9 @@ type model struct {
 	cfg     Config
 	lockTTL time.Duration
 	now     func() time.Time // the Store's clock
+	// quorum is the fleet's trip quorum (quorum.go): how many instances'
+	// trips within Window open the breaker in the Store. 1: every trip.
+	quorum int
 
 	store modelStore
 	inst  []modelInst
@@ -35,6 +38,24 @@ type modelStore struct {
 
 	lockOwner int // index of the instance holding the probe lock; -1: none
 	lockUntil time.Time
+
+	// votes are the instances' trips below the quorum, by instance: the
+	// Store's time of the vote and the generation it was cast at. A vote
+	// counts while it is of the current generation and younger than
+	// Window on the Store's clock.
+	votes map[int]modelVote
+}
+
+type modelVote struct {
+	at  time.Time
+	gen uint64
+}
+
+// modelLocal is an open of one instance alone, below the quorum.
+type modelLocal struct {
+	gen      uint64        // the local generation it opened at
+	cooldown time.Duration // nominal
+	until    time.Time     // local time its probe is due
 }
 
 type modelInst struct {
@@ -51,9 +72,15 @@ type modelInst struct {
 	dials  []modelDial // every recorded dial (only with MinRatio > 0)
 	origin time.Time   // local time the instance was built: bucket 0 starts here
 
-	// Rule 3: successes of one open generation seen here.
-	recGen uint64
-	recN   int
+	// Rule 3: successes of one open generation (and local generation)
+	// seen here.
+	recGen, recLocal uint64
+	recN             int
+
+	// The trip quorum: this instance's open below it, nil while none, and
+	// its local generation, which every local transition raises.
+	local    *modelLocal
+	localGen uint64
 
 	probeNow uint64 // generation+1 ProbeNow asked at and not yet answered (Run's request); 0: none
 	probing  bool   // a probe runs in this instance (Run's flag)
@@ -67,15 +94,16 @@ type modelDial struct {
 // fuzzEvent is one hook call (real) or one hook call the rules require
 // (model).
 type fuzzEvent struct {
-	name string // dial, trip, close, reopen, probe_failure, stale
-	inst int
-	kind Kind   // dial only
-	res  Result // dial only
-	st   State  // trip, close, reopen only
+	name  string // dial, trip, close, reopen, probe_failure, stale
+	inst  int
+	kind  Kind   // dial only
+	res   Result // dial only
+	st    State  // trip, close, reopen only
+	local bool   // trip, close, reopen: of the instance's open alone, the Store untouched
 }
 
-func newModel(cfg Config, lockTTL time.Duration, now func() time.Time, skews []time.Duration, jitters []float64) *model {
-	m := &model{cfg: cfg.withDefaults(), lockTTL: lockTTL, now: now, store: modelStore{lockOwner: -1}}
+func newModel(cfg Config, lockTTL time.Duration, quorum int, now func() time.Time, skews []time.Duration, jitters []float64) *model {
+	m := &model{cfg: cfg.withDefaults(), lockTTL: lockTTL, quorum: quorum, now: now, store: modelStore{lockOwner: -1, votes: map[int]modelVote{}}}
 	for i := range skews {
 		in := modelInst{skew: skews[i], jitter: jitters[i]}
 		in.origin = m.local(&in)
@@ -123,6 +151,9 @@ func (m *model) install(i int, r modelRead) {
 		return
 	}
 	in.view, in.readAt, in.ticket = r.st, m.local(in), r.ticket
+	if r.st.Open {
+		in.local = nil // the fleet's open: this instance's own joins it
+	}
 }
 
 // publish installs a read that returns at once.
@@ -133,7 +164,17 @@ func (m *model) state(i int) State {
 	in := &m.inst[i]
 	st := in.view
 	st.CooldownLeft = max(0, st.CooldownLeft-m.local(in).Sub(in.readAt))
+	if lo := in.local; lo != nil && !st.Open {
+		st.Open, st.LocalOnly = true, true
+		st.Cooldown, st.CooldownLeft = lo.cooldown, max(0, lo.until.Sub(m.local(in)))
+	}
 	return st
+}
+
+// allows is Breaker.Allow.
+func (m *model) allows(i int) bool {
+	in := &m.inst[i]
+	return !in.view.Open && !in.view.Disabled && in.local == nil
 }
 
 func (m *model) emit(e fuzzEvent) { m.events = append(m.events, e) }
@@ -155,8 +196,10 @@ func (m *model) done(i int, a Attempt, r Result) {
 	}
 	g := in.view.Generation
 	switch {
-	case a.Generation < g: // any state, stale: ignored, counted
+	case a.Generation < g || a.LocalGeneration != in.localGen: // any state, stale: ignored, counted
 		m.emit(fuzzEvent{name: "stale", inst: i})
+	case !in.view.Open && in.local != nil:
+		m.localResult(i, a, r)
 	case !in.view.Open && a.Kind == KindForce:
 		// closed, force (health-down only): counted only
 	case !in.view.Open:
@@ -197,15 +240,102 @@ func (m *model) closedResult(i int, a Attempt, r Result) {
 	if r != Failure || !m.windowTrips(in, now) {
 		return
 	}
-	// The trip is a CAS: closed, and still at the captured generation.
-	if s := &m.store; !s.open && s.gen == a.Generation {
-		s.gen++
-		s.open, s.cooldown, s.until = true, m.cfg.Cooldown, m.now().Add(m.cfg.Cooldown)
-		m.publish(i)
+	switch m.storeTrip(i, a.Generation) {
+	case tripped:
+		m.emit(fuzzEvent{name: "trip", inst: i, st: m.storeState()})
+	case voted:
+		m.openLocal(i, a)
+	}
+}
+
+type tripOutcome int
+
+const (
+	refused tripOutcome = iota // open already, or the generation moved
+	tripped                    // opened in the Store
+	voted                      // recorded below the quorum
+)
+
+// storeTrip is the Store's half of a trip by instance i of generation
+// seen: a compare-and-set (closed, still at seen), and with a quorum,
+// i's vote first: the Store opens once quorum instances' votes of this
+// generation lie within Window on its clock, and spends them. Instance i
+// then learns the Store's state. The caller reports the trip.
+func (m *model) storeTrip(i int, seen uint64) tripOutcome {
+	s := &m.store
+	if s.open || s.gen != seen {
+		m.publish(i) // lost the race: learn the Store's state, no transition
+		return refused
+	}
+	if m.quorum > 1 {
+		s.votes[i] = modelVote{at: m.now(), gen: s.gen}
+		live := 0
+		for _, v := range s.votes {
+			if v.gen == s.gen && m.now().Sub(v.at) < m.cfg.Window {
+				live++
+			}
+		}
+		if live < m.quorum {
+			m.publish(i)
+			return voted
+		}
+		clear(s.votes)
+	}
+	s.gen++
+	s.open, s.cooldown, s.until = true, m.cfg.Cooldown, m.now().Add(m.cfg.Cooldown)
+	m.publish(i)
+	return tripped
+}
+
+// openLocal opens instance i's breaker alone: its trip of a was a vote
+// below the quorum.
+func (m *model) openLocal(i int, a Attempt) {
+	in := &m.inst[i]
+	if in.local != nil || a.LocalGeneration != in.localGen || in.view.Open || in.view.Generation != a.Generation {
+		return
+	}
+	in.localGen++
+	in.local = &modelLocal{gen: in.localGen, cooldown: m.cfg.Cooldown, until: m.local(in).Add(m.cfg.Cooldown)}
+	in.fails, in.dials = nil, nil // the window starts empty
+	m.emit(fuzzEvent{name: "trip", inst: i, st: m.state(i), local: true})
+}
+
+// localResult is the open rows of the outcome table for instance i's open
+// alone, at its local generation.
+func (m *model) localResult(i int, a Attempt, r Result) {
+	switch {
+	case a.Kind == KindClient:
+		// raced the local trip: ignored
+	case r == Success:
+		m.recoverySuccess(i, a)
+	case a.Kind == KindProbe:
+		m.failedLocalProbe(i)
+	default:
+		// failed force-try: counted only
+	}
+}
+
+// failedLocalProbe is rule 4 for an open alone: the alert, a new vote at
+// the generation the instance sees (which may make the quorum: then the
+// fleet opens, and this instance joins it), else a re-open alone with the
+// doubled cooldown.
+func (m *model) failedLocalProbe(i int) {
+	in := &m.inst[i]
+	lo := in.local
+	next := min(max(2*lo.cooldown, m.cfg.Cooldown), m.cfg.MaxCooldown)
+	ttl := min(time.Duration(float64(next)*(0.9+0.2*in.jitter)), m.cfg.MaxCooldown)
+	out := m.storeTrip(i, in.view.Generation)
+	m.emit(fuzzEvent{name: "probe_failure", inst: i})
+	if out == tripped {
 		m.emit(fuzzEvent{name: "trip", inst: i, st: m.storeState()})
 		return
 	}
-	m.publish(i) // lost the race: learn the Store's state, no transition
+	if in.local != lo {
+		return // joined the fleet's open
+	}
+	in.localGen++
+	in.local = &modelLocal{gen: in.localGen, cooldown: next, until: m.local(in).Add(ttl)}
+	m.emit(fuzzEvent{name: "reopen", inst: i, st: m.state(i), local: true})
 }
 
 // windowTrips: the Failures-th most recent failure lies within Window, and
@@ -241,11 +371,21 @@ func (m *model) windowTrips(in *modelInst, now time.Time) bool {
 // at Successes the close is a compare-and-delete against the Store.
 func (m *model) recoverySuccess(i int, a Attempt) {
 	in := &m.inst[i]
-	if in.recGen != a.Generation {
-		in.recGen, in.recN = a.Generation, 0
+	if in.recGen != a.Generation || in.recLocal != a.LocalGeneration {
+		in.recGen, in.recLocal, in.recN = a.Generation, a.LocalGeneration, 0
 	}
 	in.recN++
 	if in.recN < m.cfg.Successes {
+		return
+	}
+	if in.local != nil && !in.view.Open {
+		// The close of an open alone: the vote withdrawn, the local
+		// generation raised, the window empty; the Store untouched.
+		delete(m.store.votes, i)
+		in.localGen++
+		in.local = nil
+		in.fails, in.dials = nil, nil
+		m.emit(fuzzEvent{name: "close", inst: i, st: m.state(i), local: true})
 		return
 	}
 	if s := &m.store; s.open && s.gen == a.Generation {
@@ -281,11 +421,13 @@ func (m *model) failedProbe(i int, a Attempt) {
 // probePlan is what one of Run's wake-ups at instance i must do.
 type probePlan struct {
 	started bool   // Run started its probe (probing set)
+	local   bool   // the probe of an open alone: no lock
 	locked  bool   // the probe took the Store's lock
 	dial    bool   // and dials: open, enabled, cooldown out or early
 	early   bool   // the probe was asked for (ProbeNow)
 	askedAt uint64 // the generation it was asked for
 	gen     uint64 // the generation the dial captures
+	lgen    uint64 // and the local generation
 }
 
 // wake is one of Run's wake-ups: refresh, then start the probe if open,
@@ -317,6 +459,18 @@ func (m *model) wake(i int) probePlan {
 // the lock, re-read the Store, and dial only if it is still open, enabled
 // and the cooldown has run out (or the probe was asked for).
 func (m *model) probeStart(i int, p *probePlan) {
+	if in := &m.inst[i]; in.local != nil {
+		// An open alone: re-read the Store (a fleet open ends it), then
+		// dial at the local generation once its cooldown ran out.
+		p.local = true
+		m.publish(i)
+		lo := in.local
+		if lo == nil || in.view.Open || in.view.Disabled || (lo.until.After(m.local(in)) && !p.early) {
+			return
+		}
+		p.dial, p.gen, p.lgen = true, in.view.Generation, lo.gen
+		return
+	}
 	if o := m.store.lockOwner; o >= 0 && m.now().Before(m.store.lockUntil) {
 		return // another instance (or this one) holds the lock
 	}
@@ -327,7 +481,7 @@ func (m *model) probeStart(i int, p *probePlan) {
 	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(p.early && st.Generation == p.askedAt)) {
 		return
 	}
-	p.dial, p.gen = true, st.Generation
+	p.dial, p.gen, p.lgen = true, st.Generation, m.inst[i].localGen
 }
 
 // wakeEnd finishes what wake began: the probe's result (if it dialled),
@@ -337,7 +491,7 @@ func (m *model) wakeEnd(i int, p probePlan, r Result) {
 		return
 	}
 	if p.dial {
-		m.done(i, Attempt{Kind: KindProbe, Generation: p.gen}, r)
+		m.done(i, Attempt{Kind: KindProbe, Generation: p.gen, LocalGeneration: p.lgen}, r)
 	}
 	if p.locked && m.store.lockOwner == i {
 		m.store.lockOwner, m.store.lockUntil = -1, time.Time{}

@@ -106,6 +106,10 @@ func (b *Breaker) ProbeNow() {
 // Store still says open, not disabled, and cooldown run out, unless early
 // and still at the generation the early probe was asked for.
 func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
+	if b.local.Load() != nil {
+		b.probeLocal(ctx, early) // open here alone: no fleet lock
+		return
+	}
 	got, err := b.store.AcquireProbe(ctx, b.key, b.opts.Owner, b.opts.ProbeLockTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -134,7 +138,7 @@ func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
 	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(early && st.Generation == gen)) {
 		return
 	}
-	a := Attempt{Kind: KindProbe, Generation: st.Generation}
+	a := Attempt{Kind: KindProbe, Generation: st.Generation, LocalGeneration: b.localGen.Load()}
 	pctx, cancel := context.WithTimeout(ctx, b.opts.ProbeLockTTL)
 	r := b.opts.Probe(pctx)
 	cancel()

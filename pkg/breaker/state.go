@@ -17,4 +17,11 @@ type State struct {
 	CooldownLeft time.Duration
 	// Disabled is the manual (admin) disable, kept apart from the breaker.
 	Disabled bool
+	// LocalOnly is true while the breaker is open on this instance alone:
+	// it tripped below the fleet's trip quorum (quorum.go), so its own
+	// dials stay off the backend and the other instances' do not. Open is
+	// true with it; Cooldown and CooldownLeft are then this instance's
+	// own, and Generation is still the Store's. Only Breaker.State sets
+	// it: a Store never does.
+	LocalOnly bool
 }

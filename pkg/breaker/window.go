@@ -70,6 +70,12 @@ func (w *window) resetFor(gen uint64) {
 		return
 	}
 	w.gen = gen
+	w.restart()
+}
+
+// restart empties the window: a local transition (quorum.go) starts a
+// fresh one, as a transition of the Store's generation does.
+func (w *window) restart() {
 	w.next, w.filled = 0, 0
 	clear(w.buckets)
 }

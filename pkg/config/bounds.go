@@ -88,6 +88,7 @@ const (
 	MinStoreTimeout = 10 * time.Millisecond // and below sync_interval
 	MaxKeyPrefixLen = 64                    // bytes
 	MaxInstanceLen  = 128                   // bytes
+	MaxTripQuorum   = 1000                  // instances; a fleet past it shards its Redis anyway
 )
 
 // Bounds of the numeric keys. They reject values that are certainly

@@ -34,6 +34,7 @@ type Cluster struct {
 	SyncInterval   time.Duration // default 2s: the snapshot backstop refresh and the store's health ping
 	Timeout        time.Duration // bound of one store operation, default 250ms
 	Instance       string        // "" here; the caller fills hostname-pid
+	TripQuorum     int           // instances whose trips within the window take a backend out for the fleet; default 1
 }
 
 // TLS reports whether the store is reached over TLS: a rediss or valkeys
@@ -63,7 +64,7 @@ func ReadRedisPassword(path string) (string, error) {
 // "memory", in the order they are read. store and instance apply to both.
 var redisOnly = []string{
 	"redis_url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",
-	"sentinel_master", "sentinel_addrs", "key_prefix", "sync_interval", "timeout",
+	"sentinel_master", "sentinel_addrs", "key_prefix", "sync_interval", "timeout", "trip_quorum",
 }
 
 // decodeCluster reads [cluster].
@@ -146,6 +147,10 @@ func decodeCluster(t *table, cl *Cluster) {
 	}
 	if redis && syncOK && timeoutOK && cl.Timeout >= cl.SyncInterval {
 		t.c.add(t.keyOf(t.writtenOr("timeout", "sync_interval")), "timeout %v is not shorter than sync_interval %v: one store operation must end before the next sync is due; lower timeout or raise sync_interval", cl.Timeout, cl.SyncInterval)
+	}
+
+	if !misplaced["trip_quorum"] {
+		t.integer("trip_quorum", &cl.TripQuorum)
 	}
 
 	if t.str("instance", &cl.Instance) && cl.Instance != "" &&

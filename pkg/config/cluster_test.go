@@ -21,7 +21,7 @@ func withRedis(keys string) string {
 }
 
 func TestClusterDefaults(t *testing.T) {
-	want := Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second, Timeout: 250 * time.Millisecond}
+	want := Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second, Timeout: 250 * time.Millisecond, TripQuorum: 1}
 	if got := DefaultCluster(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultCluster() = %+v, want %+v", got, want)
 	}
@@ -47,6 +47,8 @@ func TestClusterAccepts(t *testing.T) {
 		{"instance with the memory store", "instance = \"lb-1.example-42\"\n",
 			func(c Cluster) bool { return c.Store == "memory" && c.Instance == "lb-1.example-42" }},
 		{"empty instance", "instance = \"\"\n", func(c Cluster) bool { return c.Instance == "" }},
+		{"trip quorum", "store = \"redis\"\nredis_url = \"redis://h:1\"\ntrip_quorum = 2\n", func(c Cluster) bool { return c.TripQuorum == 2 }},
+		{"largest trip quorum", "store = \"redis\"\nredis_url = \"redis://h:1\"\ntrip_quorum = 1000\n", func(c Cluster) bool { return c.TripQuorum == MaxTripQuorum }},
 		{"instance of the maximum length", "instance = \"" + long(MaxInstanceLen) + "\"\n",
 			func(c Cluster) bool { return len(c.Instance) == MaxInstanceLen }},
 	}
@@ -122,7 +124,7 @@ func TestClusterRefuses(t *testing.T) {
 		{"misspelt key", withCluster("redis_ulr = \"redis://h:1\" #!\n"), "cluster.redis_ulr", `did you mean "redis_url"?`},
 		{"misspelt key of the redis store", withRedis("sentinel_adrs = [] #!\n"), "cluster.sentinel_adrs", `did you mean "sentinel_addrs"?`},
 		{"unknown key", withCluster("nodes = 3 #!\n"), "cluster.nodes",
-			"allowed in cluster: store, redis_url, password_file, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, sentinel_master, sentinel_addrs, key_prefix, sync_interval, timeout, instance"},
+			"allowed in cluster: store, redis_url, password_file, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, sentinel_master, sentinel_addrs, key_prefix, sync_interval, timeout, trip_quorum, instance"},
 
 		// redis_url
 		{"redis without redis_url", withCluster("store = \"redis\" #!\nkey_prefix = \"x:\"\n"), "cluster.redis_url", `required with store = "redis"`},
@@ -203,12 +205,17 @@ func TestClusterRefuses(t *testing.T) {
 		{"long instance", withCluster("instance = \"" + strings.Repeat("i", MaxInstanceLen+1) + "\" #!\n"), "cluster.instance", "is 129 bytes long"},
 		{"instance beyond ASCII", withCluster("instance = \"lb-é\" #!\n"), "cluster.instance", "printable ASCII"},
 		{"instance not a string", withCluster("instance = 1 #!\n"), "cluster.instance", "must be a string"},
+
+		// trip_quorum
+		{"trip quorum zero", withRedis("trip_quorum = 0 #!\n"), "cluster.trip_quorum", "0 is out of range"},
+		{"trip quorum too large", withRedis("trip_quorum = 1001 #!\n"), "cluster.trip_quorum", "1001 is out of range"},
+		{"trip quorum not an integer", withRedis("trip_quorum = \"2\" #!\n"), "cluster.trip_quorum", "must be an integer"},
 	}
 	// Every key of the redis store, set beside the memory one.
 	redisKeys := map[string]string{
 		"redis_url": `"redis://h:1"`, "password_file": `"/pw"`, "tls_ca_file": `"/ca.pem"`, "tls_cert_file": `"/c.pem"`,
 		"tls_key_file": `"/c.key"`, "tls_server_name": `"h"`, "sentinel_master": `"m"`, "sentinel_addrs": `["h:1"]`,
-		"key_prefix": `"x:"`, "sync_interval": `"1s"`, "timeout": `"1s"`,
+		"key_prefix": `"x:"`, "sync_interval": `"1s"`, "timeout": `"1s"`, "trip_quorum": `2`,
 	}
 	if len(redisKeys) != len(redisOnly) {
 		t.Errorf("the test sets %d redis keys, redisOnly has %d", len(redisKeys), len(redisOnly))

@@ -168,6 +168,7 @@ func DefaultCluster() Cluster {
 		SyncInterval:   def[time.Duration]("cluster.sync_interval"),
 		Timeout:        def[time.Duration]("cluster.timeout"),
 		Instance:       def[string]("cluster.instance"),
+		TripQuorum:     def[int]("cluster.trip_quorum"),
 	}
 }
 

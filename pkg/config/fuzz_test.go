@@ -109,7 +109,7 @@ func FuzzParse(f *testing.F) {
 		}
 		if cl := cfg.Cluster; cl.Store == StoreMemory {
 			if !reflect.DeepEqual(cl, Cluster{Store: StoreMemory, KeyPrefix: DefaultCluster().KeyPrefix, SyncInterval: DefaultCluster().SyncInterval,
-				Timeout: DefaultCluster().Timeout, Instance: cl.Instance}) {
+				Timeout: DefaultCluster().Timeout, Instance: cl.Instance, TripQuorum: DefaultCluster().TripQuorum}) {
 				t.Fatalf("memory store accepted with redis settings: %+v", cl)
 			}
 		} else if cl.Store != StoreRedis || cl.RedisURL == "" || cl.KeyPrefix == "" || strings.ContainsAny(cl.KeyPrefix, "{}") ||

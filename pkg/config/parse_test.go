@@ -20,7 +20,7 @@ func TestParseFillsDefaults(t *testing.T) {
 		Admin:  Admin{Listen: "127.0.0.1:9090", TokenFile: "", MaxConnections: 64},
 		Log:    Log{Level: "info", Format: "text", Access: "off", Process: "stderr", Syslog: "/dev/log", SyslogFormat: "rfc5424", SyslogFacility: "daemon"},
 		Cluster: Cluster{Store: "memory", KeyPrefix: "l4lb:", SyncInterval: 2 * time.Second,
-			Timeout: 250 * time.Millisecond},
+			Timeout: 250 * time.Millisecond, TripQuorum: 1},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
 				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},
@@ -170,6 +170,7 @@ key_prefix = "lb/prod:"
 sync_interval = "5s"
 timeout = "1s"
 instance = "lb-1"
+trip_quorum = 3
 `
 	cfg := mustParse(t, src)
 	spare := DefaultPool("spare")
@@ -202,6 +203,7 @@ instance = "lb-1"
 			SyncInterval:   5 * time.Second,
 			Timeout:        time.Second,
 			Instance:       "lb-1",
+			TripQuorum:     3,
 		},
 		Listeners: []Listener{
 			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 17, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},

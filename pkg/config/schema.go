@@ -220,6 +220,8 @@ var schema = []Section{
 			Meaning: "The bound of one store operation; past it the instance decides locally."},
 		{Name: "instance", Kind: KindString, Default: "", Rule: "printable ASCII, no spaces, at most " + strconv.Itoa(MaxInstanceLen) + " bytes",
 			Meaning: `This instance's name to the store and in logs; "": host name and pid.`},
+		{Name: "trip_quorum", Kind: KindInteger, Default: 1, Min: 1, Max: MaxTripQuorum, Rule: `store = "redis" only`,
+			Meaning: "How many instances must trip a backend within its breaker window to take it out for the fleet; below it, only their own dials stop (docs/fleet.md, a quorum for fleet-wide trips)."},
 	}},
 	{Path: "listener", Array: true, Meaning: "One address l4lb serves; at least one.", Keys: slices.Concat([]Key{
 		{Name: "name", Kind: KindString, Rule: "required; unique; " + nameRule,

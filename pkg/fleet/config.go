@@ -39,8 +39,14 @@ type Config struct {
 	// Timeout bounds one store operation; past it the instance decides
 	// locally until the store answers again.
 	Timeout time.Duration
-	// Instance names this instance to Redis (CLIENT SETNAME) and in logs.
+	// Instance names this instance to Redis (CLIENT SETNAME) and in logs,
+	// and is its vote towards TripQuorum.
 	Instance string
+	// TripQuorum is how many instances must trip a backend within its
+	// failure window to open its breaker for the fleet (scripts.go,
+	// voteScript); below it an instance's breaker opens for itself alone.
+	// 0 or 1: every trip opens it for the fleet.
+	TripQuorum int
 }
 
 // validate refuses a Config without a key prefix, a sync interval or a

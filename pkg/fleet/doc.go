@@ -23,6 +23,13 @@
 //     apart is raised above both sides, so no dial begun before the merge
 //     can close a breaker after it.
 //
+// With a trip quorum (Config.TripQuorum, quorum.go) a trip is the
+// instance's vote: one script adds it to the backend's vote set, timed by
+// the server's clock and pruned to the failure window, and opens the
+// breaker for the fleet once enough instances' votes are in it; below that
+// the breaker opens on the voting instance alone (breaker.Quorum). Apart
+// from Redis no vote is counted and nothing is merged.
+//
 // Beside the breaker state, the Store shares each pool's backends added
 // through the admin API (members.go, membersredis.go): one versioned
 // document per pool, which the caller encodes. Writes need Redis (apart,

@@ -11,12 +11,15 @@ import "strings"
 //	P{K}:cool      "1" with a PX TTL: the cooldown left
 //	P{K}:disabled  "1" while an operator has the backend disabled
 //	P{K}:probe     the probe lock: the owner's token, PX TTL
+//	P{K}:votes     the trip quorum's votes: a sorted set of instance names
+//	               scored by the Redis server's clock (ms), PX TTL of the window
 const (
 	fieldGen      = "gen"
 	fieldOpen     = "open"
 	fieldCool     = "cool"
 	fieldDisabled = "disabled"
 	fieldProbe    = "probe"
+	fieldVotes    = "votes"
 )
 
 // keyspace builds and parses the Redis keys under one prefix.
@@ -30,6 +33,12 @@ func (ks keyspace) key(k, field string) string {
 // scripts expect them (KEYS[1..4]).
 func (ks keyspace) state(k string) []string {
 	return []string{ks.key(k, fieldGen), ks.key(k, fieldOpen), ks.key(k, fieldCool), ks.key(k, fieldDisabled)}
+}
+
+// voting are state's keys and the votes (KEYS[5]): the keys of the scripts
+// that count votes or end them (voteScript, closeScript, mergeScript).
+func (ks keyspace) voting(k string) []string {
+	return append(ks.state(k), ks.key(k, fieldVotes))
 }
 
 // breakerKey is the breaker key a Redis key belongs to, and whether it is

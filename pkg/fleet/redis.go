@@ -146,17 +146,24 @@ func (r *redisStore) readFresh(ctx context.Context, key string) (breaker.State, 
 // decodeState reads a script's {ok, generation, open, cooldown_ms,
 // cooldown_left_ms, disabled}.
 func decodeState(rr rueidis.RedisResult) (breaker.State, bool, error) {
+	st, ok, err := decodeStateCode(rr)
+	return st, ok == 1, err
+}
+
+// decodeStateCode is decodeState with ok as the script answered it (0 or
+// 1, and 2 for voteScript's vote below the quorum).
+func decodeStateCode(rr rueidis.RedisResult) (breaker.State, int64, error) {
 	arr, err := rr.ToArray()
 	if err != nil {
-		return breaker.State{}, false, err
+		return breaker.State{}, 0, err
 	}
 	if len(arr) != 6 {
-		return breaker.State{}, false, fmt.Errorf("%w: state script answered %d values, want 6", errBadReply, len(arr))
+		return breaker.State{}, 0, fmt.Errorf("%w: state script answered %d values, want 6", errBadReply, len(arr))
 	}
 	var n [6]int64
 	for i := range arr {
 		if n[i], err = arr[i].AsInt64(); err != nil {
-			return breaker.State{}, false, fmt.Errorf("%w: state script value %d: %w", errBadReply, i, err)
+			return breaker.State{}, 0, fmt.Errorf("%w: state script value %d: %w", errBadReply, i, err)
 		}
 	}
 	st := breaker.State{Generation: uint64(n[1]), Open: n[2] == 1, Disabled: n[5] == 1}
@@ -164,7 +171,7 @@ func decodeState(rr rueidis.RedisResult) (breaker.State, bool, error) {
 		st.Cooldown = time.Duration(n[3]) * time.Millisecond
 		st.CooldownLeft = time.Duration(n[4]) * time.Millisecond
 	}
-	return st, n[0] == 1, nil
+	return st, n[0], nil
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -179,7 +186,7 @@ func (r *redisStore) Trip(ctx context.Context, key string, seen uint64, cooldown
 // Close implements breaker.Store.
 func (r *redisStore) Close(ctx context.Context, key string, gen uint64) (breaker.State, bool, error) {
 	defer r.wrote(key)
-	return decodeState(closeScript.Exec(ctx, r.client, r.ks.state(key), []string{strconv.FormatUint(gen, 10)}))
+	return decodeState(closeScript.Exec(ctx, r.client, r.ks.voting(key), []string{strconv.FormatUint(gen, 10)}))
 }
 
 // Reopen implements breaker.Store.
@@ -228,7 +235,7 @@ func (r *redisStore) merge(ctx context.Context, key string, local breaker.State,
 		}
 		return "0"
 	}
-	return decodeState(mergeScript.Exec(ctx, r.client, r.ks.state(key), []string{
+	return decodeState(mergeScript.Exec(ctx, r.client, r.ks.voting(key), []string{
 		strconv.FormatUint(local.Generation, 10), flag(local.Open), ms(local.Cooldown), ms(local.CooldownLeft), flag(local.Disabled), flag(apart),
 	}))
 }

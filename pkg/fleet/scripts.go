@@ -46,12 +46,42 @@ setcool(ARGV[3])
 return state(1)
 `)
 
-// closeScript: ARGV gen. Deletes the open entry of exactly that
-// generation and raises the generation.
+// voteScript: KEYS keyspace.voting's (state's and the votes); ARGV seen,
+// cooldown_ms, ttl_ms, quorum, window_ms, instance. The trip of a fleet
+// with a trip quorum: if the breaker is closed at generation seen, the
+// instance's vote is added (or renewed) at the server's time, votes older
+// than the window are dropped, and once quorum instances' votes are left
+// the breaker opens as tripScript opens it, the votes spent. Below the
+// quorum it answers ok 2: voted, nothing opened. Every time is the Redis
+// server's clock, the only one that reads it (rule 7); TIME in a script
+// needs Redis 5 or later (effects replication).
+var voteScript = rueidis.NewLuaScript(stateLua + `
+local g = tonumber(redis.call('GET', KEYS[1]) or '0')
+if redis.call('EXISTS', KEYS[2]) == 1 or g ~= tonumber(ARGV[1]) then return state(0) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - window)
+redis.call('ZADD', KEYS[5], now, ARGV[6])
+if redis.call('ZCARD', KEYS[5]) < tonumber(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[5], window)
+  return state(2)
+end
+redis.call('DEL', KEYS[5])
+g = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[2], g .. ' ' .. ARGV[2])
+setcool(ARGV[3])
+return state(1)
+`)
+
+// closeScript: KEYS keyspace.voting's; ARGV gen. Deletes the open entry
+// of exactly that generation and raises the generation. Votes are of one
+// closed generation: none are left from before (voteScript spends them at
+// the trip), and any that are go with the close.
 var closeScript = rueidis.NewLuaScript(stateLua + `
 if opengen(redis.call('GET', KEYS[2])) ~= tonumber(ARGV[1]) then return state(0) end
 redis.call('INCR', KEYS[1])
-redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5])
 return state(1)
 `)
 
@@ -86,7 +116,8 @@ return ARGV[1]
 // open entry on either side stays or becomes open (Redis's own cooldown is
 // kept when Redis had one); a local disable is added, never an enable.
 // A key not decided on locally (apart 0) is merged only where Redis is
-// behind the local copy: it lost its data.
+// behind the local copy: it lost its data. KEYS are keyspace.voting's: a
+// merge raises the generation, so the votes of the one before go.
 var mergeScript = rueidis.NewLuaScript(stateLua + `
 local rg = tonumber(redis.call('GET', KEYS[1]) or '0')
 local lg = tonumber(ARGV[1])
@@ -95,6 +126,7 @@ if ARGV[6] == '0' and rg >= lg and (ARGV[5] == '0' or redis.call('EXISTS', KEYS[
 end
 local g = math.max(rg, lg) + 1
 redis.call('SET', KEYS[1], g)
+redis.call('DEL', KEYS[5])
 local o = redis.call('GET', KEYS[2])
 if o then
   redis.call('SET', KEYS[2], g .. ' ' .. string.match(o, ' (%d+)$'))

@@ -28,8 +28,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe is called after every Redis operation with its name (read,
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
-	// merge, ping, members_read, members_write), how long it took and its
-	// error.
+	// merge, ping, members_read, members_write, unvote), how long it took
+	// and its error.
 	Observe func(op string, took time.Duration, err error)
 	// Clock times Run: its checks of Redis and its tries to rejoin. Every
 	// other time is real: cooldowns and probe locks are Redis's TTLs, on
@@ -53,6 +53,8 @@ type Store struct {
 	obs func(string, time.Duration, error)
 	// clock times Run (Options.Clock).
 	clock clock.Clock
+	// voter is this instance's name in the trip quorum's votes (quorum.go).
+	voter string
 
 	remote atomic.Pointer[redisStore] // nil until the first connect
 	up     atomic.Bool
@@ -112,6 +114,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 	s := &Store{
 		cfg:      cfg,
 		ks:       keyspace{prefix: cfg.KeyPrefix},
+		voter:    voter(cfg),
 		log:      opts.Logger,
 		obs:      opts.Observe,
 		clock:    clock.Or(opts.Clock),
