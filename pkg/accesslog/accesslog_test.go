@@ -23,9 +23,10 @@ var sample = Record{
 	Reason: "completed", Result: "ok",
 }
 
-// A close record is the line of the format before events (every field,
-// in its order) with event and proto appended: a parser of the older
-// format reads it as before.
+// A TCP close record is the line of the format before events: in JSON
+// every field in its order with event and proto appended, in text the
+// very same line (event is written only when not close, proto only for
+// UDP), so a parser of the older format reads it as before.
 func TestFormats(t *testing.T) {
 	refused := sample
 	refused.Client = netip.MustParseAddrPort("[2001:db8::1]:443")
@@ -42,7 +43,7 @@ func TestFormats(t *testing.T) {
 			`{"time":"2024-05-01T12:00:00.123456Z","listener":"web","pool":"web-pool","client":"[2001:db8::1]:443","backend":"","to_backend":0,"to_client":0,"duration":0.000000,"reason":"connection_cap","result":"rejected"`,
 			`time=2024-05-01T12:00:00.123456Z listener=web pool=web-pool client=[2001:db8::1]:443 backend="" to_backend=0 to_client=0 duration=0.000000 reason=connection_cap result=rejected`},
 	} {
-		checkLine(t, &tc.r, tc.json+`,"event":"close","proto":"tcp"}`, tc.text+` event=close proto=tcp`)
+		checkLine(t, &tc.r, tc.json+`,"event":"close","proto":"tcp"}`, tc.text)
 	}
 }
 
@@ -61,7 +62,8 @@ func checkLine(t *testing.T, r *Record, wantJSON, wantText string) {
 
 // Records of open connections have no reason or result yet (written ""),
 // a UDP session's has its datagrams each way after proto, and the SNI
-// fields stay where they were, before event.
+// fields stay where they were, before event. Text leaves out event=close
+// and proto=tcp, JSON writes both always.
 func TestFormatsOfEvents(t *testing.T) {
 	interim := sample
 	interim.Event, interim.Reason, interim.Result = EventInterim, "", ""
@@ -80,13 +82,13 @@ func TestFormatsOfEvents(t *testing.T) {
 	}{
 		{interim,
 			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"","result":"","event":"interim","proto":"tcp"}`,
-			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason="" result="" event=interim proto=tcp`},
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason="" result="" event=interim`},
 		{connect,
 			head + `"to_backend":0,"to_client":0,"duration":0.003512,"reason":"","result":"","route":"api","server_name":"api.example.com","event":"connect","proto":"tcp"}`,
-			textHead + `to_backend=0 to_client=0 duration=0.003512 reason="" result="" route=api server_name=api.example.com event=connect proto=tcp`},
+			textHead + `to_backend=0 to_client=0 duration=0.003512 reason="" result="" route=api server_name=api.example.com event=connect`},
 		{udp,
 			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"timeout","result":"ok","event":"close","proto":"udp","datagrams_to_backend":2,"datagrams_to_client":3}`,
-			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason=timeout result=ok event=close proto=udp datagrams_to_backend=2 datagrams_to_client=3`},
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason=timeout result=ok proto=udp datagrams_to_backend=2 datagrams_to_client=3`},
 		{udpInterim,
 			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"","result":"","event":"interim","proto":"udp","datagrams_to_backend":2,"datagrams_to_client":3}`,
 			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason="" result="" event=interim proto=udp datagrams_to_backend=2 datagrams_to_client=3`},

@@ -112,10 +112,15 @@ func AppendText(b []byte, r *Record) []byte {
 		b = append(b, " server_name="...)
 		b = appendTextValue(b, r.ServerName)
 	}
-	b = append(b, " event="...)
-	b = append(b, r.Event.String()...)
+	// A TCP connection's close line stays the line it was before events
+	// and UDP records existed, byte for byte (scripts anchor on its
+	// end): event is written when it is not close, proto when it is udp.
+	if r.Event != EventClose {
+		b = append(b, " event="...)
+		b = append(b, r.Event.String()...)
+	}
 	if !r.UDP {
-		return append(b, " proto=tcp\n"...)
+		return append(b, '\n')
 	}
 	b = append(b, " proto=udp datagrams_to_backend="...)
 	b = strconv.AppendInt(b, r.DatagramsToBackend, 10)

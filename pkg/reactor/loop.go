@@ -164,8 +164,9 @@ func (l *Loop) Post(f func()) {
 	l.poll.wake()
 }
 
-// Now is the loop's time when the current turn began (ns since its
-// epoch): what timers of the turn's work are armed from.
+// Now is the loop's time when the current turn began, or, in a timer's
+// callback, when the turn's timers fired (ns since its epoch): what
+// timers of the turn's work are armed from.
 func (l *Loop) Now() int64 { return l.now }
 
 // Clock reads the loop's clock now, in ns since its epoch (monotonic).
@@ -266,7 +267,11 @@ func (l *Loop) run() {
 		l.poll.mayCoalesce = data >= 2 && !l.churn
 		l.churn = false
 		l.runReady()
+		// Timers fire at a fresh reading, and Now follows it, so that what
+		// their callbacks stamp (an ended session's record, a timer armed
+		// again) agrees with the now they were given.
 		l.firedAt = l.Clock()
+		l.now = l.firedAt
 		l.timers.fireDue(l.firedAt)
 		for _, p := range l.parts {
 			p.AfterTurn()
