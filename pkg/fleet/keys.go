@@ -11,12 +11,18 @@ import "strings"
 //	P{K}:cool      "1" with a PX TTL: the cooldown left
 //	P{K}:disabled  "1" while an operator has the backend disabled
 //	P{K}:probe     the probe lock: the owner's token, PX TTL
+//	P{K}:drain     the fleet's drain record, "VERSION FLAG DEADLINE_MS TIMEOUT_MS"
+//	P{K}:weight    the fleet's weight record, "VERSION FLAG WEIGHT CONFIGURED"
+//
+// (drainsredis.go has the records' rules.)
 const (
 	fieldGen      = "gen"
 	fieldOpen     = "open"
 	fieldCool     = "cool"
 	fieldDisabled = "disabled"
 	fieldProbe    = "probe"
+	fieldDrain    = "drain"
+	fieldWeight   = "weight"
 )
 
 // keyspace builds and parses the Redis keys under one prefix.

@@ -82,6 +82,8 @@ type Store struct {
 
 	// members are the pools' API-added backends (members.go).
 	members memberState
+	// shared are the fleet's drains and weights (drains.go).
+	shared sharedState
 
 	resync        atomic.Bool  // Redis lost its data: write every local key back
 	epoch         atomic.Value // string: the fleet marker's value when last seen
