@@ -58,6 +58,9 @@ type Backend struct {
 	cfgWeight int
 	maxConns  int64                 // max_connections; 0: no cap
 	drain     atomic.Pointer[Drain] // an operator's drain; nil: none
+	// rt are the operator's drains and weights by scope (shared.go):
+	// drain and weight are what they add up to.
+	rt scoped
 
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off
