@@ -33,6 +33,9 @@ type Sources struct {
 	// Cluster is the fleet's shared breaker store; nil with the
 	// process's own (no l4lb_cluster_* metrics).
 	Cluster *fleet.Store
+	// FleetRuntime shares drains and weights with the fleet (shared.go);
+	// nil: they are this instance's own.
+	FleetRuntime FleetRuntime
 	// Collectors are other parts' metrics served on /metrics too (DNS
 	// discovery's).
 	Collectors []prometheus.Collector

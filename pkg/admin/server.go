@@ -45,7 +45,7 @@ func handler(src Sources, token string, conns *limitListener, log *slog.Logger) 
 	// The API and the profiles act or reveal, so a browser page must not
 	// reach them; /metrics is read-only and scraped by host name.
 	guarded := http.NewServeMux()
-	(&api{pools: src.pools, config: src.Config, membership: src.Membership, log: log}).routes(guarded)
+	(&api{pools: src.pools, config: src.Config, membership: src.Membership, fleet: src.FleetRuntime, log: log}).routes(guarded)
 	guarded.HandleFunc("/debug/pprof/", pprof.Index)
 	guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)

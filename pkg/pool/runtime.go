@@ -125,12 +125,20 @@ func (p *Pool) undrain(b *Backend) bool {
 	return b.drainsChanged()
 }
 
+// CheckWeight refuses a weight out of range (ErrBadWeight).
+func CheckWeight(w int) error {
+	if w < 0 || w > pick.MaxWeight {
+		return fmt.Errorf("%w: %d is not in 0..%d", ErrBadWeight, w, pick.MaxWeight)
+	}
+	return nil
+}
+
 // SetWeight gives b a new weight for new picks, at once: the picker is
 // rebuilt (hashing pickers move only what the new weight asks for).
 // Connections open stay where they are.
 func (p *Pool) SetWeight(_ context.Context, b *Backend, w int) error {
-	if w < 0 || w > pick.MaxWeight {
-		return fmt.Errorf("%w: %d is not in 0..%d", ErrBadWeight, w, pick.MaxWeight)
+	if err := CheckWeight(w); err != nil {
+		return err
 	}
 	b.rt.mu.Lock()
 	prev := b.rt.localWeight
