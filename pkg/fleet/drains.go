@@ -183,8 +183,9 @@ func (s *Store) sharedOf(field string, rec rawShared, now int64) Shared {
 
 // ShareDrain drains key for the whole fleet: no new connection from now,
 // those still open reset at timeout from now (on Redis's clock). Apart it
-// is kept here and merged back when Redis answers (the answer then has
-// version 0: the record is not the fleet's yet).
+// is kept here and merged back when Redis answers; the answer then has
+// the version of the last record known (the drain is not the fleet's
+// yet: its merge gives it a newer one).
 func (s *Store) ShareDrain(ctx context.Context, key string, timeout time.Duration) (SharedDrain, error) {
 	if timeout < 0 {
 		return SharedDrain{}, fmt.Errorf("drain of %s: timeout %v < 0", key, timeout)
@@ -219,7 +220,7 @@ func (s *Store) keepDrain(key string, timeout time.Duration) (SharedDrain, bool)
 	if s.up.Load() {
 		return SharedDrain{}, false
 	}
-	d := SharedDrain{Drained: true, Timeout: timeout, Deadline: time.Now().Add(timeout)}
+	d := SharedDrain{Version: s.shared.known(key).Drain.Version, Drained: true, Timeout: timeout, Deadline: time.Now().Add(timeout)}
 	s.shared.mu.Lock()
 	if s.shared.pending == nil {
 		s.shared.pending = map[string]SharedDrain{}
