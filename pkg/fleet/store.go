@@ -28,8 +28,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe is called after every Redis operation with its name (read,
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
-	// merge, ping, members_read, members_write), how long it took and its
-	// error.
+	// merge, ping, members_read, members_write, shared_read, shared_write),
+	// how long it took and its error.
 	Observe func(op string, took time.Duration, err error)
 	// Clock times Run: its checks of Redis and its tries to rejoin. Every
 	// other time is real: cooldowns and probe locks are Redis's TTLs, on
