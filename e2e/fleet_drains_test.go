@@ -231,6 +231,38 @@ func TestFleetDrainHoldsOnEveryInstance(t *testing.T) {
 			t.Fatalf("new clients of %s after the restart: %v, some on the drained b2", in.name, got)
 		}
 	}
+
+	// Redis gone: a drain is kept by the instance asked and merged back
+	// when Redis answers (empty, here); an enable and a fleet weight are
+	// refused and made nowhere; scope=local still works.
+	srv.Kill()
+	for _, in := range fleet {
+		in.waitMetric(t, "l4lb_cluster_store_up", "to see Redis gone", func(v float64) bool { return v == 0 })
+	}
+	if code, body := fleetAPI(t, "POST", a.admin, "/api/v1/pools/p/backends/"+b3.Addr+"/drain?timeout=1h", ""); code != http.StatusAccepted || !strings.Contains(body, `"scope":"fleet"`) {
+		t.Fatalf("drain b3 on a with Redis down: %d %s", code, body)
+	}
+	if got := tagsThrough(t, a, 12); got["b3"] != 0 {
+		t.Fatalf("new clients of a after its drain of b3 with Redis down: %v", got)
+	}
+	for _, q := range []string{b2.Addr + "/enable", b1.Addr + "/weight?value=3"} {
+		if code, body := fleetAPI(t, "POST", b.admin, "/api/v1/pools/p/backends/"+q, ""); code != http.StatusServiceUnavailable {
+			t.Fatalf("%s on b with Redis down: %d %s, want 503", q, code, body)
+		}
+	}
+	if s := drainScope(t, b, b2.Addr); s != "fleet" {
+		t.Fatalf("b's refused enable ended b2's drain there (%q)", s)
+	}
+	if code, body := fleetAPI(t, "POST", b.admin, "/api/v1/pools/p/backends/"+b1.Addr+"/weight?value=3&scope=local", ""); code != http.StatusOK {
+		t.Fatalf("local weight on b with Redis down: %d %s", code, body)
+	}
+	srv.Restart()
+	for _, in := range fleet {
+		testnet.Eventually(t, "instance "+in.name+" to hold a's drain of b3, merged back", func() bool { return drainScope(t, in, b3.Addr) == "fleet" })
+		if s := drainScope(t, in, b2.Addr); s != "fleet" {
+			t.Fatalf("instance %s after the outage: b2's drain %q, want the fleet's", in.name, s)
+		}
+	}
 }
 
 // A weight set through one instance changes the share of new clients on

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,4 +120,34 @@ func TestApplyFleetWeight(t *testing.T) {
 	check("a fleet weight set here replaces the local one", 6, pool.ScopeFleet)
 	p.ApplyFleet(b, fleetWeight(8, nil, 0))
 	check("the fleet's reset", 1, "")
+}
+
+// A reload carries the fleet's drain and weight with their versions (an
+// older record read after it changes nothing), and a file whose weight
+// changed since takes back its own.
+func TestReloadCarriesFleetScopes(t *testing.T) {
+	build := reloads(t, breaker.NewMemoryStore(nil))
+	addrs := []string{"127.0.0.1:1001", "127.0.0.1:1002"}
+	const extra = "[pool.p.health]\nenabled = false\n"
+	old := build(poolTOML(t, addrs, extra), nil)
+	ob := old.Backends()[0]
+	old.ApplyFleet(ob, pool.Fleet{Drain: &pool.FleetDrain{Version: 3, Drained: true, Left: time.Hour},
+		Weight: &pool.FleetWeight{Version: 5, Weight: intp(4), Configured: 1}})
+
+	next := build(poolTOML(t, addrs, extra), old)
+	nb := next.Backends()[0]
+	if d, ok := nb.DrainState(); !ok || d.Scope != pool.ScopeFleet || nb.Weight() != 4 || nb.WeightScope() != pool.ScopeFleet {
+		t.Fatalf("after the reload: drain %+v %v, weight %d %q; want the fleet's carried", d, ok, nb.Weight(), nb.WeightScope())
+	}
+	next.ApplyFleet(nb, fleetDrain(2, false, 0))
+	if !nb.Draining() {
+		t.Fatal("an older record ended the carried drain: the version was not carried")
+	}
+
+	// The file now gives b 2: the fleet's weight replaced 1, so the file's applies.
+	text := strings.Replace(poolTOML(t, addrs, extra), `addr = "127.0.0.1:1001"`, "addr = \"127.0.0.1:1001\"\nweight = 2", 1)
+	edited := build(text, next)
+	if eb := edited.Backends()[0]; eb.Weight() != 2 || eb.WeightScope() != "" {
+		t.Fatalf("after the file's edit: weight %d %q, want the file's 2", eb.Weight(), eb.WeightScope())
+	}
 }
