@@ -131,19 +131,30 @@ func (h *heldConn) cut() error {
 	return nil
 }
 
-func TestFleetDrainHoldsOnEveryInstance(t *testing.T) {
+// startThreeOnThree starts a Redis, three backends tagged b1, b2, b3 and
+// three instances NAME-a, -b, -c serving them in pool p (poolKeys added).
+func startThreeOnThree(t *testing.T, name, poolKeys string) (*testnet.Redis, []*fleetInstance, []*testnet.Backend) {
+	t.Helper()
 	testnet.CheckLeaks(t)
 	srv := testnet.StartRedis(t)
-	b1 := testnet.StartBackend(t, "b1", "")
-	b2 := testnet.StartBackend(t, "b2", "")
-	b3 := testnet.StartBackend(t, "b3", "")
-	backends := []string{b1.Addr, b2.Addr, b3.Addr}
+	var bs []*testnet.Backend
+	var addrs []string
+	for _, tag := range []string{"b1", "b2", "b3"} {
+		b := testnet.StartBackend(t, tag, "")
+		bs, addrs = append(bs, b), append(addrs, b.Addr)
+	}
 	dir := t.TempDir()
 	var fleet []*fleetInstance
-	for _, name := range []string{"drain-a", "drain-b", "drain-c"} {
-		fleet = append(fleet, startFleetInstance(t, "", nil, dir, srv.URL(), name, backends, "", ""))
+	for _, in := range []string{"-a", "-b", "-c"} {
+		fleet = append(fleet, startFleetInstance(t, "", nil, dir, srv.URL(), name+in, addrs, poolKeys, ""))
 	}
+	return srv, fleet, bs
+}
+
+func TestFleetDrainHoldsOnEveryInstance(t *testing.T) {
+	srv, fleet, bs := startThreeOnThree(t, "drain", "")
 	a, b, c := fleet[0], fleet[1], fleet[2]
+	b1, b2, b3 := bs[0], bs[1], bs[2]
 	var held []*heldConn
 	for _, in := range fleet {
 		held = append(held, holdTo(t, in, "b1"))
@@ -271,18 +282,9 @@ func TestFleetDrainHoldsOnEveryInstance(t *testing.T) {
 // 40 (20 at 1:1:1); the bounds below leave room for nothing but a
 // broken weight.
 func TestFleetWeightHoldsOnEveryInstance(t *testing.T) {
-	testnet.CheckLeaks(t)
-	srv := testnet.StartRedis(t)
-	b1 := testnet.StartBackend(t, "b1", "")
-	b2 := testnet.StartBackend(t, "b2", "")
-	b3 := testnet.StartBackend(t, "b3", "")
-	backends := []string{b1.Addr, b2.Addr, b3.Addr}
-	dir := t.TempDir()
-	var fleet []*fleetInstance
-	for _, name := range []string{"weight-a", "weight-b", "weight-c"} {
-		fleet = append(fleet, startFleetInstance(t, "", nil, dir, srv.URL(), name, backends, `algorithm = "weighted-round-robin"`, ""))
-	}
+	srv, fleet, bs := startThreeOnThree(t, "weight", `algorithm = "weighted-round-robin"`)
 	a, b, c := fleet[0], fleet[1], fleet[2]
+	b1 := bs[0]
 	const n = 60
 	if got := tagsThrough(t, b, n); got["b1"] > 25 {
 		t.Fatalf("b1's share before any weight: %v", got)

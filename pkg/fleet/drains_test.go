@@ -109,20 +109,28 @@ func TestShared_WeightAndReset(t *testing.T) {
 	}
 }
 
+// apartPair is A, through a proxy now cut (A decides locally), and B,
+// on one Redis.
+func apartPair(t *testing.T, key string) (p *cutProxy, a, b *Store) {
+	t.Helper()
+	h := newFleet(t)
+	p = startProxy(t, h.srv.Addr)
+	a = h.store(func(c *Config) { c.RedisURL, c.Timeout = p.URL(), outageTimeout }, Options{})
+	b = h.store(nil, Options{})
+	p.Cut()
+	testnet.Eventually(t, "A decides locally", func() bool {
+		_, _ = a.Read(context.Background(), key)
+		return !a.Up()
+	})
+	return p, a, b
+}
+
 // Apart: a drain is kept and merged back when Redis answers (drained
 // wins); an undrain and a weight are refused, and change nothing.
 func TestShared_ApartDrainMergedWeightRefused(t *testing.T) {
-	h := newFleet(t)
-	p := startProxy(t, h.srv.Addr)
-	a := h.store(func(c *Config) { c.RedisURL, c.Timeout = p.URL(), outageTimeout }, Options{})
-	b := h.store(nil, Options{})
 	const key = "web/10.0.8.3:80"
+	p, a, b := apartPair(t, key)
 	ctx := context.Background()
-	p.Cut()
-	testnet.Eventually(t, "A decides locally", func() bool {
-		_, _ = a.Read(ctx, key)
-		return !a.Up()
-	})
 	if _, err := a.ShareWeight(ctx, key, 2, 1); !errors.Is(err, ErrStoreDown) {
 		t.Fatalf("weight apart: %v, want ErrStoreDown", err)
 	}
@@ -154,17 +162,9 @@ func TestShared_ApartDrainMergedWeightRefused(t *testing.T) {
 // A drain made on B while A was apart and had drained too keeps B's
 // record (and deadline): drained wins, and Redis's drained record stays.
 func TestShared_MergeKeepsADrainedRecord(t *testing.T) {
-	h := newFleet(t)
-	p := startProxy(t, h.srv.Addr)
-	a := h.store(func(c *Config) { c.RedisURL, c.Timeout = p.URL(), outageTimeout }, Options{})
-	b := h.store(nil, Options{})
 	const key = "web/10.0.8.4:80"
+	p, a, b := apartPair(t, key)
 	ctx := context.Background()
-	p.Cut()
-	testnet.Eventually(t, "A decides locally", func() bool {
-		_, _ = a.Read(ctx, key)
-		return !a.Up()
-	})
 	if _, err := a.ShareDrain(ctx, key, time.Second); err != nil {
 		t.Fatal(err)
 	}
