@@ -92,10 +92,9 @@ func (b *Backend) holdsDrain(d *Drain) bool {
 // drainsChanged publishes b's effective drain; it reports whether b was
 // draining before.
 func (b *Backend) drainsChanged() (was bool) {
-	b.rt.mu.Lock()
-	d := b.rt.effectiveDrain()
+	b.rt.mu.Lock() // published under the lock: two changes publish in order
+	was = b.drain.Swap(b.rt.effectiveDrain()) != nil
 	b.rt.mu.Unlock()
-	was = b.drain.Swap(d) != nil
 	b.loadChanged() // in or out of the picker's structures at once
 	b.rotationChanged()
 	return was
