@@ -101,7 +101,7 @@ func (ss *sharedState) known(key string) Shared {
 }
 
 // toLocal turns a drain record read at Redis time now (ms) into this
-// instance's clock; toRaw is the other way, for a write-back.
+// instance's clock; rawDrain is the other way, for a write-back.
 func toLocal(d rawShared, now int64) SharedDrain {
 	sd := SharedDrain{Version: d.version, Drained: d.set}
 	if d.set {
@@ -121,13 +121,14 @@ func weightOf(w rawShared) SharedWeight {
 
 // ReadShared is key's drain and weight: Redis's, or the copy when newer
 // (Redis lost a record: it is written back) or when the Store is apart.
-// Reads go through the client-side cache; a drained record costs one
-// more round trip, for Redis's clock.
+// Reads go through the client-side cache; a drained record this Store
+// has no copy of costs one more round trip, for Redis's clock.
 func (s *Store) ReadShared(ctx context.Context, key string) (Shared, error) {
 	var drain, weight rawShared
 	var now int64
+	copied := s.shared.known(key).Drain
 	ok, err := s.call(ctx, "shared_read", func(ctx context.Context, r *redisStore) (err error) {
-		drain, weight, now, err = r.readShared(ctx, key)
+		drain, weight, now, err = r.readShared(ctx, key, copied.Version)
 		return err
 	})
 	if !ok {
@@ -136,7 +137,11 @@ func (s *Store) ReadShared(ctx context.Context, key string) (Shared, error) {
 	if err != nil {
 		return Shared{}, fmt.Errorf("drain and weight of %s: %w", key, err)
 	}
-	newest, drainBehind, weightBehind := s.shared.learn(key, Shared{Drain: toLocal(drain, now), Weight: weightOf(weight)})
+	got := Shared{Drain: copied, Weight: weightOf(weight)}
+	if drain.version != copied.Version {
+		got.Drain = toLocal(drain, now)
+	}
+	newest, drainBehind, weightBehind := s.shared.learn(key, got)
 	if drainBehind {
 		s.restore(ctx, key, fieldDrain, rawDrain(newest.Drain))
 	}

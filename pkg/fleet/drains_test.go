@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -234,5 +235,50 @@ func TestShared_UnusableRecord(t *testing.T) {
 	}
 	if !a.Up() {
 		t.Fatal("one unusable key took the instance apart")
+	}
+}
+
+// calls is how many times the server ran cmd (INFO commandstats).
+func calls(t *testing.T, h *fleetHarness, cmd string) int {
+	t.Helper()
+	info, err := h.srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, _ := strconv.Atoi(n)
+			return v
+		}
+	}
+	return 0
+}
+
+// Reading a record that did not change costs Redis (next to) nothing: the
+// GETs are answered by the client-side cache, and a drain's deadline is
+// taken from the copy (no TIME).
+func TestShared_UnchangedReadsCostRedisNothing(t *testing.T) {
+	h := newFleet(t)
+	a, b := h.store(nil, Options{}), h.store(nil, Options{})
+	const key = "web/10.0.8.7:80"
+	ctx := context.Background()
+	d, err := a.ShareDrain(ctx, key, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "B reads the drain", func() bool { return readShared(t, b, key).Drain.Version == d.Version })
+	first := readShared(t, b, key).Drain
+	gets, times := calls(t, h, "get"), calls(t, h, "time")
+	for range 20 {
+		if got := readShared(t, b, key).Drain; got != first {
+			t.Fatalf("read %+v, then %+v: the deadline moved", first, got)
+		}
+	}
+	// A GET or two may still go out: a cached read in flight when the
+	// write's invalidation arrived is not cached. Uncached, 20 reads are
+	// 40 GETs and 20 TIMEs.
+	if g, tm := calls(t, h, "get"), calls(t, h, "time"); g-gets > 2 || tm != times {
+		t.Fatalf("20 reads of an unchanged record made %d GET and %d TIME at the server, want at most 2 and none", g-gets, tm-times)
 	}
 }

@@ -145,9 +145,9 @@ func decimal(n int64) string { return strconv.FormatInt(n, 10) }
 
 // readShared reads a backend's drain and weight records through the
 // client-side cache, so the server tells this instance when another one
-// writes them; now is Redis's clock in ms, read (uncached) only when a
-// drain's deadline needs it.
-func (r *redisStore) readShared(ctx context.Context, key string) (drain, weight rawShared, now int64, err error) {
+// writes them; now is Redis's clock in ms, read (uncached) only when the
+// deadline of a drain at another version than known needs it.
+func (r *redisStore) readShared(ctx context.Context, key string, known uint64) (drain, weight rawShared, now int64, err error) {
 	keys := [2]string{r.ks.key(key, fieldDrain), r.ks.key(key, fieldWeight)}
 	res := r.client.DoMultiCache(ctx,
 		rueidis.CT(r.client.B().Get().Key(keys[0]).Cache(), r.cacheTTL),
@@ -165,7 +165,7 @@ func (r *redisStore) readShared(ctx context.Context, key string) (drain, weight 
 			return rawShared{}, rawShared{}, 0, err
 		}
 	}
-	if recs[0].set {
+	if recs[0].set && recs[0].version != known {
 		if now, err = r.serverTime(ctx); err != nil {
 			return rawShared{}, rawShared{}, 0, err
 		}
