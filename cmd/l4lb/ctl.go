@@ -95,7 +95,7 @@ var ctlVerbs = map[string]ctlVerb{
 			return "GET", "/api/v1/pools/" + url.PathEscape(a[0]), nil
 		}},
 	"disable": {args: []string{"POOL", "ADDR"}, about: "disable the backend by hand: no new clients until enable", request: action("disable")},
-	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain; an open breaker probes at once",
+	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain (in a fleet, the fleet's drain everywhere); an open breaker probes at once",
 		request: action("enable")},
 	"probe": {args: []string{"POOL", "ADDR"}, about: "ask the backend's open breaker for its recovery probe now", request: action("probe")},
 	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout", "local"},

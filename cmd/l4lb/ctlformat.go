@@ -120,10 +120,14 @@ func printPools(w io.Writer, pools ...admin.PoolJSON) {
 // weightCell is the weight in use, and the configured one when an
 // operator's differs.
 func weightCell(b admin.BackendJSON) string {
-	if b.Weight == b.ConfiguredWeight {
+	fleet := ""
+	if b.WeightScope == "fleet" {
+		fleet = "fleet's; "
+	}
+	if b.Weight == b.ConfiguredWeight && fleet == "" {
 		return fmt.Sprint(b.Weight)
 	}
-	return fmt.Sprintf("%d (configured %d)", b.Weight, b.ConfiguredWeight)
+	return fmt.Sprintf("%d (%sconfigured %d)", b.Weight, fleet, b.ConfiguredWeight)
 }
 
 func breakerCell(br admin.BreakerJSON) string {
@@ -148,6 +152,8 @@ func stateCell(b admin.BackendJSON) string {
 	switch {
 	case b.Disabled:
 		return "disabled"
+	case b.Drain != nil && b.Drain.Scope == "fleet":
+		return fmt.Sprintf("draining fleet-wide (%d left, reset in %s)", b.Drain.Remaining, seconds(b.Drain.DeadlineLeftSeconds))
 	case b.Drain != nil:
 		return fmt.Sprintf("draining (%d left, reset in %s)", b.Drain.Remaining, seconds(b.Drain.DeadlineLeftSeconds))
 	case b.Draining:
