@@ -95,15 +95,15 @@ var ctlVerbs = map[string]ctlVerb{
 			return "GET", "/api/v1/pools/" + url.PathEscape(a[0]), nil
 		}},
 	"disable": {args: []string{"POOL", "ADDR"}, about: "disable the backend by hand: no new clients until enable", request: action("disable")},
-	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain (in a fleet, the fleet's drain everywhere); an open breaker probes at once",
+	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain (a fleet's on every instance); an open breaker probes at once",
 		request: action("enable")},
 	"probe": {args: []string{"POOL", "ADDR"}, about: "ask the backend's open breaker for its recovery probe now", request: action("probe")},
 	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout", "local"},
-		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset; in a fleet, on every instance unless -local",
+		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset; on every instance of a fleet unless -local",
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
 			return "POST", backendPath(a[0], a[1]) + "/drain" + scopeQuery(timeoutQuery(f), f), nil
 		}},
-	"weight": {args: []string{"POOL", "ADDR", "N"}, flags: []string{"local"}, about: "the weight new picks use, 0..256; in a fleet, on every instance unless -local",
+	"weight": {args: []string{"POOL", "ADDR", "N"}, flags: []string{"local"}, about: "the weight new picks use, 0..256; on every instance of a fleet unless -local",
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
 			return "POST", backendPath(a[0], a[1]) + "/weight" + scopeQuery("?value="+url.QueryEscape(a[2]), f), nil
 		}},
@@ -138,7 +138,7 @@ func ctlAbout() string {
 	var b strings.Builder
 	b.WriteString("Drive the admin API of a running l4lb. Verbs:\n")
 	for _, name := range ctlVerbOrder {
-		fmt.Fprintf(&b, "  %-36s %s\n", ctlVerbSynopsis(name), ctlVerbs[name].about)
+		fmt.Fprintf(&b, "  %-38s %s\n", ctlVerbSynopsis(name), ctlVerbs[name].about)
 	}
 	b.WriteString("\nThe endpoint is -admin, else [admin] listen of -config FILE; the token is -token,\n" +
 		"else the content of the file's [admin] token_file. Exit status: 0 done, 1 the API\n" +
