@@ -83,8 +83,9 @@ func (b *Backend) InRotation() bool { return b.Usable() && !b.Draining() }
 func (b *Backend) Admits() bool { return b.InRotation() && !b.Full() }
 
 // Drain stops new connections to b at once and cuts those still open
-// after timeout (0: at once), with a reset, through Deps.CutBackend. A
-// drain already running is replaced by this one.
+// after timeout (0: at once), with a reset, through Deps.CutBackend: this
+// instance's own drain (ScopeLocal). One already running is replaced by
+// this one; a fleet's drain, if any, holds on beside it (shared.go).
 func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error {
 	if timeout < 0 {
 		return fmt.Errorf("drain timeout %v < 0", timeout)
