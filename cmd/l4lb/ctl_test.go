@@ -157,7 +157,7 @@ func TestCtlPoolsTable(t *testing.T) {
 				Drain: &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Remaining: 3}},
 			{Addr: "10.0.0.5:80", Source: "file", Weight: 4, ConfiguredWeight: 1, WeightScope: "fleet", Health: "up", Draining: true,
 				Breaker: admin.BreakerJSON{State: "closed"},
-				Drain: &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Scope: "fleet"}},
+				Drain:   &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Scope: "fleet"}},
 		}},
 		{Name: "empty", Backends: []admin.BackendJSON{}},
 	}}
