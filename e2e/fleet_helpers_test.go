@@ -36,13 +36,18 @@ type fleetInstance struct {
 
 // fleetConfigText is an instance's configuration: the Redis store with the
 // fleet tests' timings, one TCP listener "front" in front of pool p.
-// poolKeys are added to [pool.p]; breakerKeys make [pool.p.breaker].
+// poolKeys are added to [pool.p] (algorithm round-robin unless they name
+// one); breakerKeys make [pool.p.breaker].
 func fleetConfigText(redisURL, instance, listen, admin string, backends []string, poolKeys, breakerKeys string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[cluster]\nstore = \"redis\"\nredis_url = %q\ninstance = %q\ntimeout = \"200ms\"\nsync_interval = \"500ms\"\n", redisURL, instance)
 	fmt.Fprintf(&b, "[admin]\nlisten = %q\n[log]\nlevel = \"debug\"\n", admin)
 	fmt.Fprintf(&b, "[[listener]]\nname = \"front\"\nbind = %q\npool = \"p\"\n", listen)
-	fmt.Fprintf(&b, "[pool.p]\nalgorithm = \"round-robin\"\n%s\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\n%s\n", poolKeys, breakerKeys)
+	algorithm := "algorithm = \"round-robin\"\n"
+	if strings.Contains(poolKeys, "algorithm") { // poolKeys chooses its own
+		algorithm = ""
+	}
+	fmt.Fprintf(&b, "[pool.p]\n%s%s\n[pool.p.health]\nenabled = false\n[pool.p.breaker]\n%s\n", algorithm, poolKeys, breakerKeys)
 	for _, a := range backends {
 		fmt.Fprintf(&b, "[[pool.p.backend]]\naddr = %q\n", a)
 	}

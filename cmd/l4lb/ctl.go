@@ -31,6 +31,7 @@ type ctlVerbFlags struct {
 	weight     int
 	weightSet  bool // the API's default applies otherwise
 	id         string
+	local      bool // scope=local: this instance only, not the fleet
 }
 
 // ctlRequest is one verb as a request of the admin API.
@@ -49,7 +50,7 @@ func (r ctlRequest) acts() bool { return r.method != "GET" }
 // ctlVerb is one verb: its arguments, its flags and its request.
 type ctlVerb struct {
 	args    []string // the positional arguments' names
-	flags   []string // of "timeout", "weight", "id"
+	flags   []string // of "timeout", "weight", "id", "local"
 	about   string
 	request func(a []string, f ctlVerbFlags) (method, path string, body []byte)
 }
@@ -69,11 +70,22 @@ func action(name string) func([]string, ctlVerbFlags) (string, string, []byte) {
 
 // timeoutQuery is ?timeout=D when -timeout was given.
 func timeoutQuery(f ctlVerbFlags) string {
-	if !f.timeoutSet {
-		return ""
-	}
-	return "?timeout=" + url.QueryEscape(f.timeout.String())
+	return withQuery("", f.timeoutSet, "timeout", f.timeout.String())
 }
+
+// withQuery adds name=value to the query q ("" or "?..." already) when set.
+func withQuery(q string, set bool, name, value string) string {
+	switch {
+	case !set:
+		return q
+	case q == "":
+		return "?" + name + "=" + url.QueryEscape(value)
+	}
+	return q + "&" + name + "=" + url.QueryEscape(value)
+}
+
+// scopeQuery adds scope=local to q when -local was given.
+func scopeQuery(q string, f ctlVerbFlags) string { return withQuery(q, f.local, "scope", "local") }
 
 var ctlVerbs = map[string]ctlVerb{
 	"pools": {about: "every pool and its backends",
@@ -83,17 +95,17 @@ var ctlVerbs = map[string]ctlVerb{
 			return "GET", "/api/v1/pools/" + url.PathEscape(a[0]), nil
 		}},
 	"disable": {args: []string{"POOL", "ADDR"}, about: "disable the backend by hand: no new clients until enable", request: action("disable")},
-	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain; an open breaker probes at once",
+	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain (a fleet's on every instance); an open breaker probes at once",
 		request: action("enable")},
 	"probe": {args: []string{"POOL", "ADDR"}, about: "ask the backend's open breaker for its recovery probe now", request: action("probe")},
-	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout"},
-		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset",
+	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout", "local"},
+		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset; on every instance of a fleet unless -local",
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
-			return "POST", backendPath(a[0], a[1]) + "/drain" + timeoutQuery(f), nil
+			return "POST", backendPath(a[0], a[1]) + "/drain" + scopeQuery(timeoutQuery(f), f), nil
 		}},
-	"weight": {args: []string{"POOL", "ADDR", "N"}, about: "the weight new picks use, 0..256",
-		request: func(a []string, _ ctlVerbFlags) (string, string, []byte) {
-			return "POST", backendPath(a[0], a[1]) + "/weight?value=" + url.QueryEscape(a[2]), nil
+	"weight": {args: []string{"POOL", "ADDR", "N"}, flags: []string{"local"}, about: "the weight new picks use, 0..256; on every instance of a fleet unless -local",
+		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
+			return "POST", backendPath(a[0], a[1]) + "/weight" + scopeQuery("?value="+url.QueryEscape(a[2]), f), nil
 		}},
 	"add": {args: []string{"POOL", "ADDR"}, flags: []string{"weight", "id"},
 		about: "add a backend at run time; it takes clients once its health checks pass",
@@ -126,7 +138,7 @@ func ctlAbout() string {
 	var b strings.Builder
 	b.WriteString("Drive the admin API of a running l4lb. Verbs:\n")
 	for _, name := range ctlVerbOrder {
-		fmt.Fprintf(&b, "  %-36s %s\n", ctlVerbSynopsis(name), ctlVerbs[name].about)
+		fmt.Fprintf(&b, "  %-38s %s\n", ctlVerbSynopsis(name), ctlVerbs[name].about)
 	}
 	b.WriteString("\nThe endpoint is -admin, else [admin] listen of -config FILE; the token is -token,\n" +
 		"else the content of the file's [admin] token_file. Exit status: 0 done, 1 the API\n" +
@@ -139,7 +151,7 @@ func ctlVerbSynopsis(name string) string {
 	v := ctlVerbs[name]
 	parts := append([]string{name}, v.args...)
 	for _, f := range v.flags {
-		parts = append(parts, map[string]string{"timeout": "[-timeout D]", "weight": "[-weight N]", "id": "[-id ID]"}[f])
+		parts = append(parts, map[string]string{"timeout": "[-timeout D]", "weight": "[-weight N]", "id": "[-id ID]", "local": "[-local]"}[f])
 	}
 	return strings.Join(parts, " ")
 }
@@ -195,6 +207,9 @@ func parseCtl(args []string, stdout, stderr io.Writer) (o ctlOptions, req ctlReq
 			req.flags.weight, req.flags.weightSet = n, true
 			return nil
 		})
+	}
+	if slices.Contains(verb.flags, "local") {
+		vfs.BoolVar(&req.flags.local, "local", false, "this instance only (scope=local): in a fleet, the other instances are left as they are")
 	}
 	if slices.Contains(verb.flags, "id") {
 		vfs.StringVar(&req.flags.id, "id", "", "the backend's hashing identity `ID`; default: its address")

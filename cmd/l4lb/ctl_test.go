@@ -30,6 +30,9 @@ func TestCtlRequests(t *testing.T) {
 		{[]string{"drain", "web", "10.0.0.1:80"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/drain", ""},
 		{[]string{"drain", "-timeout", "1m30s", "web", "10.0.0.1:80"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/drain?timeout=1m30s", ""},
 		{[]string{"drain", "web", "10.0.0.1:80", "-timeout=0s"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/drain?timeout=0s", ""},
+		{[]string{"drain", "-local", "web", "10.0.0.1:80"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/drain?scope=local", ""},
+		{[]string{"drain", "web", "10.0.0.1:80", "-timeout=0s", "-local"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/drain?timeout=0s&scope=local", ""},
+		{[]string{"weight", "web", "10.0.0.1:80", "3", "-local"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/weight?value=3&scope=local", ""},
 		{[]string{"weight", "web", "10.0.0.1:80", "3"}, "POST", "/api/v1/pools/web/backends/10.0.0.1:80/weight?value=3", ""},
 		{[]string{"add", "web", "10.0.0.5:80"}, "POST", "/api/v1/pools/web/backends", `{"addr":"10.0.0.5:80"}`},
 		{[]string{"add", "web", "-weight", "0", "10.0.0.5:80", "-id", "b5"}, "POST", "/api/v1/pools/web/backends", `{"addr":"10.0.0.5:80","weight":0,"id":"b5"}`},
@@ -152,6 +155,9 @@ func TestCtlPoolsTable(t *testing.T) {
 			{Addr: "10.0.0.4:80", Source: "file", Weight: 1, ConfiguredWeight: 1, Health: "up", Draining: true,
 				ActiveConnections: 3, Breaker: admin.BreakerJSON{State: "closed"},
 				Drain: &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Remaining: 3}},
+			{Addr: "10.0.0.5:80", Source: "file", Weight: 4, ConfiguredWeight: 1, WeightScope: "fleet", Health: "up", Draining: true,
+				Breaker: admin.BreakerJSON{State: "closed"},
+				Drain:   &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Scope: "fleet"}},
 		}},
 		{Name: "empty", Backends: []admin.BackendJSON{}},
 	}}
@@ -161,11 +167,12 @@ func TestCtlPoolsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"POOL   BACKEND      SOURCE  WEIGHT            HEALTH  BREAKER               CONNECTIONS  STATE",
-		"web    10.0.0.1:80  file    3                 up      closed                12           in rotation",
-		"web    10.0.0.2:80  dns     0 (configured 1)  up      closed                0            disabled",
-		"web    10.0.0.3:80  api     1                 down    open (probe in 4.2s)  2/100        out of rotation",
-		"web    10.0.0.4:80  file    1                 up      closed                3            draining (3 left, reset in 10s)",
+		"POOL   BACKEND      SOURCE  WEIGHT                     HEALTH  BREAKER               CONNECTIONS  STATE",
+		"web    10.0.0.1:80  file    3                          up      closed                12           in rotation",
+		"web    10.0.0.2:80  dns     0 (configured 1)           up      closed                0            disabled",
+		"web    10.0.0.3:80  api     1                          down    open (probe in 4.2s)  2/100        out of rotation",
+		"web    10.0.0.4:80  file    1                          up      closed                3            draining (3 left, reset in 10s)",
+		"web    10.0.0.5:80  file    4 (fleet's; configured 1)  up      closed                0            draining fleet-wide (0 left, reset in 10s)",
 		"empty  (none)",
 		"web 10.0.0.3:80: last health check: dial tcp 10.0.0.3:80: connect: connection refused",
 	}

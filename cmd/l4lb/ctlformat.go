@@ -63,6 +63,7 @@ func actionDone(req ctlRequest, b admin.BackendJSON) string {
 		if b.Drain == nil {
 			return "draining " + where
 		}
+		where += scopeNote(b.Drain.Scope)
 		switch n, at := b.Drain.Remaining, b.Drain.Deadline.Local().Format(time.TimeOnly); n {
 		case 0:
 			return "draining " + where + ": no new clients; none is open"
@@ -72,7 +73,7 @@ func actionDone(req ctlRequest, b admin.BackendJSON) string {
 			return fmt.Sprintf("draining %s: no new clients; the %d connections open are reset at %s unless they end first", where, n, at)
 		}
 	case "weight":
-		return fmt.Sprintf("weight of %s: %d for new picks", where, b.Weight)
+		return fmt.Sprintf("weight of %s%s: %d for new picks", where, scopeNote(b.WeightScope), b.Weight)
 	}
 	return req.verb + " " + where
 }
@@ -119,10 +120,14 @@ func printPools(w io.Writer, pools ...admin.PoolJSON) {
 // weightCell is the weight in use, and the configured one when an
 // operator's differs.
 func weightCell(b admin.BackendJSON) string {
-	if b.Weight == b.ConfiguredWeight {
+	fleet := ""
+	if b.WeightScope == "fleet" {
+		fleet = "fleet's; "
+	}
+	if b.Weight == b.ConfiguredWeight && fleet == "" {
 		return fmt.Sprint(b.Weight)
 	}
-	return fmt.Sprintf("%d (configured %d)", b.Weight, b.ConfiguredWeight)
+	return fmt.Sprintf("%d (%sconfigured %d)", b.Weight, fleet, b.ConfiguredWeight)
 }
 
 func breakerCell(br admin.BreakerJSON) string {
@@ -147,6 +152,8 @@ func stateCell(b admin.BackendJSON) string {
 	switch {
 	case b.Disabled:
 		return "disabled"
+	case b.Drain != nil && b.Drain.Scope == "fleet":
+		return fmt.Sprintf("draining fleet-wide (%d left, reset in %s)", b.Drain.Remaining, seconds(b.Drain.DeadlineLeftSeconds))
 	case b.Drain != nil:
 		return fmt.Sprintf("draining (%d left, reset in %s)", b.Drain.Remaining, seconds(b.Drain.DeadlineLeftSeconds))
 	case b.Draining:
@@ -182,4 +189,13 @@ func printReload(w io.Writer, r server.ReloadResult) {
 	for _, warning := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
+}
+
+// scopeNote says that a drain or weight is the fleet's (a local one, as
+// without a fleet, needs no word).
+func scopeNote(scope string) string {
+	if scope == "fleet" {
+		return " on every instance of the fleet"
+	}
+	return ""
 }

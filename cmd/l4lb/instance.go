@@ -60,8 +60,10 @@ type instance struct {
 	// once stop began (changes after it are dropped).
 	members   *membership.Set
 	discovery *discoveries
-	// stopFleetMembers stops following the fleet's API additions.
+	// stopFleetMembers stops following the fleet's API additions;
+	// fleetRuntime follows its drains and weights (nil: no fleet).
 	stopFleetMembers func()
+	fleetRuntime     *fleetFollower
 	started          atomic.Bool
 	stopping         atomic.Bool
 	// servedMembers is the members' Version the pools were last built
@@ -163,6 +165,10 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	}
 	cfg = in.cfg
 	byName := server.PoolsByName(in.pools)
+	if in.store.fleet != nil {
+		in.fleetRuntime = newFleetFollower(in.store.fleet, in.livePools, log)
+		in.fleetRuntime.start(in.pools)
+	}
 
 	in.policies = server.Policies(cfg, nil)
 	fronts, err := server.Frontends(cfg, byName, in.policies)
@@ -193,6 +199,9 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 		src.Version = buildVersion()
 		src.Cluster = in.store.fleet
 		src.Membership = apiMembers{in}
+		if in.store.fleet != nil {
+			src.FleetRuntime = fleetRuntime{in.store.fleet}
+		}
 		src.Collectors = append(src.Collectors, in.discovery.metrics)
 		src.Syslog = in.syslogOutputs()
 		in.config.Reload = in.reloadForAPI
@@ -241,6 +250,7 @@ func (in *instance) stop() {
 	if in.stopFleetMembers != nil {
 		in.stopFleetMembers()
 	}
+	in.fleetRuntime.close()
 	in.discovery.close()
 	if in.server != nil {
 		// Releases the addresses of a server that never served (a failed

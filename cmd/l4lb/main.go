@@ -77,8 +77,8 @@ usage:
                              (SIGUSR2 does the same); waits for the outcome
   l4lb ctl [-admin ADDR] [-config FILE] [-token T] [-json] VERB [ARGS]
                              drive the running l4lb's admin API: pools, pool POOL,
-                             disable|enable|probe POOL ADDR, drain POOL ADDR [-timeout D],
-                             weight POOL ADDR N, add POOL ADDR [-weight N] [-id ID],
+                             disable|enable|probe POOL ADDR, drain POOL ADDR [-timeout D] [-local],
+                             weight POOL ADDR N [-local], add POOL ADDR [-weight N] [-id ID],
                              remove POOL ADDR [-timeout D], reload (l4lb ctl -h: each verb);
                              exit 1 when the API refuses
   l4lb version               print the version (also: -version, --version)

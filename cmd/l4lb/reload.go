@@ -199,6 +199,7 @@ func (in *instance) serve(cfg *config.Config) (applied, error) {
 	in.cfg, in.pools, in.budget, in.policies = cfg, pools, budget, pols
 	in.running = server.StillRunning(running, cfg)
 	in.mu.Unlock()
+	in.fleetRuntime.follow(pools) // the fleet's drains and weights of backends new here
 	res.ReloadStats, res.Pools = st, len(pools)
 	return res, nil
 }

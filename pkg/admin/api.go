@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/l4lb/l4lb/pkg/pool"
@@ -64,7 +66,10 @@ type BackendJSON struct {
 	LastCheckError string `json:"last_check_error,omitempty"`
 	// Runtime control: the weight the file gives (weight is the one in
 	// use), the connection cap (0: none) and a drain in progress or done.
+	// WeightScope: where weight comes from when it is not the file's,
+	// "local" (this instance's own) or "fleet" (every instance's).
 	ConfiguredWeight int        `json:"configured_weight"`
+	WeightScope      string     `json:"weight_scope,omitempty"`
 	MaxConnections   int64      `json:"max_connections"`
 	Drain            *DrainJSON `json:"drain,omitempty"`
 	// Counters since start, as /metrics has them (the status page rates
@@ -85,6 +90,9 @@ type DrainJSON struct {
 	Deadline            time.Time `json:"deadline"`
 	DeadlineLeftSeconds float64   `json:"deadline_left_seconds"`
 	Remaining           int64     `json:"remaining"`
+	// Scope: "local", this instance's own drain, or "fleet", one every
+	// instance of the fleet holds.
+	Scope string `json:"scope"`
 }
 
 type BreakerJSON struct {
@@ -114,7 +122,7 @@ func backendView(b *pool.Backend) BackendJSON {
 		ActiveConnections: b.Active(),
 		Breaker: BreakerJSON{State: state, Generation: st.Generation,
 			CooldownLeftSeconds: st.CooldownLeft.Seconds(), LocalOnly: st.LocalOnly},
-		ConfiguredWeight: b.ConfiguredWeight(), MaxConnections: b.MaxConnections(),
+		ConfiguredWeight: b.ConfiguredWeight(), WeightScope: string(b.WeightScope()), MaxConnections: b.MaxConnections(),
 		BytesToBackend: b.Meter.ToBackend.Load(), BytesToClient: b.Meter.ToClient.Load(),
 		ProbeFailures: b.ProbeFailures(),
 	}
@@ -125,7 +133,7 @@ func backendView(b *pool.Backend) BackendJSON {
 	if d, ok := b.DrainState(); ok {
 		v.Draining = true
 		v.Drain = &DrainJSON{Since: d.Since, Deadline: d.Deadline,
-			DeadlineLeftSeconds: max(0, time.Until(d.Deadline).Seconds()), Remaining: b.Active()}
+			DeadlineLeftSeconds: max(0, time.Until(d.Deadline).Seconds()), Remaining: b.Active(), Scope: string(d.Scope)}
 	}
 	return v
 }
@@ -148,7 +156,8 @@ func poolView(p *pool.Pool, listeners []string) PoolJSON {
 type api struct {
 	pools      func() []*pool.Pool
 	config     *ConfigState
-	membership Membership // nil: the membership routes answer 501
+	membership Membership   // nil: the membership routes answer 501
+	fleet      FleetRuntime // nil: drains and weights are this instance's
 	// listeners gives every listener's pool; nil: none known.
 	listeners func() []server.ListenerPool
 	log       *slog.Logger
@@ -221,7 +230,7 @@ var backendActions = map[string]struct {
 	status int
 }{
 	"disable": {(*pool.Pool).Disable, http.StatusOK},
-	"enable":  {(*pool.Pool).Enable, http.StatusOK},
+	"enable":  {nil, http.StatusOK}, // api.enable
 	// The probe runs in the background and its result decides later, so
 	// the request is accepted, not done; the state returned is the
 	// breaker's as the probe starts.
@@ -237,16 +246,16 @@ var backendActions = map[string]struct {
 // query parameter is missing or wrong (400).
 var errBadParam = errors.New("bad parameter")
 
-// actionParams is the one query parameter each of drain and weight takes.
-var actionParams = map[string]string{"drain": "timeout", "weight": "value"}
+// actionParams are the query parameters each of drain and weight takes.
+var actionParams = map[string][]string{"drain": {"timeout", "scope"}, "weight": {"value", "scope"}}
 
 // DefaultDrainTimeout is a drain's when the request names none: drain's
 // and the removal of a backend's (DELETE .../backends/{addr}).
 const DefaultDrainTimeout = 30 * time.Second
 
 // onlyParam returns r's query, refused (errBadParam) unless it has no
-// parameter but want, given at most once and with a value.
-func onlyParam(r *http.Request, action, want string) (url.Values, error) {
+// parameter but those of want, each given at most once and with a value.
+func onlyParam(r *http.Request, action string, want ...string) (url.Values, error) {
 	// Not r.URL.Query: it drops a pair it cannot decode, and the default
 	// would then stand in for what the operator wrote; so would a
 	// misspelled name ("timout=0s").
@@ -256,8 +265,8 @@ func onlyParam(r *http.Request, action, want string) (url.Values, error) {
 	}
 	for name, values := range q {
 		switch {
-		case name != want:
-			return nil, fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, want)
+		case !slices.Contains(want, name):
+			return nil, fmt.Errorf("%w: unknown query parameter %q: %s takes %s only", errBadParam, name, action, strings.Join(want, " and "))
 		// Neither an empty value nor a second one is what the
 		// operator meant: the default would stand in for the first, and
 		// one of two for the other.
@@ -285,9 +294,16 @@ func drainTimeout(q url.Values) (time.Duration, error) {
 }
 
 // withParams binds the query parameters of drain and weight to the pool's
-// call.
-func withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
-	q, err := onlyParam(r, action, actionParams[action])
+// call, or the fleet's (scope, shared.go).
+func (a *api) withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
+	if action == "enable" {
+		return a.enable
+	}
+	q, err := onlyParam(r, action, actionParams[action]...)
+	var scope pool.Scope
+	if err == nil {
+		scope, err = a.scopeOf(q)
+	}
 	if err != nil {
 		return func(*pool.Pool, context.Context, *pool.Backend) error { return err }
 	}
@@ -298,6 +314,9 @@ func withParams(action string, r *http.Request) func(*pool.Pool, context.Context
 			if err != nil {
 				return err
 			}
+			if scope == pool.ScopeFleet {
+				return a.fleet.Drain(ctx, p, b, timeout)
+			}
 			return p.Drain(ctx, b, timeout)
 		}
 	case "weight":
@@ -306,6 +325,12 @@ func withParams(action string, r *http.Request) func(*pool.Pool, context.Context
 			w, err := strconv.Atoi(v)
 			if err != nil {
 				return fmt.Errorf("%w: value=%q is not an integer weight (0..256)", errBadParam, v)
+			}
+			if err := pool.CheckWeight(w); err != nil {
+				return fmt.Errorf("%w: %w", errBadParam, err)
+			}
+			if scope == pool.ScopeFleet {
+				return a.fleet.SetWeight(ctx, p, b, w)
 			}
 			if err := p.SetWeight(ctx, b, w); err != nil {
 				return fmt.Errorf("%w: %w", errBadParam, err)
@@ -347,7 +372,7 @@ func (a *api) backendAction(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	do := act.do
 	if do == nil {
-		do = withParams(action, r)
+		do = a.withParams(action, r)
 	}
 	switch err := do(p, ctx, b); {
 	case err == nil:

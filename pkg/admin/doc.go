@@ -15,6 +15,8 @@
 //	                                                    409 when closed or disabled)
 //	POST /api/v1/pools/{pool}/backends/{addr}/drain     no new connections; reset at ?timeout= (202)
 //	POST /api/v1/pools/{pool}/backends/{addr}/weight    the weight new picks use (?value=N)
+//	                                                    (both: &scope=local|fleet; in a fleet the
+//	                                                    default is every instance, shared.go)
 //	POST /api/v1/pools/{pool}/backends                  add a backend ({"addr":...}; 201, the pool)
 //	DELETE /api/v1/pools/{pool}/backends/{addr}         drain and remove one the API added (202)
 //	POST /api/v1/reload                                 re-read the configuration file

@@ -33,6 +33,9 @@ type Sources struct {
 	// Cluster is the fleet's shared breaker store; nil with the
 	// process's own (no l4lb_cluster_* metrics).
 	Cluster *fleet.Store
+	// FleetRuntime shares drains and weights with the fleet (shared.go);
+	// nil: they are this instance's own.
+	FleetRuntime FleetRuntime
 	// Collectors are other parts' metrics served on /metrics too (DNS
 	// discovery's).
 	Collectors []prometheus.Collector
@@ -50,6 +53,7 @@ var (
 	descBackendUp     = desc("l4lb_backend_up", "1 when the backend takes new connections: enabled, not drained, health-up and breaker closed.", backendLabels...)
 	descBreakerOpen   = desc("l4lb_breaker_open", "1 while the backend's breaker is open.", backendLabels...)
 	descBreakerGen    = desc("l4lb_breaker_generation", "Current breaker generation of the backend.", backendLabels...)
+	descProbeFailed   = desc("l4lb_breaker_probe_failed", "1 while the backend's breaker is open and a recovery probe this instance made since it opened failed: the breaker alert's signal (a trip alone never sets it).", backendLabels...)
 	descBreakerLocal  = desc("l4lb_breaker_local_only", "1 while the backend's breaker is open on this instance alone: it tripped below the fleet's trip_quorum, and the other instances still dial it.", backendLabels...)
 	descHealthUp      = desc("l4lb_health_up", "1 while the backend's active health checks pass.", backendLabels...)
 	descDisabled      = desc("l4lb_backend_disabled", "1 while the backend is manually disabled.", backendLabels...)
@@ -84,7 +88,7 @@ type collector struct {
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descBreakerLocal, descHealthUp, descDisabled,
+	for _, d := range []*prometheus.Desc{descBackendUp, descBreakerOpen, descBreakerGen, descBreakerLocal, descProbeFailed, descHealthUp, descDisabled,
 		descDials, descTrips, descProbeFailures, descStale, descDropped, descActive, descBytes, descClientConns,
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
@@ -266,7 +270,7 @@ type backendSeries struct {
 	labels     [2]*dto.LabelPair
 	dialLabels [len(pool.DialKinds)][2][4]*dto.LabelPair
 	byteLabels [2][3]*dto.LabelPair
-	gauges     [10]gaugeSeries
+	gauges     [11]gaugeSeries
 	counters   [len(pool.DialKinds)*2 + 6]counterSeries
 	connect    histogramSeries
 }
@@ -295,6 +299,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 	g[6].send(ch, descBackendWeight, float64(b.Weight()), l)
 	g[8].send(ch, descBackendBackup, b01(b.Backup()), l)
 	g[9].send(ch, descBreakerLocal, b01(st.LocalOnly), l)
+	g[10].send(ch, descProbeFailed, b01(st.Open && b.ProbeFailedSinceOpen()), l)
 	for i, k := range dialKindsByName {
 		ok, failed := b.Dials(pool.DialKinds[k])
 		for r, v := range [2]int64{failed, ok} {

@@ -29,7 +29,12 @@ func adviseMaglevSize(c *collector, key string, p *Pool) {
 		return
 	}
 	want := maglevSlotsPerBackend * len(p.Backends)
-	if p.MaglevTableSize >= want {
+	if p.MaglevTableSize >= min(want, MaxMaglevTableSize) {
+		return
+	}
+	if want > MaxMaglevTableSize {
+		c.add(key, "%d slots for %d backends is fewer than %d per backend, so their shares of the keys are uneven and a change of backends moves more keys than it must; set it to the largest size allowed, %d, once (a new size remaps every key)",
+			p.MaglevTableSize, len(p.Backends), maglevSlotsPerBackend, MaxMaglevTableSize)
 		return
 	}
 	c.add(key, "%d slots for %d backends is fewer than %d per backend, so their shares of the keys are uneven and a change of backends moves more keys than it must; set it to a prime of at least %d%s, once (a new size remaps every key)",

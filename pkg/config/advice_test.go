@@ -61,3 +61,20 @@ func TestAdviceOnMaglevTableSize(t *testing.T) {
 		})
 	}
 }
+
+// Past 100,000 backends the rule asks for more than the largest table
+// allowed: the advice names that one, and at it there is none.
+func TestAdviceOnMaglevTableSizePastTheLargest(t *testing.T) {
+	p := &Pool{Algorithm: AlgorithmMaglev, MaglevTableSize: 65537, Backends: make([]Backend, 200_000)}
+	c := &collector{}
+	adviseMaglevSize(c, "pool.p.maglev_table_size", p)
+	if len(c.errs) != 1 || !strings.Contains(c.errs[0].Msg, fmt.Sprintf("the largest size allowed, %d", MaxMaglevTableSize)) {
+		t.Fatalf("advice %v, want one naming %d", c.errs, MaxMaglevTableSize)
+	}
+	p.MaglevTableSize = MaxMaglevTableSize
+	c = &collector{}
+	adviseMaglevSize(c, "pool.p.maglev_table_size", p)
+	if len(c.errs) != 0 {
+		t.Fatalf("advice %v at the largest size, want none", c.errs)
+	}
+}

@@ -37,6 +37,12 @@
 // changes reach the other instances by invalidation, never by a poll; and
 // a copy newer than Redis's (Redis lost its data) is written back.
 //
+// The operators' drains and runtime weights are shared too (drains.go,
+// drainsredis.go): one versioned record of each per backend, beside its
+// breaker keys, so their invalidations reach the key's watchers. A drain
+// made while apart is kept and merged back (drained wins); an undrain or
+// a weight needs Redis; a copy newer than Redis's is written back.
+//
 // Nothing here runs on the data path: the event loops read breaker
 // snapshots, and with breaker.Options.Async their transitions reach the
 // Store from the breakers' own goroutines.

@@ -13,6 +13,10 @@ import "strings"
 //	P{K}:probe     the probe lock: the owner's token, PX TTL
 //	P{K}:votes     the trip quorum's votes: a sorted set of instance names
 //	               scored by the Redis server's clock (ms), PX TTL of the window
+//	P{K}:drain     the fleet's drain record, "VERSION FLAG DEADLINE_MS TIMEOUT_MS"
+//	P{K}:weight    the fleet's weight record, "VERSION FLAG WEIGHT CONFIGURED"
+//
+// (drainsredis.go has the records' rules.)
 const (
 	fieldGen      = "gen"
 	fieldOpen     = "open"
@@ -20,6 +24,8 @@ const (
 	fieldDisabled = "disabled"
 	fieldProbe    = "probe"
 	fieldVotes    = "votes"
+	fieldDrain    = "drain"
+	fieldWeight   = "weight"
 )
 
 // keyspace builds and parses the Redis keys under one prefix.

@@ -172,6 +172,9 @@ func (s *Store) rejoin(ctx context.Context) error {
 		merged, err = s.reconcile(ctx, r, lost)
 	}
 	if err == nil {
+		err = s.mergeDrains(ctx, r) // drains.go
+	}
+	if err == nil {
 		s.resync.Store(false)
 		s.up.Store(true)
 		s.synced()

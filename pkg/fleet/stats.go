@@ -6,7 +6,7 @@ import (
 )
 
 // Ops are the Redis operations the Store measures, in a fixed order.
-var Ops = []string{"read", "trip", "close", "reopen", "acquire_probe", "release_probe", "disable", "enable", "merge", "ping", "members_read", "members_write", "unvote"}
+var Ops = []string{"read", "trip", "close", "reopen", "acquire_probe", "release_probe", "disable", "enable", "merge", "ping", "members_read", "members_write", "unvote", "shared_read", "shared_write"}
 
 // LatencyBuckets are the upper bounds, in seconds, of the operation
 // latency histogram: from a cache hit to the timeout's neighbourhood.

@@ -28,8 +28,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe is called after every Redis operation with its name (read,
 	// trip, close, reopen, acquire_probe, release_probe, disable, enable,
-	// merge, ping, members_read, members_write, unvote), how long it took
-	// and its error.
+	// merge, ping, members_read, members_write, unvote, shared_read,
+	// shared_write), how long it took and its error.
 	Observe func(op string, took time.Duration, err error)
 	// Clock times Run: its checks of Redis and its tries to rejoin. Every
 	// other time is real: cooldowns and probe locks are Redis's TTLs, on
@@ -84,6 +84,8 @@ type Store struct {
 
 	// members are the pools' API-added backends (members.go).
 	members memberState
+	// shared are the fleet's drains and weights (drains.go).
+	shared sharedState
 
 	resync        atomic.Bool  // Redis lost its data: write every local key back
 	epoch         atomic.Value // string: the fleet marker's value when last seen

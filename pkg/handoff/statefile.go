@@ -19,7 +19,8 @@ import (
 
 // The state file ([global] state_file) keeps what an operator changed at
 // run time across restarts: manual disables (with the process's own
-// store; a fleet keeps them in Redis), drains and weights. It is rewritten
+// store; a fleet keeps them in Redis), drains and weights (this
+// instance's own: a fleet's are in Redis too, pool.RuntimeStates). It is rewritten
 // whole, through a temporary file and a rename, after every change, so a
 // crash leaves the old file or the new one, never half of one.
 

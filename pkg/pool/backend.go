@@ -58,6 +58,9 @@ type Backend struct {
 	cfgWeight int
 	maxConns  int64                 // max_connections; 0: no cap
 	drain     atomic.Pointer[Drain] // an operator's drain; nil: none
+	// rt are the operator's drains and weights by scope (shared.go):
+	// drain and weight are what they add up to.
+	rt scoped
 
 	breaker *breaker.Breaker
 	health  *health.Prober // nil when health checks are off
@@ -104,8 +107,12 @@ type counters struct {
 	// Breaker event counters.
 	trips         atomic.Int64
 	probeFailures atomic.Int64
-	stale         atomic.Int64
-	dropped       atomic.Int64
+	// probeFailed: a recovery probe of this instance failed since the
+	// breaker last opened; a close (here or, in a fleet, anywhere) and
+	// the next trip clear it.
+	probeFailed atomic.Bool
+	stale       atomic.Int64
+	dropped     atomic.Int64
 	// connect times of successful client dials (connecttime.go).
 	connect connectTimes
 	// forcing: a TCP client's force-try of this backend is in flight
@@ -159,6 +166,12 @@ func (b *Backend) Dials(k DialKind) (success, failure int64) {
 func (b *Backend) Trips() int64         { return b.trips.Load() }
 func (b *Backend) ProbeFailures() int64 { return b.probeFailures.Load() }
 func (b *Backend) StaleResults() int64  { return b.stale.Load() }
+
+// ProbeFailedSinceOpen reports whether a recovery probe this instance made
+// failed since the breaker last opened (l4lb_breaker_probe_failed, read
+// with the state's Open): unlike ProbeFailures' increase, a new trip
+// after a recovery does not inherit the last outage's failures.
+func (b *Backend) ProbeFailedSinceOpen() bool { return b.probeFailed.Load() }
 
 // DroppedResults counts breaker transitions that dial results asked for
 // and that were never made (breaker.Events.Dropped): in a fleet, the

@@ -9,10 +9,16 @@ import (
 // back into the breaker). The breaker logs the transitions itself, with the
 // pool's and backend's attributes, so nothing is logged twice.
 func (p *Pool) breakerEvents(b *Backend) breaker.Events {
-	changed := func(_ string, st breaker.State) { b.setUsable(b.usableFrom(st), p.clock.Now) }
+	changed := func(_ string, st breaker.State) {
+		if !st.Open {
+			b.probeFailed.Store(false) // closed, here or elsewhere in a fleet
+		}
+		b.setUsable(b.usableFrom(st), p.clock.Now)
+	}
 	return breaker.Events{
 		Trip: func(key string, st breaker.State) {
 			b.trips.Add(1)
+			b.probeFailed.Store(false) // a new outage: no probe of it yet
 			changed(key, st)
 		},
 		Close: func(key string, st breaker.State) {
@@ -32,6 +38,7 @@ func (p *Pool) breakerEvents(b *Backend) breaker.Events {
 		},
 		ProbeFailure: func(string) {
 			b.probeFailures.Add(1)
+			b.probeFailed.Store(true)
 		},
 		Stale: func(string) {
 			b.stale.Add(1)

@@ -11,8 +11,10 @@ import (
 
 // Runtime control by an operator (the admin API): drains and weights. Both
 // live in the pool's memory, are carried by a reload to the backend of the
-// same identity, and are written to the state file (when one is set) by
-// the Deps.OnRuntimeChange hook, as manual disables are kept by the Store.
+// same identity, and this instance's own (scope local) are written to the
+// state file (when one is set) by the Deps.OnRuntimeChange hook, as manual
+// disables are kept by the Store. A fleet's (scope fleet) are kept in its
+// store and applied here by ApplyFleet (shared.go).
 
 // Drain is an operator's drain of one backend: no new connections from
 // Since; at Deadline the connections still open are cut with a reset.
@@ -20,6 +22,9 @@ import (
 type Drain struct {
 	Since    time.Time
 	Deadline time.Time
+	// Scope is where the drain holds: ScopeLocal (this instance) or
+	// ScopeFleet (every instance of a fleet, shared.go).
+	Scope Scope
 }
 
 // ErrBadWeight is wrapped by SetWeight's error for a weight out of range.
@@ -78,18 +83,20 @@ func (b *Backend) InRotation() bool { return b.Usable() && !b.Draining() }
 func (b *Backend) Admits() bool { return b.InRotation() && !b.Full() }
 
 // Drain stops new connections to b at once and cuts those still open
-// after timeout (0: at once), with a reset, through Deps.CutBackend. A
-// drain already running is replaced by this one.
+// after timeout (0: at once), with a reset, through Deps.CutBackend: this
+// instance's own drain (ScopeLocal). One already running is replaced by
+// this one; a fleet's drain, if any, holds on beside it (shared.go).
 func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error {
 	if timeout < 0 {
 		return fmt.Errorf("drain timeout %v < 0", timeout)
 	}
 	now := p.clock.Now()
-	d := &Drain{Since: now, Deadline: now.Add(timeout)}
-	b.drain.Store(d)
-	b.loadChanged() // out of the picker's structures at once
-	b.rotationChanged()
-	p.log.Info("backend draining", "backend", b.Addr, "timeout", timeout, "connections", b.Active())
+	d := &Drain{Since: now, Deadline: now.Add(timeout), Scope: ScopeLocal}
+	b.rt.mu.Lock()
+	b.rt.localDrain = d
+	b.rt.mu.Unlock()
+	b.drainsChanged()
+	p.log.Info("backend draining", "backend", b.Addr, "timeout", timeout, "connections", b.Active(), "scope", ScopeLocal)
 	p.scheduleCut(b, d)
 	p.changed()
 	return nil
@@ -99,7 +106,7 @@ func (p *Pool) Drain(_ context.Context, b *Backend, timeout time.Duration) error
 // deadline it cuts only if the drain is still the one it was armed for.
 func (p *Pool) scheduleCut(b *Backend, d *Drain) {
 	p.clock.AfterFunc(max(0, d.Deadline.Sub(p.clock.Now())), func() {
-		if b.current().drain.Load() != d {
+		if !b.current().holdsDrain(d) {
 			return // enabled again, or drained anew
 		}
 		left := b.Active()
@@ -110,37 +117,64 @@ func (p *Pool) scheduleCut(b *Backend, d *Drain) {
 	})
 }
 
-// undrain ends a drain (Enable).
+// undrain ends b's drains on this instance, its own and the fleet's
+// (Enable; the fleet's record is the caller's to end, shared.go).
 func (p *Pool) undrain(b *Backend) bool {
-	was := b.drain.Swap(nil) != nil
-	if was {
-		b.loadChanged()
-		b.rotationChanged()
+	b.rt.mu.Lock()
+	b.rt.localDrain, b.rt.fleetDrain = nil, nil
+	b.rt.mu.Unlock()
+	return b.drainsChanged()
+}
+
+// CheckWeight refuses a weight out of range (ErrBadWeight).
+func CheckWeight(w int) error {
+	if w < 0 || w > pick.MaxWeight {
+		return fmt.Errorf("%w: %d is not in 0..%d", ErrBadWeight, w, pick.MaxWeight)
 	}
-	return was
+	return nil
 }
 
 // SetWeight gives b a new weight for new picks, at once: the picker is
 // rebuilt (hashing pickers move only what the new weight asks for).
 // Connections open stay where they are.
 func (p *Pool) SetWeight(_ context.Context, b *Backend, w int) error {
-	if w < 0 || w > pick.MaxWeight {
-		return fmt.Errorf("%w: %d is not in 0..%d", ErrBadWeight, w, pick.MaxWeight)
+	if err := CheckWeight(w); err != nil {
+		return err
 	}
-	p.wmu.Lock()
-	old := b.weight.Swap(int32(w))
-	err := p.setOf(b).rebuild()
+	b.rt.mu.Lock()
+	prev := b.rt.localWeight
+	b.rt.localWeight = nil
+	if w != b.cfgWeight { // the file's weight ends this instance's own
+		b.rt.localWeight = &w
+	}
+	b.rt.mu.Unlock()
+	old, err := p.weightsChanged(b)
 	if err != nil {
-		b.weight.Store(old)
+		b.rt.mu.Lock()
+		b.rt.localWeight = prev
+		b.rt.mu.Unlock()
+		return err
+	}
+	p.log.Info("backend weight set by operator", "backend", b.Addr, "weight", b.Weight(), "was", old, "scope", ScopeLocal)
+	p.changed()
+	return nil
+}
+
+// weightsChanged makes b's weight in use what its scopes add up to
+// (effectiveWeight), rebuilding the picker when that changed; on an error
+// the weight stays as it was.
+func (p *Pool) weightsChanged(b *Backend) (old int, err error) {
+	p.wmu.Lock()
+	w := b.effectiveWeight()
+	old = int(b.weight.Swap(int32(w)))
+	if old != w {
+		if err = p.setOf(b).rebuild(); err != nil {
+			b.weight.Store(int32(old))
+		}
 	}
 	p.wmu.Unlock()
 	b.rotationChanged() // weight 0 is out of rotation
-	if err != nil {
-		return err
-	}
-	p.log.Info("backend weight set by operator", "backend", b.Addr, "weight", w, "was", old)
-	p.changed()
-	return nil
+	return old, err
 }
 
 func (p *Pool) changed() {
@@ -153,12 +187,16 @@ func (p *Pool) changed() {
 // operator's changes survive a reload. A weight the file changed since
 // the operator set one is the file's (keepOperatorWeight).
 func (p *Pool) carryRuntime(b, prev *Backend) {
-	if d := prev.drain.Load(); d != nil {
-		b.drain.Store(d)
+	prev.rt.mu.Lock()
+	rt := prev.rt.scopes
+	prev.rt.mu.Unlock()
+	b.rt.scopes = rt
+	b.rt.localWeight = nil
+	if rt.localWeight != nil {
+		p.keepOperatorWeight(b, *rt.localWeight, prev.cfgWeight)
 	}
-	if w := prev.Weight(); w != prev.cfgWeight {
-		p.keepOperatorWeight(b, w, prev.cfgWeight)
-	}
+	b.drain.Store(b.rt.effectiveDrain())
+	b.weight.Store(int32(b.effectiveWeight()))
 }
 
 // restoreRuntime applies what the state file (or an upgrade) kept for b
@@ -166,11 +204,13 @@ func (p *Pool) carryRuntime(b, prev *Backend) {
 func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 	if rt.Drained {
 		now := p.clock.Now()
-		b.drain.Store(&Drain{Since: now, Deadline: now})
+		b.rt.localDrain = &Drain{Since: now, Deadline: now, Scope: ScopeLocal}
 	}
 	if rt.Weight != nil && *rt.Weight >= 0 && *rt.Weight <= pick.MaxWeight {
 		p.keepOperatorWeight(b, *rt.Weight, rt.ConfiguredWeight)
 	}
+	b.drain.Store(b.rt.effectiveDrain())
+	b.weight.Store(int32(b.effectiveWeight()))
 }
 
 // keepOperatorWeight gives b the weight w an operator set while the file
@@ -179,7 +219,9 @@ func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 // operator's weight goes without any action of theirs.
 func (p *Pool) keepOperatorWeight(b *Backend, w, fileWeight int) {
 	if fileWeight == b.cfgWeight {
-		b.weight.Store(int32(w))
+		if w != b.cfgWeight {
+			b.rt.localWeight = &w
+		}
 		return
 	}
 	p.log.Warn("the file's new weight replaces the operator's", "backend", b.Addr,
@@ -187,16 +229,20 @@ func (p *Pool) keepOperatorWeight(b *Backend, w, fileWeight int) {
 }
 
 // RuntimeStates reports, by backend identity, what an operator changed at
-// run time (for the state file); backends with nothing changed are left
-// out.
+// run time on this instance alone (for the state file and an upgrade's
+// hand-over: a fleet's drains and weights are in its store); backends with
+// nothing changed are left out.
 func (p *Pool) RuntimeStates() map[string]Runtime {
 	m := map[string]Runtime{}
 	for _, b := range p.backends {
 		var rt Runtime
-		if w := b.Weight(); w != b.cfgWeight {
-			rt.Weight, rt.ConfiguredWeight = &w, b.cfgWeight
+		b.rt.mu.Lock()
+		if w := b.rt.localWeight; w != nil {
+			v := *w
+			rt.Weight, rt.ConfiguredWeight = &v, b.cfgWeight
 		}
-		rt.Drained = b.drain.Load() != nil
+		rt.Drained = b.rt.localDrain != nil
+		b.rt.mu.Unlock()
 		if rt.Weight != nil || rt.Drained {
 			m[b.ID] = rt
 		}

@@ -154,10 +154,11 @@ func (c *conn) record(why CloseReason, relayed bool) {
 	c.fill(&r, c.l.r.Now())
 	r.Reason, r.Result = why.String(), ResultRejected.String()
 	switch {
-	case relayed && why != CloseLocalError:
+	case relayed && (why != CloseLocalError || c.served):
 		// A connection that reached relaying and then met this host's
-		// trouble (its PROXY header not sent) was never served:
-		// rejected, as l4lb_client_connections_total counts it.
+		// trouble before it was served (its PROXY header not sent) is
+		// rejected, as l4lb_client_connections_total counts it; one
+		// served first (counted ok) keeps its backend and bytes.
 		r.Result, r.Backend = ResultOK.String(), c.backend.Addr
 		r.ToBackend, r.ToClient = c.streams[0].Delivered, c.streams[1].Delivered
 	case why == CloseNoBackend:
@@ -191,10 +192,12 @@ func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event, now int64) {
 	q.Push(c.l.r.ID(), &r)
 }
 
-// opened writes, with the access log on, the connect record of a client
-// whose backend connection was just established (access_on_connect), and
-// lists it for interim records (access_interval).
+// opened marks a client served (counted ok), and writes, with the access
+// log on, the connect record of a client whose backend connection was
+// just established (access_on_connect), and lists it for interim records
+// (access_interval).
 func (c *conn) opened() {
+	c.served = true
 	q := c.l.sh.access.Load()
 	if q == nil {
 		return

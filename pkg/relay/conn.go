@@ -85,6 +85,7 @@ type conn struct {
 	streams [2]splice.Stream // 0: client to backend, 1: backend to client
 	ended   [2]bool
 	queued  bool // on the loop's ready list
+	served  bool // counted ok (opened): its record keeps backend and bytes whatever ends it
 
 	timer      reactor.Timer // connect timeout while dialing, idle timeout after, then the linger
 	lastActive int64

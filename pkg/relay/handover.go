@@ -311,6 +311,7 @@ func (a *Adopted) Go() {
 	}
 	c.lastActive += now
 	c.phase = phaseRelaying
+	c.served = true // the old process counted it ok
 	l.r.Arm(&c.timer, c.lastActive+int64(c.pool.IdleTimeout()))
 	if q := l.sh.access.Load(); q != nil {
 		// Its connect record is the old process's; its interim records go

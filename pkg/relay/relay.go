@@ -31,9 +31,6 @@ func (c *conn) pump() {
 		s.PeerDone = src.peerDone
 		before := s.Delivered
 		st, err := s.Move(src.fd, dst.fd, &src.readable, &dst.writable, moveBudget, sc)
-		if !dst.writable && dst.writesUnwatched && !c.watchWrites(dst) {
-			return
-		}
 		if n := s.Delivered - before; n > 0 {
 			progress = true
 			if d == 0 {
@@ -41,6 +38,9 @@ func (c *conn) pump() {
 			} else {
 				c.backend.Meter.ToClient.Add(n)
 			}
+		}
+		if !dst.writable && dst.writesUnwatched && !c.watchWrites(dst) {
+			return
 		}
 		switch st {
 		case splice.Ended:

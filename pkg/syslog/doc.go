@@ -50,8 +50,10 @@
 // A message longer than the transport's bound is cut at a UTF-8 boundary
 // and ends in TruncatedMarker, rather than dropped: 8 KiB on a unixgram
 // socket (rsyslog's default maxMessageSize; journald and syslog-ng take
-// more), 2 KiB over UDP (RFC 5424 §6.1 and RFC 5426 §3.2: what every
-// receiver SHOULD accept; a usual access record of 300 bytes or so fits
-// a 1500-byte path unfragmented). An access record is at most 2 KiB of
-// JSON, so only an exotic one over UDP is cut.
+// more), 4 KiB over UDP: twice the 2,048 bytes every receiver SHOULD
+// accept (RFC 5424 §6.1, RFC 5426 §3.2), which rsyslog's and syslog-ng's
+// 8 KiB defaults take, so that the longest access record (2,560 bytes, an
+// SNI name of escaped bytes included) and its header are never cut into
+// JSON no parser reads. A usual record of 300 bytes or so fits a
+// 1500-byte path unfragmented.
 package syslog

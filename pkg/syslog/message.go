@@ -15,7 +15,7 @@ const TruncatedMarker = "...[truncated]"
 // Message bounds, header included (the package doc says why these).
 const (
 	MaxUnixgram = 8192
-	MaxUDP      = 2048
+	MaxUDP      = 4096
 )
 
 // rfc3339Micro is RFC 5424's TIMESTAMP as written here: UTC, microseconds
