@@ -55,7 +55,8 @@ var rules = map[string][]string{
 	"internal/e2eutil":           {"internal/testnet"},
 	"internal/testnet":           {"pkg/clock"},
 	"internal/arch":              nil,
-	"bench":                      {"internal/testnet"},
+	"bench":                      {"bench/fleetsim", "internal/testnet"},
+	"bench/fleetsim":             {"internal/testnet", "pkg/breaker", "pkg/config", "pkg/fleet"},
 	"bench/healthscale":          {"pkg/health"},
 	"pkg/config/internal/gendoc": {"pkg/config"},
 }
@@ -98,4 +99,4 @@ var (
 
 // testOnly are packages for tests, the bench and generators; nothing that ships may
 // depend on them.
-var testOnly = []string{"e2e", "internal/e2eutil", "internal/testnet", "internal/arch", "bench", "bench/healthscale", "pkg/config/internal/gendoc"}
+var testOnly = []string{"e2e", "internal/e2eutil", "internal/testnet", "internal/arch", "bench", "bench/fleetsim", "bench/healthscale", "pkg/config/internal/gendoc"}

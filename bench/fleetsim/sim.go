@@ -1,0 +1,541 @@
+// Package fleetsim simulates a fleet of l4lb instances sharing breaker
+// state through one real redis-server, to measure what the fleet store
+// costs Redis and how fast a trip reaches every instance: N instances,
+// each the real fleet.Store (its own rueidis client and Run loop) with M
+// real breakers (breaker.Breaker with its Run, Async, as the pools build
+// them), in one process.
+//
+// The schedule (Run):
+//
+//  1. Setup: the server, the stores, N×M breakers; then a warm-up of two
+//     sync intervals, unmeasured.
+//  2. Idle, the first half of the duration: nothing trips. Measured:
+//     Redis's commands/s and CPU.
+//  3. Trips, the second half: a few backends (Options.Trips) are tripped,
+//     each on one instance (its breaker sees Failures failed dials), at
+//     even intervals. A tripped backend fails its first recovery probe,
+//     which re-opens the breaker with a doubled cooldown, and is healthy
+//     from then on: the next probe closes it for the fleet. The phase
+//     ends when every instance reads every tripped backend closed again
+//     (bounded: at most the half duration plus 30 s).
+//
+// What each figure means is on Result.
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/fleet"
+)
+
+// Options size one simulation; zero fields take the defaults below.
+type Options struct {
+	Instances, Backends int
+	// Duration is the idle phase and the trip phase together (half each);
+	// setup and warm-up come before it.
+	Duration time.Duration
+	// Trips is how many backends are tripped (default 5, at most
+	// Backends).
+	Trips int
+	// Cooldown is the breakers' first cooldown (default 1 s, so a trip's
+	// life fits a short run); max_cooldown is four times it.
+	Cooldown time.Duration
+	// SyncInterval is [cluster] sync_interval (default l4lb's).
+	SyncInterval time.Duration
+	// RedisServer is the redis-server binary (default "redis-server").
+	RedisServer string
+	// Logf reports progress; nil: silent.
+	Logf func(format string, args ...any)
+	// Logger receives the stores' logs (store up and down); nil: discard.
+	Logger *slog.Logger
+}
+
+// Result is one simulation's figures. Rates are per second of wall time;
+// CPU percentages are of one core.
+type Result struct {
+	Instances     int     `json:"instances"`
+	Backends      int     `json:"backends"`
+	DurationS     float64 `json:"duration_s"`
+	SyncIntervalS float64 `json:"sync_interval_s"`
+	CooldownS     float64 `json:"cooldown_s"`
+	SetupS        float64 `json:"setup_s"`
+	IdleS         float64 `json:"idle_s"`
+	TripPhaseS    float64 `json:"trip_phase_s"`
+	Trips         int     `json:"trips"`
+	// RedisCommandsPerSIdle: total_commands_processed per second over the
+	// idle phase (the simulation's own INFO commands taken out).
+	RedisCommandsPerSIdle float64 `json:"redis_commands_per_s_idle"`
+	// RedisCommandsPerTrip: the trip phase's commands less what the idle
+	// rate would have made in that time, per trip: a trip's whole life,
+	// fleet-wide (the trip, every instance's re-reads, the probes and
+	// their locks, the re-open, the close and the re-reads after it).
+	RedisCommandsPerTrip float64 `json:"redis_commands_per_trip"`
+	// Convergence: from the moment the tripping instance's Store.Trip was
+	// called (so it includes the trip script's own round trip) to the
+	// moment another instance's breaker published the trip's open state
+	// in its snapshot (breaker Events.Changed: its Run read the Store
+	// after the Store's Watch told it, or at its own refresh): one sample
+	// per trip and other instance.
+	ConvergenceP50Ms   float64 `json:"convergence_p50_ms"`
+	ConvergenceP99Ms   float64 `json:"convergence_p99_ms"`
+	ConvergenceMaxMs   float64 `json:"convergence_max_ms"`
+	ConvergenceSamples int     `json:"convergence_samples"`
+	// ConvergenceMissing: instances that never read a trip open before
+	// the trip phase ended (counted, not in the percentiles).
+	ConvergenceMissing int `json:"convergence_missing"`
+	// ProbesPerRecoveryMax: the most recovery probes made fleet-wide at
+	// one open generation of one backend, that is within one cooldown of
+	// one recovery (1: the single probe held).
+	ProbesPerRecoveryMax int `json:"probes_per_recovery_max"`
+	Probes               int `json:"probes"`
+	// Recoveries: trips that every instance read closed again.
+	Recoveries int `json:"recoveries"`
+	// ClientFailures: dials a client would have made to a tripped backend
+	// that is still down, after the instance had read it open: every 5 ms
+	// each instance that has converged on a down backend is asked
+	// Allow(), and each yes counts one (0: once an instance knows, no
+	// client of it is sent there again until the backend recovered).
+	ClientFailures int `json:"client_failures"`
+	// InstancesApartMax: the most instances deciding alone (Store.Up
+	// false: Redis did not answer within [cluster] timeout) at one look,
+	// every 5 ms.
+	InstancesApartMax int `json:"instances_apart_max"`
+	// Redis's CPU (/proc/PID/stat user + system).
+	RedisCPUIdlePct float64 `json:"redis_cpu_idle_pct"`
+	RedisCPUTripPct float64 `json:"redis_cpu_trip_phase_pct"`
+	// Commands by name (INFO commandstats): per second idle, per trip in
+	// the trip phase (idle rate taken out).
+	RedisCallsPerSIdle map[string]float64 `json:"redis_calls_per_s_idle"`
+	RedisCallsPerTrip  map[string]float64 `json:"redis_calls_per_trip"`
+	GOMAXPROCS         int                `json:"gomaxprocs"`
+	LoadAverage        string             `json:"load_average"`
+	RedisVersion       string             `json:"redis_version"`
+	Started            string             `json:"started"`
+}
+
+// The simulation's bounds: every loop below ends by count or by these.
+const (
+	sampleEvery   = 5 * time.Millisecond
+	recoveryGrace = 30 * time.Second
+	setupTimeout  = 10 * time.Minute
+	minDuration   = 4 * time.Second
+)
+
+func (o *Options) fill() error {
+	if o.Instances < 2 || o.Backends < 1 {
+		return fmt.Errorf("fleet simulation: -instances %d and -backends %d: at least 2 instances and 1 backend", o.Instances, o.Backends)
+	}
+	if o.Duration < minDuration {
+		return fmt.Errorf("fleet simulation: -duration %v: at least %v", o.Duration, minDuration)
+	}
+	if o.Trips <= 0 {
+		o.Trips = 5
+	}
+	o.Trips = min(o.Trips, o.Backends)
+	if o.Cooldown <= 0 {
+		o.Cooldown = time.Second
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = config.DefaultCluster().SyncInterval
+	}
+	if o.RedisServer == "" {
+		o.RedisServer = "redis-server"
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// sim is one run's state.
+type sim struct {
+	o        Options
+	srv      *server
+	keys     map[string]int // breaker key → backend index
+	healthy  []atomic.Bool  // per backend
+	stores   []*fleet.Store
+	breakers [][]*breaker.Breaker // [instance][backend]
+
+	mu     sync.Mutex
+	trips  map[int]*tripRec // by backend, once tripped
+	probes map[probeAt]int  // probes made, by backend and generation
+	first  map[int]bool     // backends whose first probe of their trip failed
+	fails  atomic.Int64     // ClientFailures
+	apart  atomic.Int64     // InstancesApartMax
+	probeN atomic.Int64     // Probes
+}
+
+type probeAt struct {
+	backend int
+	gen     uint64
+}
+
+// tripRec is one trip as the instances saw it.
+type tripRec struct {
+	tripper   int
+	start     time.Time // the tripping Store.Trip call began
+	gen       uint64    // the generation the trip opened
+	opened    []time.Time
+	closed    []bool
+	recovered bool // healthy again: client failures are no longer counted
+}
+
+// Run runs one simulation.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if err := o.fill(); err != nil {
+		return Result{}, err
+	}
+	srv, err := startServer(o.RedisServer)
+	if err != nil {
+		return Result{}, err
+	}
+	defer srv.stop()
+	s := &sim{o: o, srv: srv, keys: map[string]int{}, healthy: make([]atomic.Bool, o.Backends),
+		trips: map[int]*tripRec{}, probes: map[probeAt]int{}, first: map[int]bool{}}
+	for b := range o.Backends {
+		s.keys[backendKey(b)] = b
+		s.healthy[b].Store(true)
+	}
+	res := Result{Instances: o.Instances, Backends: o.Backends, DurationS: o.Duration.Seconds(),
+		SyncIntervalS: o.SyncInterval.Seconds(), CooldownS: o.Cooldown.Seconds(), Trips: o.Trips,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Started: time.Now().UTC().Format(time.RFC3339)}
+	if inf, err := srv.info("server"); err == nil {
+		res.RedisVersion = inf["redis_version"]
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	setupStart := time.Now()
+	if err := s.setup(rctx, &wg); err != nil {
+		return res, err
+	}
+	wg.Go(func() { s.watch(rctx) })
+	res.SetupS = time.Since(setupStart).Seconds()
+	o.Logf("fleet: %d instances × %d backends running after %.1f s; warm-up %v", o.Instances, o.Backends, res.SetupS, 2*o.SyncInterval)
+	if err := sleep(rctx, 2*o.SyncInterval); err != nil {
+		return res, err
+	}
+
+	a, err := srv.sample()
+	if err != nil {
+		return res, err
+	}
+	if err := sleep(rctx, o.Duration/2); err != nil {
+		return res, err
+	}
+	b, err := srv.sample()
+	if err != nil {
+		return res, err
+	}
+	idle := diff(a, b)
+	res.IdleS = idle.seconds
+	res.RedisCommandsPerSIdle = idle.commands / idle.seconds
+	res.RedisCPUIdlePct = 100 * idle.cpu / idle.seconds
+	res.RedisCallsPerSIdle = perUnit(idle.calls, idle.seconds)
+	o.Logf("fleet: idle %.1f s: %.0f commands/s, redis CPU %.1f%%", idle.seconds, res.RedisCommandsPerSIdle, res.RedisCPUIdlePct)
+
+	if err := s.tripPhase(rctx); err != nil {
+		return res, err
+	}
+	c, err := srv.sample()
+	if err != nil {
+		return res, err
+	}
+	trip := diff(b, c)
+	res.TripPhaseS = trip.seconds
+	res.RedisCPUTripPct = 100 * trip.cpu / trip.seconds
+	res.RedisCommandsPerTrip = (trip.commands - res.RedisCommandsPerSIdle*trip.seconds) / float64(o.Trips)
+	res.RedisCallsPerTrip = map[string]float64{}
+	for k, v := range trip.calls {
+		res.RedisCallsPerTrip[k] = round((v - idle.calls[k]/idle.seconds*trip.seconds) / float64(o.Trips))
+	}
+	s.results(&res)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.LoadAverage = strings.TrimSpace(string(la))
+	}
+	return res, nil
+}
+
+func backendKey(b int) string { return fmt.Sprintf("sim/10.0.%d.%d:80", b/250, b%250) }
+
+// setup makes every instance's Store and breakers, an instance per
+// goroutine, and starts their Run loops on wg.
+func (s *sim) setup(ctx context.Context, wg *sync.WaitGroup) error {
+	cl := config.DefaultCluster()
+	def := config.DefaultBreaker()
+	bcfg := breaker.Config{Failures: def.Failures, Window: def.Window, Cooldown: s.o.Cooldown,
+		MaxCooldown: 4 * s.o.Cooldown, Successes: def.Successes}
+	s.stores = make([]*fleet.Store, s.o.Instances)
+	s.breakers = make([][]*breaker.Breaker, s.o.Instances)
+	errs := make([]error, s.o.Instances)
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	var build sync.WaitGroup
+	for i := range s.o.Instances {
+		build.Go(func() { errs[i] = s.instance(ctx, sctx, wg, i, cl, bcfg) })
+	}
+	build.Wait()
+	return errors.Join(errs...)
+}
+
+// instance builds instance i within setup's deadline; its Run loops run
+// until ctx ends.
+func (s *sim) instance(ctx, setup context.Context, wg *sync.WaitGroup, i int, cl config.Cluster, bcfg breaker.Config) error {
+	st, err := fleet.New(fleet.Config{RedisURL: "redis://" + s.srv.addr, KeyPrefix: cl.KeyPrefix,
+		SyncInterval: s.o.SyncInterval, Timeout: cl.Timeout, Instance: fmt.Sprintf("sim-%d", i)}, fleet.Options{Logger: s.o.Logger})
+	if err != nil {
+		return fmt.Errorf("instance %d: %w", i, err)
+	}
+	s.stores[i] = st
+	wg.Go(func() { st.Run(ctx) })
+	store := timedStore{Store: st, sim: s, instance: i}
+	bs := make([]*breaker.Breaker, s.o.Backends)
+	for b := range s.o.Backends {
+		if err := setup.Err(); err != nil {
+			return fmt.Errorf("instance %d: setup: %w", i, err)
+		}
+		var br *breaker.Breaker
+		probe := func(context.Context) breaker.Result { return s.probe(b, br.State().Generation) }
+		br, err = breaker.New(backendKey(b), bcfg, store, breaker.Options{
+			Async: true, Probe: probe, Owner: fmt.Sprintf("sim-%d", i),
+			Events: breaker.Events{Changed: func(key string, st breaker.State) { s.changed(i, key, st) }},
+		})
+		if err != nil {
+			return fmt.Errorf("instance %d backend %d: %w", i, b, err)
+		}
+		bs[b] = br
+	}
+	s.breakers[i] = bs
+	for _, br := range bs {
+		wg.Go(func() { br.Run(ctx) })
+	}
+	return nil
+}
+
+// timedStore is an instance's Store with the start of its trips noted.
+type timedStore struct {
+	*fleet.Store
+	sim      *sim
+	instance int
+}
+
+func (t timedStore) Trip(ctx context.Context, key string, seen uint64, cooldown, ttl time.Duration) (breaker.State, bool, error) {
+	start := time.Now()
+	st, ok, err := t.Store.Trip(ctx, key, seen, cooldown, ttl)
+	if ok && err == nil {
+		t.sim.tripped(t.instance, key, start, st.Generation)
+	}
+	return st, ok, err
+}
+
+func (s *sim) tripped(i int, key string, start time.Time, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tr := s.trips[s.keys[key]]; tr != nil && tr.gen == 0 {
+		tr.start, tr.gen, tr.tripper = start, gen, i
+	}
+}
+
+// changed is every breaker's Events.Changed.
+func (s *sim) changed(i int, key string, st breaker.State) {
+	b, ok := s.keys[key]
+	if !ok {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tr := s.trips[b]
+	if tr == nil {
+		return
+	}
+	if st.Open && tr.opened[i].IsZero() {
+		tr.opened[i] = now
+	}
+	if !st.Open && tr.gen != 0 && st.Generation > tr.gen {
+		tr.closed[i] = true
+	}
+}
+
+// probe is every breaker's recovery dial: it fails while the backend is
+// down, and the first failure of a trip brings the backend back.
+func (s *sim) probe(b int, gen uint64) breaker.Result {
+	s.probeN.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probes[probeAt{b, gen}]++
+	if s.healthy[b].Load() {
+		return breaker.Success
+	}
+	if !s.first[b] {
+		s.first[b] = true
+		if tr := s.trips[b]; tr != nil {
+			tr.recovered = true
+		}
+		s.healthy[b].Store(true)
+	}
+	return breaker.Failure
+}
+
+// watch samples, every 5 ms until ctx ends: the client dials a converged
+// instance would still send to a down backend, and the instances apart.
+func (s *sim) watch(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		apart := 0
+		for _, st := range s.stores {
+			if !st.Up() {
+				apart++
+			}
+		}
+		if int64(apart) > s.apart.Load() {
+			s.apart.Store(int64(apart))
+		}
+		s.mu.Lock()
+		for b, tr := range s.trips {
+			if tr.recovered {
+				continue
+			}
+			for i, at := range tr.opened {
+				if !at.IsZero() && s.breakers[i][b].Allow() {
+					s.fails.Add(1)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// tripPhase trips o.Trips backends at even intervals over the first part
+// of the half duration, then waits until every instance read every one
+// closed again, at most the half duration plus recoveryGrace.
+func (s *sim) tripPhase(ctx context.Context) error {
+	half := s.o.Duration / 2
+	// A trip's life is about three cooldowns (the first, the doubled one
+	// after the failed probe, and its jitter): the last trip leaves that.
+	span := max(0, half-3*s.o.Cooldown)
+	gap := span / time.Duration(s.o.Trips)
+	end := time.Now().Add(half + recoveryGrace)
+	for k := range s.o.Trips {
+		b := k * s.o.Backends / s.o.Trips
+		i := k % s.o.Instances
+		s.mu.Lock()
+		s.trips[b] = &tripRec{tripper: i, opened: make([]time.Time, s.o.Instances), closed: make([]bool, s.o.Instances)}
+		s.healthy[b].Store(false)
+		s.mu.Unlock()
+		br := s.breakers[i][b]
+		for range br.Config().Failures {
+			br.Done(br.Begin(breaker.KindClient), breaker.Failure)
+		}
+		s.o.Logf("fleet: trip %d: backend %d on instance %d", k+1, b, i)
+		if err := sleep(ctx, gap); err != nil {
+			return err
+		}
+	}
+	for time.Now().Before(end) {
+		if s.allClosed() {
+			return sleep(ctx, 500*time.Millisecond) // the re-reads after the last close
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	s.o.Logf("fleet: not every trip recovered on every instance within %v", half+recoveryGrace)
+	return nil
+}
+
+func (s *sim) allClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tr := range s.trips {
+		if slices.Contains(tr.closed, false) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sim) results(res *Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var conv []float64
+	for _, tr := range s.trips {
+		if !slices.Contains(tr.closed, false) {
+			res.Recoveries++
+		}
+		for i, at := range tr.opened {
+			switch {
+			case i == tr.tripper:
+			case at.IsZero() || tr.gen == 0:
+				res.ConvergenceMissing++
+			default:
+				conv = append(conv, max(0, at.Sub(tr.start).Seconds()*1000))
+			}
+		}
+	}
+	slices.Sort(conv)
+	res.ConvergenceSamples = len(conv)
+	res.ConvergenceP50Ms = round(quantile(conv, 0.50))
+	res.ConvergenceP99Ms = round(quantile(conv, 0.99))
+	res.ConvergenceMaxMs = round(quantile(conv, 1))
+	for _, n := range s.probes {
+		res.ProbesPerRecoveryMax = max(res.ProbesPerRecoveryMax, n)
+	}
+	res.Probes = int(s.probeN.Load())
+	res.ClientFailures = int(s.fails.Load())
+	res.InstancesApartMax = int(s.apart.Load())
+}
+
+// quantile of sorted xs by the nearest rank; 0 for none (JSON has no
+// NaN: ConvergenceSamples tells).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+func perUnit(m map[string]float64, d float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		out[k] = round(v / d)
+	}
+	return out
+}
+
+func round(x float64) float64 { return math.Round(x*100) / 100 }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
