@@ -18,6 +18,8 @@
 //     from then on: the next probe closes it for the fleet. The phase
 //     ends when every instance reads every tripped backend closed again
 //     (bounded: at most the half duration plus 30 s).
+//  4. Idle again, as long as the trip phase: the second reference for
+//     what the trips cost above the idle load.
 //
 // What each figure means is on Result.
 package fleetsim
@@ -78,8 +80,13 @@ type Result struct {
 	// RedisCommandsPerSIdle: total_commands_processed per second over the
 	// idle phase (the simulation's own INFO commands taken out).
 	RedisCommandsPerSIdle float64 `json:"redis_commands_per_s_idle"`
+	// RedisCommandsPerSIdleAfter: the same over a second idle window
+	// after the trip phase, as long as it.
+	RedisCommandsPerSIdleAfter float64 `json:"redis_commands_per_s_idle_after"`
+	IdleAfterS                 float64 `json:"idle_after_s"`
 	// RedisCommandsPerTrip: the trip phase's commands less what the idle
-	// rate would have made in that time, per trip: a trip's whole life,
+	// rate (both idle windows') would have made in that time, per trip:
+	// a trip's whole life,
 	// fleet-wide (the trip, every instance's re-reads, the probes and
 	// their locks, the re-open, the close and the re-reads after it).
 	RedisCommandsPerTrip float64 `json:"redis_commands_per_trip"`
@@ -261,10 +268,26 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	trip := diff(b, c)
 	res.TripPhaseS = trip.seconds
 	res.RedisCPUTripPct = 100 * trip.cpu / trip.seconds
-	res.RedisCommandsPerTrip = (trip.commands - res.RedisCommandsPerSIdle*trip.seconds) / float64(o.Trips)
+	// The idle load is the reference the trips' cost stands out from; it
+	// is measured again after the trip phase, as long, and the two idle
+	// windows' mean rate is taken out: a slow drift of the idle load
+	// (the machine's) cancels better than with the first window alone.
+	if err := sleep(rctx, time.Duration(trip.seconds*float64(time.Second))); err != nil {
+		return res, err
+	}
+	d, err := srv.sample()
+	if err != nil {
+		return res, err
+	}
+	after := diff(c, d)
+	res.IdleAfterS = after.seconds
+	res.RedisCommandsPerSIdleAfter = after.commands / after.seconds
+	ref := (idle.commands + after.commands) / (idle.seconds + after.seconds)
+	res.RedisCommandsPerTrip = (trip.commands - ref*trip.seconds) / float64(o.Trips)
 	res.RedisCallsPerTrip = map[string]float64{}
 	for k, v := range trip.calls {
-		res.RedisCallsPerTrip[k] = round((v - idle.calls[k]/idle.seconds*trip.seconds) / float64(o.Trips))
+		refk := (idle.calls[k] + after.calls[k]) / (idle.seconds + after.seconds)
+		res.RedisCallsPerTrip[k] = round((v - refk*trip.seconds) / float64(o.Trips))
 	}
 	s.results(&res)
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
