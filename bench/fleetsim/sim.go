@@ -74,9 +74,12 @@ type Result struct {
 	SyncIntervalS float64 `json:"sync_interval_s"`
 	CooldownS     float64 `json:"cooldown_s"`
 	SetupS        float64 `json:"setup_s"`
-	IdleS         float64 `json:"idle_s"`
-	TripPhaseS    float64 `json:"trip_phase_s"`
-	Trips         int     `json:"trips"`
+	// SetupRetries: breaker.New calls retried at setup (their first read
+	// of the Store timed out).
+	SetupRetries int     `json:"setup_retries"`
+	IdleS        float64 `json:"idle_s"`
+	TripPhaseS   float64 `json:"trip_phase_s"`
+	Trips        int     `json:"trips"`
 	// RedisCommandsPerSIdle: total_commands_processed per second over the
 	// idle phase (the simulation's own INFO commands taken out).
 	RedisCommandsPerSIdle float64 `json:"redis_commands_per_s_idle"`
@@ -139,6 +142,7 @@ const (
 	recoveryGrace = 30 * time.Second
 	setupTimeout  = 10 * time.Minute
 	minDuration   = 4 * time.Second
+	setupTries    = 20
 )
 
 func (o *Options) fill() error {
@@ -176,13 +180,14 @@ type sim struct {
 	stores   []*fleet.Store
 	breakers [][]*breaker.Breaker // [instance][backend]
 
-	mu     sync.Mutex
-	trips  map[int]*tripRec // by backend, once tripped
-	probes map[probeAt]int  // probes made, by backend and generation
-	first  map[int]bool     // backends whose first probe of their trip failed
-	fails  atomic.Int64     // ClientFailures
-	apart  atomic.Int64     // InstancesApartMax
-	probeN atomic.Int64     // Probes
+	mu           sync.Mutex
+	trips        map[int]*tripRec // by backend, once tripped
+	probes       map[probeAt]int  // probes made, by backend and generation
+	first        map[int]bool     // backends whose first probe of their trip failed
+	fails        atomic.Int64     // ClientFailures
+	apart        atomic.Int64     // InstancesApartMax
+	probeN       atomic.Int64     // Probes
+	setupRetries atomic.Int64
 }
 
 type probeAt struct {
@@ -235,6 +240,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	wg.Go(func() { s.watch(rctx) })
 	res.SetupS = time.Since(setupStart).Seconds()
+	res.SetupRetries = int(s.setupRetries.Load())
 	o.Logf("fleet: %d instances × %d backends running after %.1f s; warm-up %v", o.Instances, o.Backends, res.SetupS, 2*o.SyncInterval)
 	if err := sleep(rctx, 2*o.SyncInterval); err != nil {
 		return res, err
@@ -336,12 +342,21 @@ func (s *sim) instance(ctx, setup context.Context, wg *sync.WaitGroup, i int, cl
 		}
 		var br *breaker.Breaker
 		probe := func(context.Context) breaker.Result { return s.probe(b, br.State().Generation) }
-		br, err = breaker.New(backendKey(b), bcfg, store, breaker.Options{
-			Async: true, Probe: probe, Owner: fmt.Sprintf("sim-%d", i),
-			Events: breaker.Events{Changed: func(key string, st breaker.State) { s.changed(i, key, st) }},
-		})
-		if err != nil {
-			return fmt.Errorf("instance %d backend %d: %w", i, b, err)
+		// New reads the key within the breaker's store timeout (1 s): at
+		// setup N×M reads at once can take longer on a busy Redis, so a
+		// few tries.
+		for try := 0; ; try++ {
+			br, err = breaker.New(backendKey(b), bcfg, store, breaker.Options{
+				Async: true, Probe: probe, Owner: fmt.Sprintf("sim-%d", i),
+				Events: breaker.Events{Changed: func(key string, st breaker.State) { s.changed(i, key, st) }},
+			})
+			if err == nil {
+				break
+			}
+			if try == setupTries-1 || setup.Err() != nil {
+				return fmt.Errorf("instance %d backend %d: %w", i, b, err)
+			}
+			s.setupRetries.Add(1)
 		}
 		bs[b] = br
 	}
