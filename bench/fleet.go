@@ -23,7 +23,7 @@ import (
 // fleetOptions are the command line's.
 type fleetOptions struct {
 	instances, backends, trips int
-	duration                   time.Duration
+	duration, refresh, timeout time.Duration
 	jsonPath                   string
 }
 
@@ -38,6 +38,7 @@ func fleetMain(o fleetOptions, stdout, log io.Writer) int {
 	defer stop()
 	res, err := fleetsim.Run(ctx, fleetsim.Options{
 		Instances: o.instances, Backends: o.backends, Duration: o.duration, Trips: o.trips,
+		Refresh: o.refresh, Timeout: o.timeout,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(log, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)

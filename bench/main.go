@@ -130,6 +130,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.fl.instances, "instances", 10, "fleet: simulated l4lb instances (each a fleet store of its own)")
 	fs.IntVar(&o.fl.backends, "backends", 100, "fleet: backends (breakers) per instance")
 	fs.IntVar(&o.fl.trips, "trips", 5, "fleet: backends tripped (and recovered) in the trip phase")
+	fs.DurationVar(&o.fl.refresh, "refresh", 500*time.Millisecond, "fleet: the breakers' snapshot refresh (l4lb's: 500ms); longer costs the one simulating process less CPU")
+	fs.DurationVar(&o.fl.timeout, "store-timeout", 0, "fleet: [cluster] timeout (0: l4lb's default)")
 	var llConns, llSystems string
 	fs.StringVar(&llConns, "longlived-conns", "10000", "longlived: connections held, a comma list runs each N in turn (e.g. 10000,100000)")
 	fs.IntVar(&o.ll.shards, "longlived-instances", 0, "longlived: proxy instances (0: as RLIMIT_NOFILE requires, at most 9000 connections each)")

@@ -55,8 +55,16 @@ type Options struct {
 	// Cooldown is the breakers' first cooldown (default 1 s, so a trip's
 	// life fits a short run); max_cooldown is four times it.
 	Cooldown time.Duration
-	// SyncInterval is [cluster] sync_interval (default l4lb's).
-	SyncInterval time.Duration
+	// SyncInterval is [cluster] sync_interval and Timeout [cluster]
+	// timeout (defaults l4lb's).
+	SyncInterval, Timeout time.Duration
+	// Refresh is the breakers' snapshot refresh (default l4lb's, 500 ms).
+	// Every refresh is a Store read, in this one process for the whole
+	// fleet: N×M/Refresh reads a second, which at 100×1,000 is more CPU
+	// than a shared 2-core machine has, and a starved process misses its
+	// Store timeouts. A longer one costs the simulation less; it changes
+	// what the instances send Redis only where reads are not cached.
+	Refresh time.Duration
 	// RedisServer is the redis-server binary (default "redis-server").
 	RedisServer string
 	// Logf reports progress; nil: silent.
@@ -72,6 +80,8 @@ type Result struct {
 	Backends      int     `json:"backends"`
 	DurationS     float64 `json:"duration_s"`
 	SyncIntervalS float64 `json:"sync_interval_s"`
+	TimeoutS      float64 `json:"store_timeout_s"`
+	RefreshS      float64 `json:"snapshot_refresh_s"`
 	CooldownS     float64 `json:"cooldown_s"`
 	SetupS        float64 `json:"setup_s"`
 	// SetupRetries: breaker.New calls retried at setup (their first read
@@ -162,6 +172,12 @@ func (o *Options) fill() error {
 	if o.SyncInterval <= 0 {
 		o.SyncInterval = config.DefaultCluster().SyncInterval
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = config.DefaultCluster().Timeout
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = 500 * time.Millisecond
+	}
 	if o.RedisServer == "" {
 		o.RedisServer = "redis-server"
 	}
@@ -222,7 +238,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		s.healthy[b].Store(true)
 	}
 	res := Result{Instances: o.Instances, Backends: o.Backends, DurationS: o.Duration.Seconds(),
-		SyncIntervalS: o.SyncInterval.Seconds(), CooldownS: o.Cooldown.Seconds(), Trips: o.Trips,
+		SyncIntervalS: o.SyncInterval.Seconds(), TimeoutS: o.Timeout.Seconds(), RefreshS: o.Refresh.Seconds(), CooldownS: o.Cooldown.Seconds(), Trips: o.Trips,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Started: time.Now().UTC().Format(time.RFC3339)}
 	if inf, err := srv.info("server"); err == nil {
 		res.RedisVersion = inf["redis_version"]
@@ -328,7 +344,7 @@ func (s *sim) setup(ctx context.Context, wg *sync.WaitGroup) error {
 // until ctx ends.
 func (s *sim) instance(ctx, setup context.Context, wg *sync.WaitGroup, i int, cl config.Cluster, bcfg breaker.Config) error {
 	st, err := fleet.New(fleet.Config{RedisURL: "redis://" + s.srv.addr, KeyPrefix: cl.KeyPrefix,
-		SyncInterval: s.o.SyncInterval, Timeout: cl.Timeout, Instance: fmt.Sprintf("sim-%d", i)}, fleet.Options{Logger: s.o.Logger})
+		SyncInterval: s.o.SyncInterval, Timeout: s.o.Timeout, Instance: fmt.Sprintf("sim-%d", i)}, fleet.Options{Logger: s.o.Logger})
 	if err != nil {
 		return fmt.Errorf("instance %d: %w", i, err)
 	}
@@ -347,7 +363,7 @@ func (s *sim) instance(ctx, setup context.Context, wg *sync.WaitGroup, i int, cl
 		// few tries.
 		for try := 0; ; try++ {
 			br, err = breaker.New(backendKey(b), bcfg, store, breaker.Options{
-				Async: true, Probe: probe, Owner: fmt.Sprintf("sim-%d", i),
+				Async: true, Probe: probe, Owner: fmt.Sprintf("sim-%d", i), SnapshotRefresh: s.o.Refresh,
 				Events: breaker.Events{Changed: func(key string, st breaker.State) { s.changed(i, key, st) }},
 			})
 			if err == nil {
