@@ -153,6 +153,7 @@ const (
 	setupTimeout  = 10 * time.Minute
 	minDuration   = 4 * time.Second
 	setupTries    = 20
+	setupParallel = 4
 )
 
 func (o *Options) fill() error {
@@ -332,9 +333,17 @@ func (s *sim) setup(ctx context.Context, wg *sync.WaitGroup) error {
 	errs := make([]error, s.o.Instances)
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
+	// A few instances at a time: N×M first reads at once would be a
+	// storm of their own (each is three cache misses), which a fleet
+	// starting together would also make, but is not what is measured.
 	var build sync.WaitGroup
+	slots := make(chan struct{}, setupParallel)
 	for i := range s.o.Instances {
-		build.Go(func() { errs[i] = s.instance(ctx, sctx, wg, i, cl, bcfg) })
+		slots <- struct{}{}
+		build.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = s.instance(ctx, sctx, wg, i, cl, bcfg)
+		})
 	}
 	build.Wait()
 	return errors.Join(errs...)

@@ -218,8 +218,8 @@ func (s *Store) call(ctx context.Context, name string, op func(ctx context.Conte
 
 // lost turns the Store to local decisions and wakes Run to keep trying.
 func (s *Store) lost(op string, err error) {
-	s.forgetAll()
 	if s.up.CompareAndSwap(true, false) {
+		s.forgetAll() // a read in flight now must not leave a memo behind
 		s.log.Warn("cluster store unreachable: deciding locally until it answers again", "op", op, "error", err)
 	}
 	select {
