@@ -118,9 +118,14 @@ type Result struct {
 	ConvergenceMissing int `json:"convergence_missing"`
 	// ProbesPerRecoveryMax: the most recovery probes made fleet-wide at
 	// one open generation of one backend, that is within one cooldown of
-	// one recovery (1: the single probe held).
+	// one recovery (1: the single probe held), by instances whose Store
+	// was with Redis.
 	ProbesPerRecoveryMax int `json:"probes_per_recovery_max"`
 	Probes               int `json:"probes"`
+	// ProbesApart: probes made by an instance whose Store was apart from
+	// Redis at the time (Redis did not answer within the timeout): such
+	// an instance decides alone, under its own probe lock, by design.
+	ProbesApart int `json:"probes_apart"`
 	// Recoveries: trips that every instance read closed again.
 	Recoveries int `json:"recoveries"`
 	// ClientFailures: dials a client would have made to a tripped backend
@@ -201,6 +206,7 @@ type sim struct {
 	trips        map[int]*tripRec // by backend, once tripped
 	probes       map[probeAt]int  // probes made, by backend and generation
 	first        map[int]bool     // backends whose first probe of their trip failed
+	probesApart  int              // probes made by an instance apart from Redis
 	fails        atomic.Int64     // ClientFailures
 	apart        atomic.Int64     // InstancesApartMax
 	probeN       atomic.Int64     // Probes
@@ -259,18 +265,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.SetupS = time.Since(setupStart).Seconds()
 	res.SetupRetries = int(s.setupRetries.Load())
 	o.Logf("fleet: %d instances × %d backends running after %.1f s; warm-up %v", o.Instances, o.Backends, res.SetupS, 2*o.SyncInterval)
-	if err := sleep(rctx, 2*o.SyncInterval); err != nil {
-		return res, err
-	}
-
-	a, err := srv.sample()
+	a, err := srv.after(rctx, pause(2*o.SyncInterval))
 	if err != nil {
 		return res, err
 	}
-	if err := sleep(rctx, o.Duration/2); err != nil {
-		return res, err
-	}
-	b, err := srv.sample()
+	b, err := srv.after(rctx, pause(o.Duration/2))
 	if err != nil {
 		return res, err
 	}
@@ -281,10 +280,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.RedisCallsPerSIdle = perUnit(idle.calls, idle.seconds)
 	o.Logf("fleet: idle %.1f s: %.0f commands/s, redis CPU %.1f%%", idle.seconds, res.RedisCommandsPerSIdle, res.RedisCPUIdlePct)
 
-	if err := s.tripPhase(rctx); err != nil {
-		return res, err
-	}
-	c, err := srv.sample()
+	c, err := srv.after(rctx, s.tripPhase)
 	if err != nil {
 		return res, err
 	}
@@ -295,10 +291,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// is measured again after the trip phase, as long, and the two idle
 	// windows' mean rate is taken out: a slow drift of the idle load
 	// (the machine's) cancels better than with the first window alone.
-	if err := sleep(rctx, time.Duration(trip.seconds*float64(time.Second))); err != nil {
-		return res, err
-	}
-	d, err := srv.sample()
+	d, err := srv.after(rctx, pause(time.Duration(trip.seconds*float64(time.Second))))
 	if err != nil {
 		return res, err
 	}
@@ -366,7 +359,7 @@ func (s *sim) instance(ctx, setup context.Context, wg *sync.WaitGroup, i int, cl
 			return fmt.Errorf("instance %d: setup: %w", i, err)
 		}
 		var br *breaker.Breaker
-		probe := func(context.Context) breaker.Result { return s.probe(b, br.State().Generation) }
+		probe := func(context.Context) breaker.Result { return s.probe(b, br.State().Generation, st.Up()) }
 		// New reads the key within the breaker's store timeout (1 s): at
 		// setup N×M reads at once can take longer on a busy Redis, so a
 		// few tries.
@@ -438,12 +431,18 @@ func (s *sim) changed(i int, key string, st breaker.State) {
 }
 
 // probe is every breaker's recovery dial: it fails while the backend is
-// down, and the first failure of a trip brings the backend back.
-func (s *sim) probe(b int, gen uint64) breaker.Result {
+// down, and the first failure of a trip brings the backend back. Probes
+// by an instance deciding alone (its Store apart from Redis: it probes
+// under its own lock, docs/fleet.md) are counted apart.
+func (s *sim) probe(b int, gen uint64, up bool) breaker.Result {
 	s.probeN.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.probes[probeAt{b, gen}]++
+	if up {
+		s.probes[probeAt{b, gen}]++
+	} else {
+		s.probesApart++
+	}
 	if s.healthy[b].Load() {
 		return breaker.Success
 	}
@@ -568,6 +567,7 @@ func (s *sim) results(res *Result) {
 		res.ProbesPerRecoveryMax = max(res.ProbesPerRecoveryMax, n)
 	}
 	res.Probes = int(s.probeN.Load())
+	res.ProbesApart = s.probesApart
 	res.ClientFailures = int(s.fails.Load())
 	res.InstancesApartMax = int(s.apart.Load())
 }
@@ -591,6 +591,19 @@ func perUnit(m map[string]float64, d float64) map[string]float64 {
 }
 
 func round(x float64) float64 { return math.Round(x*100) / 100 }
+
+// after runs step, then samples the server.
+func (srv *server) after(ctx context.Context, step func(context.Context) error) (sample, error) {
+	if err := step(ctx); err != nil {
+		return sample{}, err
+	}
+	return srv.sample()
+}
+
+// pause is a step that waits d.
+func pause(d time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error { return sleep(ctx, d) }
+}
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
