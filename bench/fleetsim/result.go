@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"maps"
 	"math"
 	"slices"
 )
@@ -45,6 +46,11 @@ type Result struct {
 	ConvergenceP99Ms   float64 `json:"convergence_p99_ms"`
 	ConvergenceMaxMs   float64 `json:"convergence_max_ms"`
 	ConvergenceSamples int     `json:"convergence_samples"`
+	// ConvergenceByTrip: for each trip, in their order, how long the
+	// tripping Store.Trip call took to answer, then the fastest, median
+	// and slowest sample: a stall of the one simulating process shows as
+	// one trip's samples late together, its Trip call included.
+	ConvergenceByTrip [][4]float64 `json:"convergence_by_trip_call_min_p50_max_ms"`
 	// ConvergenceMissing: instances that never read a trip open before
 	// the trip phase ended (counted, not in the percentiles).
 	ConvergenceMissing int `json:"convergence_missing"`
@@ -87,19 +93,26 @@ func (s *sim) results(res *Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var conv []float64
-	for _, tr := range s.trips {
+	backends := slices.Sorted(maps.Keys(s.trips))
+	for _, b := range backends {
+		tr := s.trips[b]
 		if !slices.Contains(tr.closed, false) {
 			res.Recoveries++
 		}
+		var one []float64
 		for i, at := range tr.opened {
 			switch {
 			case i == tr.tripper:
 			case at.IsZero() || tr.gen == 0:
 				res.ConvergenceMissing++
 			default:
-				conv = append(conv, max(0, at.Sub(tr.start).Seconds()*1000))
+				one = append(one, max(0, at.Sub(tr.start).Seconds()*1000))
 			}
 		}
+		slices.Sort(one)
+		res.ConvergenceByTrip = append(res.ConvergenceByTrip, [4]float64{round(tr.took.Seconds() * 1000),
+			round(quantile(one, 0)), round(quantile(one, 0.5)), round(quantile(one, 1))})
+		conv = append(conv, one...)
 	}
 	slices.Sort(conv)
 	res.ConvergenceSamples = len(conv)

@@ -142,8 +142,9 @@ type probeAt struct {
 // tripRec is one trip as the instances saw it.
 type tripRec struct {
 	tripper   int
-	start     time.Time // the tripping Store.Trip call began
-	gen       uint64    // the generation the trip opened
+	start     time.Time     // the tripping Store.Trip call began
+	took      time.Duration // and how long it took to answer
+	gen       uint64        // the generation the trip opened
 	opened    []time.Time
 	closed    []bool
 	recovered bool // healthy again: client failures are no longer counted
@@ -317,16 +318,16 @@ func (t timedStore) Trip(ctx context.Context, key string, seen uint64, cooldown,
 	start := time.Now()
 	st, ok, err := t.Store.Trip(ctx, key, seen, cooldown, ttl)
 	if ok && err == nil {
-		t.sim.tripped(t.instance, key, start, st.Generation)
+		t.sim.tripped(t.instance, key, start, time.Since(start), st.Generation)
 	}
 	return st, ok, err
 }
 
-func (s *sim) tripped(i int, key string, start time.Time, gen uint64) {
+func (s *sim) tripped(i int, key string, start time.Time, took time.Duration, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tr := s.trips[s.keys[key]]; tr != nil && tr.gen == 0 {
-		tr.start, tr.gen, tr.tripper = start, gen, i
+		tr.start, tr.took, tr.gen, tr.tripper = start, took, gen, i
 	}
 }
 
