@@ -6,7 +6,8 @@
 // Two scenarios run alone, as root, in network namespaces of their own:
 // chaos (l4lb under faults, chaos.go) and longlived (N long-lived
 // connections through each system in turn, a reconnect storm and an
-// upgrade, longlived.go).
+// upgrade, longlived.go). A third runs alone without root: fleet (N
+// instances' fleet stores against one redis-server, bench/fleetsim).
 //
 // Run it as `go run ./bench` from the repository root; see bench/README.md.
 // The same binary also plays the helper roles it starts as child processes

@@ -49,6 +49,10 @@ type options struct {
 	// (longlived.go).
 	longlived bool
 	ll        llOptions
+	// fleet runs alone (-scenario fleet): a simulated fleet's stores on
+	// one redis-server (fleet.go).
+	fleet bool
+	fl    fleetOptions
 }
 
 // profile fills what the flags left at zero: the full profile (5 rounds,
@@ -91,6 +95,9 @@ func main() {
 	if opts.longlived {
 		os.Exit(longlivedMain(opts, opts.ll, os.Stdout, os.Stderr))
 	}
+	if opts.fleet {
+		os.Exit(fleetMain(opts.fl, os.Stdout, os.Stderr))
+	}
 	if err := run(opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -122,19 +129,24 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (about five minutes on 2 cores with every scenario)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ",")+
-		"; or chaos or longlived, alone (need root)")
+		"; or chaos or longlived, alone (need root); or fleet, alone")
+	fs.IntVar(&o.fl.instances, "instances", 10, "fleet: simulated l4lb instances (each a fleet store of its own)")
+	fs.IntVar(&o.fl.backends, "backends", 100, "fleet: backends (breakers) per instance")
+	fs.IntVar(&o.fl.trips, "trips", 5, "fleet: backends tripped (and recovered) in the trip phase")
+	fs.DurationVar(&o.fl.refresh, "refresh", 500*time.Millisecond, "fleet: the breakers' snapshot refresh (l4lb's: 500ms); longer costs the one simulating process less CPU")
+	fs.DurationVar(&o.fl.timeout, "store-timeout", 0, "fleet: [cluster] timeout (0: l4lb's default)")
 	var llConns, llSystems string
 	fs.StringVar(&llConns, "longlived-conns", "10000", "longlived: connections held, a comma list runs each N in turn (e.g. 10000,100000)")
 	fs.IntVar(&o.ll.shards, "longlived-instances", 0, "longlived: proxy instances (0: as RLIMIT_NOFILE requires, at most 9000 connections each)")
 	fs.StringVar(&llSystems, "longlived-systems", "direct,l4lb,haproxy,nginx", "longlived: systems, in order")
 	fs.StringVar(&o.appendTo, "append", "", "put the run's section into this Markdown file instead of printing the page: "+
 		"longlived, each N's (replacing that N's earlier one); other scenarios, one section named by the scenario list (replacing the same list's)")
-	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run")
+	fs.DurationVar(&o.chaosDuration, "duration", 5*time.Minute, "chaos: how long faults and clients run; fleet: the idle and trip phases together (default "+fleetDefaultDuration.String()+")")
 	fs.StringVar(&o.chaosL4lb, "l4lb", "", "chaos: run this l4lb binary instead of building ./cmd/l4lb (e.g. to bisect)")
 	fs.StringVar(&o.baseline, "baseline", "", "also run this l4lb binary, as the system "+sysL4lbBase+" right after l4lb: a change's before and after in one run")
 	fs.Uint64Var(&o.seed, "seed", 0, "chaos: seed of sizes, client behaviour and fault schedule (0: from the clock)")
 	fs.StringVar(&sys, "systems", "", "comma-separated systems (default all but the opt-in "+strings.Join(optInSystemNames(), ",")+"): "+strings.Join(systemNames(), ","))
-	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as a JSON array to this file (fleet: one object)")
 	fs.StringVar(&o.svgPath, "svg", "", "write the comparison chart to this SVG file")
 	fs.StringVar(&o.user, "user", "", "run the proxies as this user (e.g. nobody); the harness must be root")
 	fs.IntVar(&o.portBase, "port-base", 21000, "first port of the port plan on 127.0.0.1")
@@ -155,6 +167,19 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("-duration %v: at least 10s", o.chaosDuration)
 		}
 		o.chaos = true
+		return o, nil
+	}
+	if names := strings.Split(scen, ","); slices.Contains(names, "fleet") {
+		if len(names) > 1 {
+			return o, errors.New("-scenario fleet runs alone")
+		}
+		o.fleet = true
+		o.fl.duration, o.fl.jsonPath = fleetDefaultDuration, o.jsonPath
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "duration" {
+				o.fl.duration = o.chaosDuration
+			}
+		})
 		return o, nil
 	}
 	if names := strings.Split(scen, ","); slices.Contains(names, "longlived") {

@@ -58,7 +58,8 @@ var rules = map[string][]string{
 	"internal/testnet":           {"pkg/clock"},
 	"internal/arch":              nil,
 	"internal/promrules":         nil,
-	"bench":                      {"internal/testnet"},
+	"bench":                      {"bench/fleetsim", "internal/testnet"},
+	"bench/fleetsim":             {"internal/testnet", "pkg/breaker", "pkg/config", "pkg/fleet"},
 	"bench/healthscale":          {"pkg/health"},
 	"pkg/config/internal/gendoc": {"pkg/config"},
 }
@@ -101,4 +102,4 @@ var (
 
 // testOnly are packages for tests, the bench and generators; nothing that ships may
 // depend on them.
-var testOnly = []string{"e2e", "internal/e2eutil", "internal/testnet", "internal/arch", "bench", "bench/healthscale", "pkg/config/internal/gendoc"}
+var testOnly = []string{"e2e", "internal/e2eutil", "internal/testnet", "internal/arch", "bench", "bench/fleetsim", "bench/healthscale", "pkg/config/internal/gendoc"}

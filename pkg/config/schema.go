@@ -215,7 +215,7 @@ var schema = []Section{
 		{Name: "key_prefix", Kind: KindString, Default: "l4lb:", Rule: `store = "redis" only; at most ` + strconv.Itoa(MaxKeyPrefixLen) + ` printable bytes, no { or }`,
 			Meaning: "What every key the fleet writes starts with; the same on every instance sharing the store."},
 		{Name: "sync_interval", Kind: KindDuration, Default: 2 * time.Second, Min: MinSyncInterval, Max: MaxSyncInterval, Rule: `store = "redis" only`,
-			Meaning: "The cache backstop (reads are served at most this long without the server) and the store's health ping."},
+			Meaning: "How often each instance checks the store: its health, and whether it lost the fleet's data. Reads are cached until the store says a key changed (docs/fleet.md), not for this long."},
 		{Name: "timeout", Kind: KindDuration, Default: 250 * time.Millisecond, Min: MinStoreTimeout, Rule: `store = "redis" only; below sync_interval`,
 			Meaning: "The bound of one store operation; past it the instance decides locally."},
 		{Name: "instance", Kind: KindString, Default: "", Rule: "printable ASCII, no spaces, at most " + strconv.Itoa(MaxInstanceLen) + " bytes",

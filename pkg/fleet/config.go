@@ -33,8 +33,11 @@ type Config struct {
 	// KeyPrefix starts every key the fleet writes. KeyPrefix, SyncInterval
 	// and Timeout are required: New refuses a Config without them.
 	KeyPrefix string
-	// SyncInterval is the backstop: cached reads are served at most this
-	// long without the server, and the store is pinged this often.
+	// SyncInterval is how often the Store checks Redis (the fleet's
+	// marker: Redis's health and whether it lost its data) while it
+	// answers, and at most how long it waits between tries while it does
+	// not. Cached reads are kept until the server invalidates them; their
+	// backstop is cacheBackstop, not this.
 	SyncInterval time.Duration
 	// Timeout bounds one store operation; past it the instance decides
 	// locally until the store answers again.
@@ -146,5 +149,13 @@ func (c Config) clientOption() (rueidis.ClientOption, error) {
 	// Breaker state is a few keys per backend; 128 MiB per connection
 	// (the default) would only be address space.
 	opt.CacheSizeEachConn = 4 << 20
+	// Broadcast tracking on the prefix: the server tells this client of
+	// every write to a fleet key, whether or not it has read the key,
+	// and tracks nothing per key or per read. A cached read then stays
+	// good until that message (or a reconnect, which drops the cache) and
+	// needs no server round trip to be tracked again: the idle fleet's
+	// load does not grow with instances × backends (docs/fleet.md,
+	// "Capacity").
+	opt.ClientTrackingOptions = []string{"PREFIX", c.KeyPrefix, "BCAST"}
 	return opt, nil
 }

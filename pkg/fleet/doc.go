@@ -10,14 +10,17 @@
 //     compare-and-set in one round trip), cooldowns as key TTLs read back
 //     as time remaining, the probe lock as SET NX PX with an owner token,
 //     manual disables under keys of their own. Reads go through rueidis'
-//     server-assisted client-side cache: the server tells each instance
-//     when a key it has read changes (RESP3 client tracking).
+//     server-assisted client-side cache: the server tells every instance
+//     of every write under the key prefix (RESP3 broadcast tracking), so
+//     a cached read is good until a write, and an idle fleet sends Redis
+//     nothing but its health checks.
 //   - Store (store.go) is what the process uses. It answers from Redis while
 //     Redis answers within the timeout, and from a local copy (a
 //     breaker.MemoryStore kept by every Redis answer) while it does not:
 //     the instance decides alone and says so. It turns invalidations into
 //     breaker.Notifier calls, so a breaker re-reads a key the moment
-//     another instance writes it.
+//     another instance writes it, and keeps an open breaker's answer
+//     until its key changes or its cooldown runs out (openmemo.go).
 //   - reconcile.go merges what happened while apart when Redis is back, by
 //     one rule: open wins, and the generation of every key changed while
 //     apart is raised above both sides, so no dial begun before the merge

@@ -37,8 +37,8 @@ func TestShared_Keys(t *testing.T) {
 		if got := ks.key("web/10.0.0.1:80", field); got != want {
 			t.Errorf("%s key %q, want %q", field, got, want)
 		}
-		if k, ok := ks.breakerKey(want); !ok || k != "web/10.0.0.1:80" {
-			t.Errorf("%q parses as breaker key %q %v: its invalidation would reach no watcher", want, k, ok)
+		if k, f, ok := ks.breakerField(want); !ok || k != "web/10.0.0.1:80" || f != field {
+			t.Errorf("%q parses as breaker key %q field %q %v: its invalidation would reach no watcher", want, k, f, ok)
 		}
 	}
 }

@@ -47,19 +47,19 @@ func (ks keyspace) voting(k string) []string {
 	return append(ks.state(k), ks.key(k, fieldVotes))
 }
 
-// breakerKey is the breaker key a Redis key belongs to, and whether it is
-// one of ours at all. The field follows the last "}:", so a breaker key
-// holding braces of its own still parses.
-func (ks keyspace) breakerKey(redisKey string) (string, bool) {
+// breakerField is the breaker key a Redis key belongs to and the key's
+// field, and whether it is one of ours at all. The field follows the last
+// "}:", so a breaker key holding braces of its own still parses.
+func (ks keyspace) breakerField(redisKey string) (key, field string, ok bool) {
 	rest, ok := strings.CutPrefix(redisKey, ks.prefix+"{")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	i := strings.LastIndex(rest, "}:")
 	if i < 0 {
-		return "", false
+		return "", "", false
 	}
-	return rest[:i], true
+	return rest[:i], rest[i+2:], true
 }
 
 // The Redis keys of the backends operators added through the admin API

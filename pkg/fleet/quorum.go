@@ -64,6 +64,7 @@ func (s *Store) Vote(ctx context.Context, key string, seen uint64, cooldown, ttl
 			st, tripped, voted, err = r.vote(ctx, key, seen, cooldown, ttl, window, s.cfg.TripQuorum, s.voter)
 			return err
 		})
+		s.forget(key) // the vote that makes the quorum writes the open entry
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,12 +20,25 @@ import (
 type redisStore struct {
 	client rueidis.Client
 	ks     keyspace
-	// cacheTTL bounds how long a client-side cached read may be served
-	// without the server: the backstop should an invalidation be lost.
+	// cacheTTL bounds how long a client-side cached membership read may
+	// be served without the server (membersredis.go).
 	cacheTTL time.Duration
 
 	mu       sync.Mutex
 	ownWrite map[string]time.Time // keys written here lately: read past the cache
+}
+
+// cacheBackstop bounds how long a cached read of a breaker's keys is
+// served without the server, should an invalidation ever be lost. With
+// broadcast tracking none is lost while the connection lives, and a
+// reconnect drops the whole cache, so this is defence in depth; each
+// entry lives a random time between half of it and all of it, so the
+// fleet's re-reads spread evenly instead of arriving together.
+const cacheBackstop = 30 * time.Minute
+
+// backstop is one cached entry's lifetime.
+func backstop() time.Duration {
+	return cacheBackstop/2 + rand.N(cacheBackstop/2)
 }
 
 // ownWriteWindow is how long reads of a key this instance wrote skip the
@@ -34,10 +48,8 @@ type redisStore struct {
 // disable must show at once, rule 5) and must see them.
 //
 // Such reads still go through the cache first, their answers unused: the
-// write ended the server's tracking of the keys for this instance (the
-// writer is invalidated too), and only a cached read has the server track
-// them again. Without it the writer would hear of no other instance's
-// change until its next timed refresh.
+// write's invalidation drops the cached entries, and the cached read
+// fills them again for the reads after the window.
 const ownWriteWindow = time.Second
 
 func (r *redisStore) wrote(key string) {
@@ -100,15 +112,19 @@ var readScript = rueidis.NewLuaScriptReadOnly(stateLua + `return state(1)`)
 
 // Read implements breaker.Store. A closed breaker, the common case, is
 // answered from the client-side cache (GET of the counter, the open entry
-// and the disable) until the server invalidates one of those keys (another
-// instance wrote it) or cacheTTL runs out. An open one is read from the
-// server in one script: its cooldown left is the cooldown key's TTL there,
-// which no cache keeps current.
+// and the disable): the server tells this client of every write to a
+// fleet key (broadcast tracking), which drops the entry, so an entry is
+// good until then, or until its backstop runs out. None of those keys has
+// a TTL in Redis, so the entry's lifetime is ours to give (ToStaticTTL: no
+// PTTL round trip with each fill). An open one is read from the server in
+// one script: its cooldown left is the cooldown key's TTL there (Store
+// keeps that answer until the key changes or the cooldown runs out).
 func (r *redisStore) Read(ctx context.Context, key string) (breaker.State, error) {
+	ttl := backstop()
 	cmds := []rueidis.CacheableTTL{
-		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldGen)).Cache(), r.cacheTTL),
-		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldOpen)).Cache(), r.cacheTTL),
-		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldDisabled)).Cache(), r.cacheTTL),
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldGen)).Cache().ToStaticTTL(), ttl),
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldOpen)).Cache().ToStaticTTL(), ttl),
+		rueidis.CT(r.client.B().Get().Key(r.ks.key(key, fieldDisabled)).Cache().ToStaticTTL(), ttl),
 	}
 	res := r.client.DoMultiCache(ctx, cmds...)
 	var vals [3]string

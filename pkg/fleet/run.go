@@ -184,6 +184,7 @@ func (s *Store) rejoin(ctx context.Context) error {
 		return fmt.Errorf("merge after %d keys: %w", merged, err)
 	}
 	s.log.Info("cluster store reachable: decisions are the fleet's", "merged_keys", merged, "store_was_empty", lost)
+	s.forgetAll()
 	s.notifyAll()
 	// What changed while apart, and what Redis lost, is found by reading
 	// every membership document again.

@@ -81,6 +81,7 @@ type Store struct {
 
 	wmu      sync.Mutex
 	watchers map[string]map[*watch]struct{}
+	memos    map[string]*openMemo // per watched key (openmemo.go)
 
 	// members are the pools' API-added backends (members.go).
 	members memberState
@@ -127,6 +128,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 		probes:   map[probeID]time.Time{},
 		owed:     map[probeID]struct{}{},
 		watchers: map[string]map[*watch]struct{}{},
+		memos:    map[string]*openMemo{},
 		members:  newMemberState(),
 	}
 	if s.log == nil {
@@ -170,7 +172,10 @@ func (s *Store) SnapshotAge() time.Duration {
 	return time.Since(time.Unix(0, last))
 }
 
-// Invalidations counts the keys the server said another writer changed.
+// Invalidations counts the keys the server said were written that this
+// instance holds (a watched breaker's state fields, the membership
+// documents): broadcast tracking tells of every write, this instance's
+// own included.
 func (s *Store) Invalidations() uint64 { return s.invalidations.Load() }
 
 // Reconciled counts keys merged back after an outage.
@@ -219,6 +224,7 @@ func (s *Store) call(ctx context.Context, name string, op func(ctx context.Conte
 // lost turns the Store to local decisions and wakes Run to keep trying.
 func (s *Store) lost(op string, err error) {
 	if s.up.CompareAndSwap(true, false) {
+		s.forgetAll() // a read in flight now must not leave a memo behind
 		s.log.Warn("cluster store unreachable: deciding locally until it answers again", "op", op, "error", err)
 	}
 	select {
@@ -279,10 +285,14 @@ func (s *Store) decideLocallyAs(key string, state bool, op func() (changed bool,
 	return false, err
 }
 
-// Read implements breaker.Store.
+// Read implements breaker.Store. A watched open breaker is answered from
+// its memo while the cooldown runs (openmemo.go).
 func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 	for {
-		var st breaker.State
+		st, ver, memo := s.recall(key)
+		if memo {
+			return st, nil
+		}
 		at := s.seq.Add(1)
 		ok, err := s.call(ctx, "read", func(ctx context.Context, r *redisStore) (err error) {
 			st, err = r.Read(ctx, key)
@@ -291,6 +301,7 @@ func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
+				s.remember(key, ver, st)
 			}
 			return st, err
 		}
@@ -315,6 +326,7 @@ func (s *Store) transition(ctx context.Context, name, key string, op func(contex
 			st, done, err = op(ctx, r)
 			return err
 		})
+		s.forget(key) // written, or may have been
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
@@ -366,6 +378,9 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 			return err
 		})
 		if ok {
+			if got {
+				s.forget(key) // the prober's read under the lock is Redis's
+			}
 			return got, err
 		}
 		retry, err := s.decideLocally(key, func() (bool, error) {
@@ -419,6 +434,7 @@ func (s *Store) Disable(ctx context.Context, key string) error {
 		ok, err := s.call(ctx, "disable", func(ctx context.Context, r *redisStore) error {
 			return r.Disable(ctx, key)
 		})
+		s.forget(key)
 		if ok {
 			if err == nil {
 				// The local copy must hold it too, should Redis be
@@ -442,6 +458,7 @@ func (s *Store) Enable(ctx context.Context, key string) error {
 	ok, err := s.call(ctx, "enable", func(ctx context.Context, r *redisStore) error {
 		return r.Enable(ctx, key)
 	})
+	s.forget(key)
 	if !ok {
 		return fmt.Errorf("enable %s: %w: retry when it is back (l4lb_cluster_store_up 1)", key, ErrStoreDown)
 	}

@@ -3,8 +3,10 @@ package fleet
 import "github.com/redis/rueidis"
 
 // Watch implements breaker.Notifier: changed is called when the server
-// invalidates one of key's cached reads (another instance wrote it), when
-// the whole cache is dropped (a reconnect), and after a merge.
+// says one of key's state fields was written (broadcast tracking tells
+// every write to the prefix, another instance's or this one's), when the
+// whole cache is dropped (a reconnect or a flush), and after a merge. A
+// watched key's open state is also remembered between reads (openmemo.go).
 func (s *Store) Watch(key string, changed func()) (stop func()) {
 	w := &watch{changed: changed}
 	s.wmu.Lock()
@@ -12,6 +14,7 @@ func (s *Store) Watch(key string, changed func()) (stop func()) {
 	if set == nil {
 		set = map[*watch]struct{}{}
 		s.watchers[key] = set
+		s.memos[key] = &openMemo{}
 	}
 	set[w] = struct{}{}
 	s.wmu.Unlock()
@@ -20,6 +23,7 @@ func (s *Store) Watch(key string, changed func()) (stop func()) {
 		delete(s.watchers[key], w)
 		if len(s.watchers[key]) == 0 {
 			delete(s.watchers, key)
+			delete(s.memos, key)
 		}
 		s.wmu.Unlock()
 	}
@@ -30,9 +34,11 @@ func (s *Store) Watch(key string, changed func()) (stop func()) {
 // A nil list means the whole cache was dropped.
 func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 	if msgs == nil {
-		// The client reconnected or the server flushed: re-read
-		// everything, and have Run check at once whether Redis still
-		// holds the fleet's data.
+		// The client reconnected or the server flushed: the cache is
+		// empty and tracking starts over on the new connection, so
+		// every key is read again, once, and Run checks at once whether
+		// Redis still holds the fleet's data.
+		s.forgetAll()
 		s.notifyAll()
 		s.members.markAll()
 		s.members.poke()
@@ -42,7 +48,6 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 		}
 		return
 	}
-	s.invalidations.Add(uint64(len(msgs)))
 	members := false
 	defer func() {
 		if members {
@@ -59,6 +64,7 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 		// Before breakerKey, which would read "P{members}:POOL" as the
 		// breaker key "members".
 		if pool, index, ok := s.ks.membersKey(k); ok {
+			s.invalidations.Add(1)
 			members = true
 			if index {
 				s.members.markAll()
@@ -67,7 +73,15 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 			}
 			continue
 		}
-		if key, ok := s.ks.breakerKey(k); ok {
+		// A probe lock's comings and goings are no change of state:
+		// telling the breakers would have every instance re-read at
+		// every probe. Nor is a vote below the quorum: the one that
+		// reaches it writes the open entry, which is.
+		if key, field, ok := s.ks.breakerField(k); ok && field != fieldProbe && field != fieldVotes {
+			if len(s.watchers[key]) > 0 {
+				s.invalidations.Add(1) // a key this instance holds
+			}
+			s.forgetLocked(key)
 			for w := range s.watchers[key] {
 				w.changed()
 			}
