@@ -88,7 +88,9 @@ func TestClusterAccepts(t *testing.T) {
 		{"sentinel master alone", redis + "sentinel_master = \"mymaster\"\n", func(c Cluster) bool { return c.SentinelAddrs == nil }},
 		{"no sentinel addrs", redis + "sentinel_addrs = []\n", func(c Cluster) bool { return len(c.SentinelAddrs) == 0 }},
 		{"cluster nodes", redis + "redis_addrs = [\"10.0.0.8:6379\", \"[fd00::9]:6380\"]\n",
-			func(c Cluster) bool { return reflect.DeepEqual(c.RedisAddrs, []string{"10.0.0.8:6379", "[fd00::9]:6380"}) }},
+			func(c Cluster) bool {
+				return reflect.DeepEqual(c.RedisAddrs, []string{"10.0.0.8:6379", "[fd00::9]:6380"})
+			}},
 		{"key prefix of the maximum length", redis + "key_prefix = \"" + long(MaxKeyPrefixLen) + "\"\n",
 			func(c Cluster) bool { return len(c.KeyPrefix) == MaxKeyPrefixLen }},
 		{"printable key prefix", redis + "key_prefix = \"lb prod/é:\"\n", func(c Cluster) bool { return c.KeyPrefix == "lb prod/é:" }},
