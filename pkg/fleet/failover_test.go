@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,31 +177,41 @@ func (f *failoverFleet) check(t *testing.T, pre breaker.Attempt, raw rawState) {
 // failoverProbes records every probe of the broken backend: by whom, at
 // which generation (the prober's snapshot, which the probe's re-read under
 // the lock set), how many ran at once. Every probe fails.
+//
+// The fleet-wide rule holds for probes made under the lock in Redis: an
+// instance whose Store is apart (Redis out of reach for it, as during the
+// failover) decides alone, under its own lock, so its probes are checked
+// apart, by the same rule for that instance alone.
 type failoverProbes struct {
 	ins    []*instance
 	during func(name string) // nil: a probe returns at once
 
-	inflight, maxInflight atomic.Int32
+	inflight, maxInflight atomic.Int32 // probes made while their Store was up
 	mu                    sync.Mutex
 	gens                  []uint64
-	by                    []string
+	by                    []string // the prober, "A (apart)" when apart
 }
 
 func (p *failoverProbes) probe(name string) func(context.Context) breaker.Result {
 	return func(ctx context.Context) breaker.Result {
-		n := p.inflight.Add(1)
-		defer p.inflight.Add(-1)
-		for m := p.maxInflight.Load(); n > m && !p.maxInflight.CompareAndSwap(m, n); m = p.maxInflight.Load() {
-		}
-		var gen uint64
-		for _, in := range p.ins {
-			if in.name == name {
-				gen = in.b.State().Generation
+		var in *instance
+		for _, i := range p.ins {
+			if i.name == name {
+				in = i
 			}
 		}
+		by := name
+		if in.store.Up() {
+			n := p.inflight.Add(1)
+			defer p.inflight.Add(-1)
+			for m := p.maxInflight.Load(); n > m && !p.maxInflight.CompareAndSwap(m, n); m = p.maxInflight.Load() {
+			}
+		} else {
+			by += " (apart)"
+		}
 		p.mu.Lock()
-		p.gens = append(p.gens, gen)
-		p.by = append(p.by, name)
+		p.gens = append(p.gens, in.b.State().Generation)
+		p.by = append(p.by, by)
 		p.mu.Unlock()
 		if p.during != nil {
 			p.during(name)
@@ -215,17 +226,39 @@ func (p *failoverProbes) n() int {
 	return len(p.gens)
 }
 
-// check reports two probes at one generation, or at once.
+// fleetWide is how many probes were made under the lock in Redis.
+func (p *failoverProbes) fleetWide() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, by := range p.by {
+		if !strings.HasSuffix(by, " (apart)") {
+			n++
+		}
+	}
+	return n
+}
+
+// check reports two probes at one generation, or two at once, made under
+// the lock in Redis; and two at one generation by one instance apart.
 func (p *failoverProbes) check() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
-	seen := map[uint64]int{}
+	type slot struct {
+		gen uint64
+		by  string // "" for the fleet's lock
+	}
+	seen := map[slot]int{}
 	for i, g := range p.gens {
-		if j, dup := seen[g]; dup {
+		sl := slot{gen: g}
+		if strings.HasSuffix(p.by[i], " (apart)") {
+			sl.by = p.by[i]
+		}
+		if j, dup := seen[sl]; dup {
 			errs = append(errs, fmt.Errorf("probes %d (%s) and %d (%s) both ran at generation %d (all: %v at %v)", j, p.by[j], i, p.by[i], g, p.by, p.gens))
 		}
-		seen[g] = i
+		seen[sl] = i
 	}
 	if m := p.maxInflight.Load(); m > 1 {
 		errs = append(errs, fmt.Errorf("%d probes ran at once (all: %v at %v)", m, p.by, p.gens))

@@ -81,6 +81,9 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 	if raw.Gen <= g {
 		t.Fatalf("redis holds %+v, want open above A's generation %d", raw, g)
 	}
+	if n := f.ins[0].store.Reconciled(); n < 1 {
+		t.Fatalf("A merged %d keys back", n)
+	}
 	f.check(t, pre, raw)
 }
 
@@ -132,7 +135,7 @@ func TestSentinelFailoverMidProbe(t *testing.T) {
 	tripOn(t, f.ins[0])
 	testnet.Eventually(t, "the first probe", killed.Load)
 	ha.failover(t)
-	testnet.Eventually(t, "three probes after the failover", func() bool { return f.probes.n() >= 4 })
+	testnet.Eventually(t, "three probes under the lock after the failover", func() bool { return f.probes.fleetWide() >= 4 })
 	raw := f.converged(t, "after the probes")
 	f.check(t, pre, raw)
 }

@@ -286,6 +286,7 @@ func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
+				st = s.catchUp(ctx, key, st)
 			}
 			return st, err
 		}
@@ -313,6 +314,10 @@ func (s *Store) transition(ctx context.Context, name, key string, op func(contex
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
+				if caught := s.catchUp(ctx, key, st); caught != st {
+					// Redis had lost the key: what was asked is moot.
+					return caught, false, nil
+				}
 			}
 			return st, done, err
 		}
