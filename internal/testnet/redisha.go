@@ -118,6 +118,33 @@ func WaitReplicated(t testing.TB, replica *Redis) {
 	})
 }
 
+// WaitCaughtUp waits until replica has every write master made so far:
+// its replication offset reached the master's.
+func WaitCaughtUp(t testing.TB, master, replica *Redis) {
+	t.Helper()
+	offset := func(r *Redis, field string) (int64, bool) {
+		v, err := r.Do("INFO", "replication")
+		if err != nil {
+			return 0, false
+		}
+		for line := range strings.SplitSeq(v, "\r\n") {
+			if s, ok := strings.CutPrefix(line, field+":"); ok {
+				n, err := strconv.ParseInt(s, 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	want, ok := offset(master, "master_repl_offset")
+	if !ok {
+		t.Fatalf("%s: no master_repl_offset in INFO replication", master.Addr)
+	}
+	Eventually(t, replica.Addr+" catches up with "+master.Addr, func() bool {
+		got, ok := offset(replica, "slave_repl_offset")
+		return ok && got >= want
+	})
+}
+
 // pairs reads a flat list of field and value lines (SENTINEL MASTER's
 // answer) as a map.
 func pairs(v string) map[string]string {
@@ -162,7 +189,10 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 	c := &RedisCluster{t: t}
 	args := []string{"--cluster", "create"}
 	for range 2 * masters {
-		n := StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())))
+		// The bus port, of its own: port+10000 (the default) may be out
+		// of range or taken.
+		n := StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(FreePort(t)),
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())))
 		c.Nodes = append(c.Nodes, n)
 		args = append(args, n.Addr)
 	}

@@ -51,6 +51,15 @@ type failoverFleet struct {
 	hurt    func() error // stops the watch of the healthy backend
 }
 
+// newBareFleet is a harness with no redis-server of its own: its Stores
+// are pointed elsewhere (a Sentinel set, a cluster).
+func newBareFleet(t *testing.T) *fleetHarness {
+	h := &fleetHarness{t: t}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	t.Cleanup(h.stop)
+	return h
+}
+
 // failoverNames are the instances of a failover fleet.
 var failoverNames = []string{"A", "B", "C"}
 
@@ -58,9 +67,7 @@ var failoverNames = []string{"A", "B", "C"}
 // broken backend), every breaker probing through probes.
 func newFailoverFleet(t *testing.T, ha haRedis, key string, cfg breaker.Config, during func(name string)) *failoverFleet {
 	t.Helper()
-	h := &fleetHarness{t: t}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	t.Cleanup(h.stop)
+	h := newBareFleet(t)
 	f := &failoverFleet{h: h, ha: ha, key: key}
 	f.probes = &failoverProbes{during: during}
 	for _, name := range failoverNames {
