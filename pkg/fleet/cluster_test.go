@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
+	"github.com/l4lb/l4lb/pkg/breaker/storetest"
 )
 
 // Failover on a Redis Cluster: three masters with a replica each, real
@@ -206,4 +208,42 @@ func TestClusterTripReachesAnotherByInvalidationAcrossAFailover(t *testing.T) {
 		}
 	}
 	tripAll("after the failover", after)
+}
+
+// Every script and command of the Store on a cluster: the breaker Store
+// contract (trip, close, re-open, the probe lock, disables, reads of open
+// and closed breakers) and the API-added backends' documents, written on
+// one instance and heard of by another through an invalidation. A script
+// touching keys of two slots would fail here with CROSSSLOT.
+func TestStoreOnACluster(t *testing.T) {
+	ha := startCluster(t)
+	h := newBareFleet(t)
+	store := func() *Store { return h.store(ha.config, Options{}) }
+	s := store()
+	t.Run("contract", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness {
+			return storetest.Harness{Store: s, Elapse: time.Sleep}
+		})
+	})
+	t.Run("members", func(t *testing.T) {
+		b := store()
+		wb, _ := watchMembers(t, b)
+		if got := members(t, b, "web"); got != "" {
+			t.Fatalf("B reads %q before any write", got)
+		}
+		put(t, s, "web", docOne)
+		wb.told(t, "B", "web", 1, docOne)
+		put(t, s, "api", docTwo)
+		wb.told(t, "B", "api", 1, docTwo)
+		if pools, err := b.MemberPools(h.ctx); err != nil || !slices.Equal(pools, []string{"api", "web"}) {
+			t.Fatalf("B's pools: %v %v", pools, err)
+		}
+	})
+	if !s.Up() {
+		t.Fatal("the store left the cluster")
+	}
+	// The marker script, on whichever master serves its slot.
+	if v, err := ha.c.Do(testPrefix+"fleet", "EXISTS", testPrefix+"fleet"); err != nil || v != "1" {
+		t.Fatalf("fleet marker: %q %v", v, err)
+	}
 }
