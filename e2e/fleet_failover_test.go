@@ -81,23 +81,13 @@ func fleetFailoverUnderLoad(t *testing.T, ha func(b2 string) *failoverRedis) {
 	backends := []string{b1.addr, b2.addr}
 	// As in TestFleetRedisOutageUnderLoad: a refused dial is retried on
 	// the other backend, and b2's breaker stays open to the end.
-	poolKeys := "retries = 2\nconnect_timeout = \"2s\""
-	breakerKeys := "failures = 3\nwindow = \"120s\"\ncooldown = \"60s\"\nmax_cooldown = \"60s\""
-	a := startFleetInstanceEdited(t, "", nil, dir, r.url, "fleet-a", backends, poolKeys, breakerKeys, r.edit)
-	b := startFleetInstanceEdited(t, "", nil, dir, r.url, "fleet-b", backends, poolKeys, breakerKeys, r.edit)
-	openB2, genB2 := fleetSeries("l4lb_breaker_open", b2.addr), fleetSeries("l4lb_breaker_generation", b2.addr)
+	a := startFleetInstanceEdited(t, "", nil, dir, r.url, "fleet-a", backends, fleetRetryKeys, fleetMinuteOpenKeys, r.edit)
+	b := startFleetInstanceEdited(t, "", nil, dir, r.url, "fleet-b", backends, fleetRetryKeys, fleetMinuteOpenKeys, r.edit)
 
 	load := startFleetLoad([]string{a.listen, b.listen}, 2, 1500, 25*time.Second, 15*time.Millisecond)
 	defer load.end()
 	start := time.Now()
-	progress := func(what string, n int64) {
-		t.Helper()
-		wantA, wantB := load.succeeded(a.listen)+n, load.succeeded(b.listen)+n
-		testnet.Eventually(t, what, func() bool {
-			return load.succeeded(a.listen) >= wantA && load.succeeded(b.listen) >= wantB
-		})
-	}
-	progress("clients through both instances", 20)
+	load.progress(t, "clients through both instances", 20, a.listen, b.listen)
 
 	// b2 stops and the master dies at once: the trips are in flight.
 	stopped := time.Now()
@@ -106,37 +96,21 @@ func fleetFailoverUnderLoad(t *testing.T, ha func(b2 string) *failoverRedis) {
 	r.kill()
 	r.promoted()
 	promoted := time.Since(stopped)
-	progress("clients after the failover", 20)
+	load.progress(t, "clients after the failover", 20, a.listen, b.listen)
 
 	// Both instances with the fleet again, agreeing with the new master.
 	var gen, open string
 	for _, in := range []*fleetInstance{a, b} {
 		in.waitMetric(t, "l4lb_cluster_store_up", "to be with the fleet again", func(v float64) bool { return v == 1 })
-		testnet.Eventually(t, "instance "+in.name+" at the new master's generation of b2, open", func() bool {
-			var err1, err2 error
-			gen, err1 = r.holder().Do("GET", fleetKey(b2.addr, "gen"))
-			open, err2 = r.holder().Do("GET", fleetKey(b2.addr, "open"))
-			v, ok := in.metric(genB2)
-			o, ok2 := in.metric(openB2)
-			return err1 == nil && err2 == nil && ok && ok2 && o == 1 &&
-				strconv.FormatFloat(v, 'f', -1, 64) == gen && strings.HasPrefix(open, gen+" ")
-		})
+		gen, open = in.waitOpenAtRedis(t, r.holder(), b2.addr)
 	}
 	converged := time.Since(stopped)
-	progress("clients after the instances agree", 30)
+	load.progress(t, "clients after the instances agree", 30, a.listen, b.listen)
 	load.end()
 	total := time.Since(start)
 
-	fails, excused := load.unexcused(t, stopped, stoppedEnd)
-	if len(fails) > 0 {
-		t.Fatalf("%d client connections failed (of %d that succeeded):\n%s", len(fails), load.ok.Load(), strings.Join(fails, "\n"))
-	}
-	if n := load.capped.Load(); n > 0 {
-		t.Fatalf("%d load goroutines ran out of their cap before the test ended: the run took too long (%v)", n, total)
-	}
-	for _, in := range []*fleetInstance{a, b} {
-		t.Logf("instance %s warned:\n%s", in.name, strings.Join(in.notable(), "\n"))
-	}
+	excused := load.noneFailed(t, stopped, stoppedEnd, total)
+	logNotable(t, a, b)
 	t.Logf("%d client connections, none failed (%d excused); replica promoted %v after b2's stop and the kill; both instances open at the new master's generation %s (%q) %v after; whole run %v",
 		load.ok.Load(), excused, promoted.Round(time.Millisecond), gen, open, converged.Round(time.Millisecond), total.Round(time.Millisecond))
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/breaker"
 )
 
@@ -36,14 +35,7 @@ func TestRedisBehindTheLocalCopyIsCaughtUp(t *testing.T) {
 	if _, err := h.srv.Do(append([]string{"DEL"}, ks.state(key)...)...); err != nil {
 		t.Fatal(err)
 	}
-	var raw rawState
-	testnet.Eventually(t, "redis holds the trip again", func() bool {
-		raw = h.raw(key)
-		return raw.Open
-	})
-	if raw.Gen <= g || raw.OpenGen != raw.Gen {
-		t.Fatalf("redis holds %+v, want open above generation %d", raw, g)
-	}
+	raw := h.waitWrittenBack("redis holds the trip again", key, g)
 	waitState(t, a, "reads the written-back trip", isOpenAt(raw.Gen))
 	waitState(t, b, "reads the written-back trip", isOpenAt(raw.Gen))
 	if n := a.store.Reconciled() + b.store.Reconciled(); n < 1 {

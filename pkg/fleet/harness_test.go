@@ -190,6 +190,22 @@ func (h *fleetHarness) raw(key string) rawState {
 	return st
 }
 
+// waitWrittenBack waits until the server holds key open again, after a
+// loss, and fails the test unless it is open above generation g (the
+// one before the loss): written back by the reconcile rule.
+func (h *fleetHarness) waitWrittenBack(what, key string, g uint64) rawState {
+	h.t.Helper()
+	var raw rawState
+	testnet.Eventually(h.t, what, func() bool {
+		raw = h.raw(key)
+		return raw.Open
+	})
+	if raw.Gen <= g || raw.OpenGen != raw.Gen {
+		h.t.Fatalf("redis holds %+v for %s after it was written back, want open above generation %d", raw, key, g)
+	}
+	return raw
+}
+
 // rawOf is what srv holds for a breaker key; an error when srv does not
 // answer, or answers what no Store writes.
 func rawOf(srv *testnet.Redis, key string) (rawState, error) {
