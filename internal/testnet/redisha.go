@@ -17,6 +17,10 @@ import (
 // neighbour redis.go: on 127.0.0.1, in the test's temporary directory,
 // killed and waited for when the test ends.
 
+// noSyncDelay has a master start a replica's first sync at once, not
+// after the 5 s it waits by default for more replicas to share it.
+var noSyncDelay = []string{"--repl-diskless-sync-delay", "0"}
+
 // SentinelSet is a master, its replica and the Sentinels that watch them.
 type SentinelSet struct {
 	Name      string // the master set's name
@@ -42,7 +46,7 @@ func StartSentinelSet(t testing.TB, name string, replicaOf func(master *Redis) s
 	if bin == "" {
 		Missing(t, "redis-sentinel not installed", "redis-sentinel")
 	}
-	set := &SentinelSet{Name: name, Master: StartRedis(t)}
+	set := &SentinelSet{Name: name, Master: StartRedis(t, noSyncDelay...)}
 	from := set.Master.Addr
 	if replicaOf != nil {
 		from = replicaOf(set.Master)
@@ -191,8 +195,8 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 	for range 2 * masters {
 		// The bus port, of its own: port+10000 (the default) may be out
 		// of range or taken.
-		n := StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(FreePort(t)),
-			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds())))
+		n := StartRedis(t, append([]string{"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(FreePort(t)),
+			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout.Milliseconds()))}, noSyncDelay...)...)
 		c.Nodes = append(c.Nodes, n)
 		args = append(args, n.Addr)
 	}
