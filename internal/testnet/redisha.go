@@ -206,15 +206,41 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	for _, n := range c.Nodes {
-		Eventually(t, n.Addr+" says the cluster is ok", func() bool {
+		Eventually(t, n.Addr+" says the cluster is ok and knows every master's replica", func() bool {
 			v, err := n.Do("CLUSTER", "INFO")
-			return err == nil && strings.Contains(v, "cluster_state:ok")
+			return err == nil && strings.Contains(v, "cluster_state:ok") && c.complete(n, masters)
 		})
 		if role, err := n.Do("ROLE"); err == nil && strings.HasPrefix(role, "slave\n") {
 			WaitReplicated(t, n)
 		}
 	}
 	return c
+}
+
+// complete reports whether node sees masters masters serving slots, each
+// with one replica, and no node failed.
+func (c *RedisCluster) complete(node *Redis, masters int) bool {
+	replicas := map[string]int{}
+	serving := 0
+	for _, n := range c.nodesOf(node) {
+		if n.failed {
+			return false
+		}
+		if n.isMaster && len(n.slots) > 0 {
+			serving++
+		} else if !n.isMaster {
+			replicas[n.master]++
+		}
+	}
+	if serving != masters || len(replicas) != masters {
+		return false
+	}
+	for _, k := range replicas {
+		if k != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // Addrs are every node's host:port.
@@ -249,35 +275,42 @@ func (c *RedisCluster) nodes(skip *Redis) []clusterNode {
 		if n == skip {
 			continue
 		}
-		v, err := n.Do("CLUSTER", "NODES")
-		if err != nil {
-			continue
+		if out := c.nodesOf(n); out != nil {
+			return out
 		}
-		var out []clusterNode
-		for line := range strings.SplitSeq(strings.TrimSpace(v), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 8 {
-				continue
-			}
-			addr, _, _ := strings.Cut(f[1], "@")
-			cn := clusterNode{id: f[0], addr: addr, master: f[3],
-				isMaster: strings.Contains(f[2], "master"), failed: strings.Contains(f[2], "fail")}
-			for _, r := range f[8:] {
-				lo, hi, ok := strings.Cut(r, "-")
-				if !ok {
-					hi = lo
-				}
-				a, err1 := strconv.Atoi(lo)
-				b, err2 := strconv.Atoi(hi)
-				if err1 == nil && err2 == nil {
-					cn.slots = append(cn.slots, [2]int{a, b})
-				}
-			}
-			out = append(out, cn)
-		}
-		return out
 	}
 	return nil
+}
+
+// nodesOf is CLUSTER NODES as n sees it; nil when n does not answer.
+func (c *RedisCluster) nodesOf(n *Redis) []clusterNode {
+	v, err := n.Do("CLUSTER", "NODES")
+	if err != nil {
+		return nil
+	}
+	var out []clusterNode
+	for line := range strings.SplitSeq(strings.TrimSpace(v), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		cn := clusterNode{id: f[0], addr: addr, master: f[3],
+			isMaster: strings.Contains(f[2], "master"), failed: strings.Contains(f[2], "fail")}
+		for _, r := range f[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil {
+				cn.slots = append(cn.slots, [2]int{a, b})
+			}
+		}
+		out = append(out, cn)
+	}
+	return out
 }
 
 // slot is key's hash slot.

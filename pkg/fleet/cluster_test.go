@@ -38,9 +38,14 @@ func (c *clusterRedis) holder(key string) *testnet.Redis {
 	return m
 }
 
-// slotOf is the master and replica of key's slot.
-func (c *clusterRedis) slotOf(key string) (master, replica *testnet.Redis) {
-	return c.c.MasterOf(keyspace{prefix: testPrefix}.key(key, fieldGen))
+// slotOf is the master and replica of key's slot, before a failover.
+func (c *clusterRedis) slotOf(t *testing.T, key string) (master, replica *testnet.Redis) {
+	t.Helper()
+	master, replica = c.c.MasterOf(keyspace{prefix: testPrefix}.key(key, fieldGen))
+	if replica == nil {
+		t.Fatalf("the master %s of %s's slot has no replica", master.Addr, key)
+	}
+	return master, replica
 }
 
 // failover kills master and waits until replica serves key's slot.
@@ -59,7 +64,7 @@ func clusterKey(t *testing.T, c *clusterRedis, base string) string {
 	marker, _ := c.c.MasterOf(testPrefix + "fleet")
 	for i := range 64 {
 		key := base + itoa(uint64(i))
-		if m, _ := c.slotOf(key); m != marker {
+		if m, _ := c.slotOf(t, key); m != marker {
 			return key
 		}
 	}
@@ -71,7 +76,7 @@ func clusterKey(t *testing.T, c *clusterRedis, base string) string {
 func TestClusterFailoverMidTrip(t *testing.T) {
 	ha := startCluster(t)
 	key := clusterKey(t, ha, "web/10.0.6.1:")
-	m, r := ha.slotOf(key)
+	m, r := ha.slotOf(t, key)
 	f := newFailoverFleet(t, ha, key, trips(1, time.Minute, time.Minute), nil)
 	pre := f.failoverTrip(t, m.Kill)
 	ha.failover(t, m, r, key)
@@ -87,7 +92,7 @@ func TestClusterFailoverMidTrip(t *testing.T) {
 func TestClusterFailoverToAnEmptiedReplica(t *testing.T) {
 	ha := startCluster(t)
 	key := clusterKey(t, ha, "web/10.0.6.2:")
-	m, r := ha.slotOf(key)
+	m, r := ha.slotOf(t, key)
 	f := newFailoverFleet(t, ha, key, trips(1, time.Minute, time.Minute), nil)
 	pre := f.ins[1].b.Begin(breaker.KindClient)
 	g := tripOn(t, f.ins[0]).Generation
@@ -120,7 +125,7 @@ func TestClusterFailoverToAnEmptiedReplica(t *testing.T) {
 func TestClusterFailoverMidProbe(t *testing.T) {
 	ha := startCluster(t)
 	key := clusterKey(t, ha, "web/10.0.6.3:")
-	m, r := ha.slotOf(key)
+	m, r := ha.slotOf(t, key)
 	var killed atomic.Bool
 	f := newFailoverFleet(t, ha, key, trips(1, time.Second, time.Second), func(string) {
 		if killed.CompareAndSwap(false, true) {
@@ -151,7 +156,7 @@ func TestClusterTripReachesAnotherByInvalidationAcrossAFailover(t *testing.T) {
 	ha := startCluster(t)
 	const base = "web/10.0.6.4:"
 	key := clusterKey(t, ha, base)
-	m, r := ha.slotOf(key)
+	m, r := ha.slotOf(t, key)
 	hourly := func(o *breaker.Options) { o.SnapshotRefresh = time.Hour }
 	cfg := trips(1, time.Minute, time.Minute)
 	h := newBareFleet(t)
@@ -164,7 +169,7 @@ func TestClusterTripReachesAnotherByInvalidationAcrossAFailover(t *testing.T) {
 	seen := map[*testnet.Redis]bool{}
 	for i := 0; len(keys) < 3 && i < 256; i++ {
 		k := base + "x" + itoa(uint64(i))
-		if km, _ := ha.slotOf(k); !seen[km] {
+		if km, _ := ha.slotOf(t, k); !seen[km] {
 			seen[km] = true
 			keys = append(keys, k)
 		}
