@@ -179,6 +179,9 @@ func (f *failoverFleet) check(t *testing.T, pre breaker.Attempt, raw rawState) {
 	if err := f.probes.check(); err != nil {
 		t.Error(err)
 	}
+	f.probes.mu.Lock()
+	t.Logf("probes by %v at generations %v", f.probes.by, f.probes.gens)
+	f.probes.mu.Unlock()
 }
 
 // failoverProbes records every probe of the broken backend: by whom, at

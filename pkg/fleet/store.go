@@ -366,6 +366,9 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 			return err
 		})
 		if ok {
+			if err == nil && !got {
+				s.heldElsewhere(ctx, key, owner, ttl)
+			}
 			return got, err
 		}
 		retry, err := s.decideLocally(key, func() (bool, error) {
@@ -380,6 +383,16 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 			return got, err
 		}
 	}
+}
+
+// heldElsewhere keeps in the local copy that another instance holds key's
+// probe lock, for at most ttl (the bound of its probe): should Redis be
+// lost meanwhile (its master dies while that instance probes), this one,
+// deciding alone, does not probe the same backend beside it. The local
+// lock has an owner no instance releases; it only ever counts while apart,
+// and runs out with the other's probe.
+func (s *Store) heldElsewhere(ctx context.Context, key, owner string, ttl time.Duration) {
+	_, _ = s.local.AcquireProbe(context.WithoutCancel(ctx), key, owner+" (held elsewhere)", ttl) // MemoryStore fails only on a done ctx
 }
 
 // ReleaseProbe implements breaker.Store. The lock may have been taken on
