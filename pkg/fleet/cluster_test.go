@@ -196,6 +196,7 @@ func TestClusterTripReachesAnotherByInvalidationAcrossAFailover(t *testing.T) {
 			})
 			before := sb.Invalidations()
 			g := tripOn(t, a).Generation
+			t.Logf("%s: A tripped %s at generation %d, its store up: %v", what, k, g, sa.Up())
 			// At g, or above if A's client found the moved slot's old
 			// master gone and A tripped apart, then merged it.
 			waitState(t, b, what+": told of A's trip of "+k, func(st breaker.State) bool { return st.Open && st.Generation >= g })
