@@ -146,6 +146,18 @@ func (f *failoverFleet) converged(t *testing.T, what string) rawState {
 	return raw
 }
 
+// mergedSome fails the test unless some instance merged a key back.
+func (f *failoverFleet) mergedSome(t *testing.T) {
+	t.Helper()
+	var n uint64
+	for _, in := range f.ins {
+		n += in.store.Reconciled()
+	}
+	if n < 1 {
+		t.Fatal("no instance merged a key back")
+	}
+}
+
 // check ends the test's watches and asserts the guarantees every failover
 // test shares: the stale dial pre (begun on B before the trip) closes
 // nothing, no client was hurt, at most one probe ran at one generation.

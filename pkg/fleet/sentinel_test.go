@@ -81,9 +81,8 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 	if raw.Gen <= g {
 		t.Fatalf("redis holds %+v, want open above A's generation %d", raw, g)
 	}
-	if n := f.ins[0].store.Reconciled(); n < 1 {
-		t.Fatalf("A merged %d keys back", n)
-	}
+	// By whichever instance read the key first: each had A's trip.
+	f.mergedSome(t)
 	f.check(t, pre, raw)
 }
 
