@@ -148,7 +148,11 @@ func (s *Store) connect() error {
 	if err != nil {
 		return err
 	}
-	s.remote.Store(&redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval})
+	r := &redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval}
+	if m := c.Mode(); m == rueidis.ClientModeSentinel || m == rueidis.ClientModeCluster {
+		r.replicaWait = max(s.cfg.Timeout/2, time.Millisecond)
+	}
+	s.remote.Store(r)
 	return nil
 }
 
