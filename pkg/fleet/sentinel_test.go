@@ -138,3 +138,37 @@ func TestSentinelFailoverMidProbe(t *testing.T) {
 	raw := f.converged(t, "after the probes")
 	f.check(t, pre, raw)
 }
+
+// The probe lock reaches the replica before the probe starts (WAIT 1 after
+// the SET), so a failover cannot hand it to a second prober; with the
+// replica's link stalled the wait ends after its bound and the probe goes
+// on, the lock holding on the master.
+func TestProbeLockWaitsForTheReplica(t *testing.T) {
+	var link *cutProxy
+	ha := startSentinel(t, func(m *testnet.Redis) string {
+		link = startProxy(t, m.Addr)
+		return link.addr
+	})
+	h := newBareFleet(t)
+	s := h.store(func(c *Config) { ha.config(c); c.Timeout = failoverTimeout }, Options{})
+	ctx := h.ctx
+	ks := keyspace{prefix: testPrefix}
+	if got, err := s.AcquireProbe(ctx, "web/10.0.4.5:80", "A", time.Minute); err != nil || !got {
+		t.Fatalf("A takes the probe lock: %v %v", got, err)
+	}
+	if v, err := ha.set.Replica.Do("GET", ks.key("web/10.0.4.5:80", fieldProbe)); err != nil || v != "A" {
+		t.Fatalf("the replica holds %q (%v) for the lock A was just given, want A's token", v, err)
+	}
+
+	link.Stall()
+	start := time.Now()
+	if got, err := s.AcquireProbe(ctx, "web/10.0.4.6:80", "A", time.Minute); err != nil || !got {
+		t.Fatalf("A takes a probe lock with the replica's link stalled: %v %v", got, err)
+	}
+	if took := time.Since(start); took < failoverTimeout/2 {
+		t.Fatalf("the lock was given in %v with the replica's link stalled: no wait for the replica (bound %v)", took, failoverTimeout/2)
+	}
+	if !s.Up() {
+		t.Fatal("the store left Redis over a replica that did not answer")
+	}
+}
