@@ -94,22 +94,10 @@ func TestClusterFailoverToAnEmptiedReplica(t *testing.T) {
 	key := clusterKey(t, ha, "web/10.0.6.2:")
 	m, r := ha.slotOf(t, key)
 	f := newFailoverFleet(t, ha, key, trips(1, time.Minute, time.Minute), nil)
-	pre := f.ins[1].b.Begin(breaker.KindClient)
-	g := tripOn(t, f.ins[0]).Generation
-	for _, in := range f.ins {
-		waitState(t, in, "sees A's trip", isOpenAt(g))
-	}
-	testnet.WaitCaughtUp(t, m, r)
-	for _, cmd := range [][]string{{"CONFIG", "SET", "replica-read-only", "no"}, {"FLUSHALL"}} {
-		if _, err := r.Do(cmd...); err != nil {
-			t.Fatal(cmd, err)
-		}
-	}
+	pre, g := f.tripSeen(t)
+	emptyReplica(t, m, r)
 	ha.failover(t, m, r, key)
-	raw := f.converged(t, "after the failover to an emptied replica")
-	if raw.Gen <= g {
-		t.Fatalf("redis holds %+v, want open above generation %d", raw, g)
-	}
+	raw := f.convergedAbove(t, "after the failover to an emptied replica", g)
 	f.mergedSome(t)
 	f.check(t, pre, raw)
 }

@@ -146,6 +146,41 @@ func (f *failoverFleet) converged(t *testing.T, what string) rawState {
 	return raw
 }
 
+// convergedAbove is converged, failing the test unless the generation
+// is above g: the trip written back above the one Redis lost.
+func (f *failoverFleet) convergedAbove(t *testing.T, what string, g uint64) rawState {
+	t.Helper()
+	raw := f.converged(t, what)
+	if raw.Gen <= g {
+		t.Fatalf("%s: redis holds %+v, want open above generation %d", what, raw, g)
+	}
+	return raw
+}
+
+// tripSeen has B begin a client dial (the stale one), then A trip and
+// every instance see it; it returns B's dial and the trip's generation.
+func (f *failoverFleet) tripSeen(t *testing.T) (pre breaker.Attempt, g uint64) {
+	t.Helper()
+	pre = f.ins[1].b.Begin(breaker.KindClient)
+	g = tripOn(t, f.ins[0]).Generation
+	for _, in := range f.ins {
+		waitState(t, in, "sees A's trip", isOpenAt(g))
+	}
+	return pre, g
+}
+
+// emptyReplica has replica catch up with master, then lose everything,
+// as a replica restarted without its data before it was promoted.
+func emptyReplica(t *testing.T, master, replica *testnet.Redis) {
+	t.Helper()
+	testnet.WaitCaughtUp(t, master, replica)
+	for _, cmd := range [][]string{{"CONFIG", "SET", "replica-read-only", "no"}, {"FLUSHALL"}} {
+		if _, err := replica.Do(cmd...); err != nil {
+			t.Fatal(cmd, err)
+		}
+	}
+}
+
 // mergedSome fails the test unless some instance merged a key back.
 func (f *failoverFleet) mergedSome(t *testing.T) {
 	t.Helper()

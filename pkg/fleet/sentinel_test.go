@@ -34,6 +34,18 @@ func (s *sentinelRedis) config(c *Config) {
 
 func (s *sentinelRedis) holder(string) *testnet.Redis { return s.current.Load() }
 
+// startSentinelLinked is startSentinel with the replica replicating
+// through a proxy the test can stall.
+func startSentinelLinked(t *testing.T) (*sentinelRedis, *cutProxy) {
+	t.Helper()
+	var link *cutProxy
+	ha := startSentinel(t, func(m *testnet.Redis) string {
+		link = startProxy(t, m.Addr)
+		return link.addr
+	})
+	return ha, link
+}
+
 // failover kills the master and waits until the Sentinels have promoted
 // the replica.
 func (s *sentinelRedis) failover(t *testing.T) {
@@ -64,11 +76,7 @@ func TestSentinelFailoverMidTrip(t *testing.T) {
 // its trip back (the generation raised above both), and every instance
 // follows.
 func TestSentinelFailoverToALaggingReplica(t *testing.T) {
-	var link *cutProxy
-	ha := startSentinel(t, func(m *testnet.Redis) string {
-		link = startProxy(t, m.Addr)
-		return link.addr
-	})
+	ha, link := startSentinelLinked(t)
 	f := newFailoverFleet(t, ha, "web/10.0.4.2:80", trips(1, time.Minute, time.Minute), nil)
 	pre := f.ins[1].b.Begin(breaker.KindClient)
 	link.Stall()
@@ -77,10 +85,7 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 		t.Fatalf("the replica holds %+v (%v) with its link stalled, want nothing", raw, err)
 	}
 	ha.failover(t)
-	raw := f.converged(t, "after the failover to a replica without the trip")
-	if raw.Gen <= g {
-		t.Fatalf("redis holds %+v, want open above A's generation %d", raw, g)
-	}
+	raw := f.convergedAbove(t, "after the failover to a replica without the trip", g)
 	// By whichever instance read the key first: each had A's trip.
 	f.mergedSome(t)
 	f.check(t, pre, raw)
@@ -91,25 +96,10 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 func TestSentinelFailoverToAnEmptiedReplica(t *testing.T) {
 	ha := startSentinel(t, nil)
 	f := newFailoverFleet(t, ha, "web/10.0.4.3:80", trips(1, time.Minute, time.Minute), nil)
-	pre := f.ins[1].b.Begin(breaker.KindClient)
-	g := tripOn(t, f.ins[0]).Generation
-	for _, in := range f.ins {
-		waitState(t, in, "sees A's trip", isOpenAt(g))
-	}
-	testnet.Eventually(t, "the replica has the trip", func() bool {
-		raw, err := rawOf(ha.set.Replica, f.key)
-		return err == nil && raw.Open
-	})
-	for _, cmd := range [][]string{{"CONFIG", "SET", "replica-read-only", "no"}, {"FLUSHALL"}} {
-		if _, err := ha.set.Replica.Do(cmd...); err != nil {
-			t.Fatal(cmd, err)
-		}
-	}
+	pre, g := f.tripSeen(t)
+	emptyReplica(t, ha.set.Master, ha.set.Replica)
 	ha.failover(t)
-	raw := f.converged(t, "after the failover to an emptied replica")
-	if raw.Gen <= g {
-		t.Fatalf("redis holds %+v, want open above generation %d", raw, g)
-	}
+	raw := f.convergedAbove(t, "after the failover to an emptied replica", g)
 	if v, err := ha.set.Replica.Do("EXISTS", testPrefix+"fleet"); err != nil || v != "1" {
 		t.Fatalf("the fleet marker on the new master: %q %v", v, err)
 	}
@@ -144,11 +134,7 @@ func TestSentinelFailoverMidProbe(t *testing.T) {
 // replica's link stalled the wait ends after its bound and the probe goes
 // on, the lock holding on the master.
 func TestProbeLockWaitsForTheReplica(t *testing.T) {
-	var link *cutProxy
-	ha := startSentinel(t, func(m *testnet.Redis) string {
-		link = startProxy(t, m.Addr)
-		return link.addr
-	})
+	ha, link := startSentinelLinked(t)
 	h := newBareFleet(t)
 	s := h.store(func(c *Config) { ha.config(c); c.Timeout = failoverTimeout }, Options{})
 	ctx := h.ctx
