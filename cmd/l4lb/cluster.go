@@ -51,7 +51,7 @@ func fleetConfig(c config.Cluster, instance string) fleet.Config {
 	return fleet.Config{
 		RedisURL: c.RedisURL, PasswordFile: c.PasswordFile,
 		TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSServerName: c.TLSServerName,
-		SentinelMaster: c.SentinelMaster, SentinelAddrs: c.SentinelAddrs,
+		SentinelMaster: c.SentinelMaster, SentinelAddrs: c.SentinelAddrs, RedisAddrs: c.RedisAddrs,
 		KeyPrefix: c.KeyPrefix, SyncInterval: c.SyncInterval, Timeout: c.Timeout,
 		Instance: instance, TripQuorum: c.TripQuorum,
 	}

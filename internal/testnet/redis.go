@@ -30,6 +30,7 @@ type Redis struct {
 	dir      string // --dir; emptied before every start
 	logPath  string // redis-server's stdout and stderr
 	args     []string
+	conf     string // a configuration file, given first (redis-sentinel needs one it can rewrite)
 	password string // --requirepass from the extra arguments, for Do
 
 	mu   sync.Mutex
@@ -55,6 +56,14 @@ func StartRedis(t testing.TB, extraArgs ...string) *Redis {
 	if bin == "" {
 		Missing(t, "redis-server not installed", "redis-server")
 	}
+	return startRedisProcess(t, bin, nil, extraArgs)
+}
+
+// startRedisProcess is StartRedis for the program bin (redis-server or
+// redis-sentinel); conf, when not nil, is written to a configuration file
+// of the test's own that is given first.
+func startRedisProcess(t testing.TB, bin string, conf []byte, extraArgs []string) *Redis {
+	t.Helper()
 	CheckLeaks(t)
 	base := t.TempDir()
 	r := &Redis{
@@ -62,6 +71,12 @@ func StartRedis(t testing.TB, extraArgs ...string) *Redis {
 		dir:     filepath.Join(base, "data"),
 		logPath: filepath.Join(base, "redis.log"),
 		args:    append([]string{bin}, extraArgs...),
+	}
+	if conf != nil {
+		r.conf = filepath.Join(base, "redis.conf")
+		if err := os.WriteFile(r.conf, conf, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, a := range extraArgs {
 		if a == "--requirepass" && i+1 < len(extraArgs) {
@@ -152,6 +167,9 @@ func (r *Redis) start() (busy bool, err error) {
 		"--dir", r.dir,
 		"--daemonize", "no",
 		"--logfile", "",
+	}
+	if r.conf != "" {
+		args = append([]string{r.conf}, args...)
 	}
 	cmd := exec.Command(r.args[0], append(args, r.args[1:]...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -30,6 +30,7 @@ type Cluster struct {
 	TLSServerName  string        // name to verify instead of the URL's host
 	SentinelMaster string        // when set, redis_url's host and SentinelAddrs are Sentinels monitoring this master set
 	SentinelAddrs  []string      // more Sentinel host:port
+	RedisAddrs     []string      // more Redis Cluster nodes host:port, beside redis_url's
 	KeyPrefix      string        // default "l4lb:"
 	SyncInterval   time.Duration // default 2s: the snapshot backstop refresh and the store's health ping
 	Timeout        time.Duration // bound of one store operation, default 250ms
@@ -64,7 +65,7 @@ func ReadRedisPassword(path string) (string, error) {
 // "memory", in the order they are read. store and instance apply to both.
 var redisOnly = []string{
 	"redis_url", "password_file", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",
-	"sentinel_master", "sentinel_addrs", "key_prefix", "sync_interval", "timeout", "trip_quorum",
+	"sentinel_master", "sentinel_addrs", "redis_addrs", "key_prefix", "sync_interval", "timeout", "trip_quorum",
 }
 
 // decodeCluster reads [cluster].
@@ -129,9 +130,18 @@ func decodeCluster(t *table, cl *Cluster) {
 		}
 	}
 	if !misplaced["sentinel_addrs"] && t.strs("sentinel_addrs", &cl.SentinelAddrs) {
-		checkSentinelAddrs(t, cl.SentinelAddrs)
+		checkAddrs(t, "sentinel_addrs", "26379", cl.SentinelAddrs)
 		if len(cl.SentinelAddrs) > 0 && cl.SentinelMaster == "" && !masterUnknown {
 			t.c.add(t.keyOf("sentinel_addrs"), "set without sentinel_master: name the master set these Sentinels monitor, or remove sentinel_addrs")
+		}
+	}
+	if !misplaced["redis_addrs"] && t.strs("redis_addrs", &cl.RedisAddrs) {
+		checkAddrs(t, "redis_addrs", "6379", cl.RedisAddrs)
+		switch {
+		case len(cl.RedisAddrs) > 0 && cl.SentinelMaster != "":
+			t.c.add(t.keyOf("redis_addrs"), "set with sentinel_master: redis_addrs are Redis Cluster nodes, and a Sentinel set is named by redis_url and sentinel_addrs; keep one")
+		case len(cl.RedisAddrs) > 0 && scheme == "unix":
+			t.c.add(t.keyOf("redis_addrs"), "set with a unix:// redis_url: Redis Cluster nodes are reached over TCP; write redis_url as redis://host:port")
 		}
 	}
 	if str("key_prefix", &cl.KeyPrefix) {
@@ -243,10 +253,11 @@ func checkRedisURL(c *collector, key, raw string) string {
 	return u.Scheme
 }
 
-// checkSentinelAddrs reports sentinel_addrs entries that are not host:port,
-// and repeated ones.
-func checkSentinelAddrs(t *table, addrs []string) {
-	key := t.keyOf("sentinel_addrs")
+// checkAddrs reports entries of the list name (sentinel_addrs,
+// redis_addrs) that are not host:port, and repeated ones; example is the
+// port the messages' examples show.
+func checkAddrs(t *table, name, example string, addrs []string) {
+	key := t.keyOf(name)
 	seen := map[string]int{}
 	for i, a := range addrs {
 		ek := indexKey(key, i)
@@ -255,11 +266,11 @@ func checkSentinelAddrs(t *table, addrs []string) {
 			if ae, ok := errors.AsType[*net.AddrError](err); ok {
 				err = errors.New(ae.Err)
 			}
-			t.c.add(ek, "%q is not host:port (%v): write e.g. \"10.0.0.5:26379\" or \"[fd00::5]:26379\"", a, err)
+			t.c.add(ek, "%q is not host:port (%v): write e.g. \"10.0.0.5:%s\" or \"[fd00::5]:%s\"", a, err, example, example)
 			continue
 		}
 		if host == "" || strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || !strconv.IsPrint(r) }) {
-			t.c.add(ek, "%q names no usable host: write e.g. \"10.0.0.5:26379\"", a)
+			t.c.add(ek, "%q names no usable host: write e.g. \"10.0.0.5:%s\"", a, example)
 			continue
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

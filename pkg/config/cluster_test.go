@@ -89,6 +89,10 @@ func TestClusterAccepts(t *testing.T) {
 			}},
 		{"sentinel master alone", redis + "sentinel_master = \"mymaster\"\n", func(c Cluster) bool { return c.SentinelAddrs == nil }},
 		{"no sentinel addrs", redis + "sentinel_addrs = []\n", func(c Cluster) bool { return len(c.SentinelAddrs) == 0 }},
+		{"cluster nodes", redis + "redis_addrs = [\"10.0.0.8:6379\", \"[fd00::9]:6380\"]\n",
+			func(c Cluster) bool {
+				return reflect.DeepEqual(c.RedisAddrs, []string{"10.0.0.8:6379", "[fd00::9]:6380"})
+			}},
 		{"key prefix of the maximum length", redis + "key_prefix = \"" + long(MaxKeyPrefixLen) + "\"\n",
 			func(c Cluster) bool { return len(c.KeyPrefix) == MaxKeyPrefixLen }},
 		{"printable key prefix", redis + "key_prefix = \"lb prod/é:\"\n", func(c Cluster) bool { return c.KeyPrefix == "lb prod/é:" }},
@@ -124,7 +128,7 @@ func TestClusterRefuses(t *testing.T) {
 		{"misspelt key", withCluster("redis_ulr = \"redis://h:1\" #!\n"), "cluster.redis_ulr", `did you mean "redis_url"?`},
 		{"misspelt key of the redis store", withRedis("sentinel_adrs = [] #!\n"), "cluster.sentinel_adrs", `did you mean "sentinel_addrs"?`},
 		{"unknown key", withCluster("nodes = 3 #!\n"), "cluster.nodes",
-			"allowed in cluster: store, redis_url, password_file, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, sentinel_master, sentinel_addrs, key_prefix, sync_interval, timeout, trip_quorum, instance"},
+			"allowed in cluster: store, redis_url, password_file, tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, sentinel_master, sentinel_addrs, redis_addrs, key_prefix, sync_interval, timeout, trip_quorum, instance"},
 
 		// redis_url
 		{"redis without redis_url", withCluster("store = \"redis\" #!\nkey_prefix = \"x:\"\n"), "cluster.redis_url", `required with store = "redis"`},
@@ -175,6 +179,12 @@ func TestClusterRefuses(t *testing.T) {
 		{"sentinel addr port a name", withRedis("sentinel_master = \"m\"\nsentinel_addrs = [\"h:sentinel\"] #!\n"), "cluster.sentinel_addrs[0]", "must be a number between 1 and 65535"},
 		{"sentinel addr twice", withRedis("sentinel_master = \"m\"\nsentinel_addrs = [\n\"H:26379\",\n\"h:26379\", #!\n]\n"), "cluster.sentinel_addrs[1]",
 			"is already cluster.sentinel_addrs[0] (line 13)"},
+		{"cluster node without port", withRedis("redis_addrs = [\"10.0.0.8\"] #!\n"), "cluster.redis_addrs[0]",
+			`"10.0.0.8" is not host:port (missing port in address): write e.g. "10.0.0.5:6379"`},
+		{"cluster node twice", withRedis("redis_addrs = [\"h:6379\", \"H:6379\"] #!\n"), "cluster.redis_addrs[1]", "is already cluster.redis_addrs[0]"},
+		{"cluster nodes with sentinels", withRedis("sentinel_master = \"m\"\nredis_addrs = [\"h:6379\"] #!\n"), "cluster.redis_addrs", "set with sentinel_master"},
+		{"cluster nodes with a unix socket", withCluster("store = \"redis\"\nredis_url = \"unix:///run/r.sock\"\nredis_addrs = [\"h:6379\"] #!\n"), "cluster.redis_addrs",
+			"Redis Cluster nodes are reached over TCP"},
 		{"sentinel addr not a string", withRedis("sentinel_master = \"m\"\nsentinel_addrs = [\"h:1\", 2] #!\n"), "cluster.sentinel_addrs[1]", "must be a string, not the integer 2"},
 		{"sentinel addrs not an array", withRedis("sentinel_master = \"m\"\nsentinel_addrs = \"h:1\" #!\n"), "cluster.sentinel_addrs", "must be an array of strings"},
 
@@ -215,7 +225,7 @@ func TestClusterRefuses(t *testing.T) {
 	redisKeys := map[string]string{
 		"redis_url": `"redis://h:1"`, "password_file": `"/pw"`, "tls_ca_file": `"/ca.pem"`, "tls_cert_file": `"/c.pem"`,
 		"tls_key_file": `"/c.key"`, "tls_server_name": `"h"`, "sentinel_master": `"m"`, "sentinel_addrs": `["h:1"]`,
-		"key_prefix": `"x:"`, "sync_interval": `"1s"`, "timeout": `"1s"`, "trip_quorum": `2`,
+		"redis_addrs": `["h:2"]`, "key_prefix": `"x:"`, "sync_interval": `"1s"`, "timeout": `"1s"`, "trip_quorum": `2`,
 	}
 	if len(redisKeys) != len(redisOnly) {
 		t.Errorf("the test sets %d redis keys, redisOnly has %d", len(redisKeys), len(redisOnly))

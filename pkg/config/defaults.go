@@ -154,7 +154,7 @@ func DefaultLog() Log {
 
 // DefaultCluster returns [cluster] with every key at its default. Instance
 // stays "": the caller fills in its own (hostname-pid) when the file sets
-// none. SentinelAddrs stays nil, as when the file leaves it out.
+// none. SentinelAddrs and RedisAddrs stay nil, as when the file leaves it out.
 func DefaultCluster() Cluster {
 	return Cluster{
 		Store:          def[string]("cluster.store"),

@@ -230,6 +230,9 @@ func TestSchemaDefaultsAreParsed(t *testing.T) {
 		if len(cfg.Cluster.SentinelAddrs) == 0 {
 			cfg.Cluster.SentinelAddrs = nil // [] written, or left out
 		}
+		if len(cfg.Cluster.RedisAddrs) == 0 {
+			cfg.Cluster.RedisAddrs = nil
+		}
 		return cfg
 	}
 	for _, sec := range Schema() {

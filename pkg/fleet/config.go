@@ -30,6 +30,11 @@ type Config struct {
 	// Sentinels, asked for the master of this set (and again on failover).
 	SentinelMaster string
 	SentinelAddrs  []string
+	// RedisAddrs are more nodes of a Redis Cluster (host:port), tried
+	// with RedisURL's host to learn the cluster's layout: any one that
+	// answers is enough, so an instance starts while some are down. The
+	// client finds a cluster by itself, from RedisURL's node alone too.
+	RedisAddrs []string
 	// KeyPrefix starts every key the fleet writes. KeyPrefix, SyncInterval
 	// and Timeout are required: New refuses a Config without them.
 	KeyPrefix string
@@ -139,6 +144,12 @@ func (c Config) clientOption() (rueidis.ClientOption, error) {
 		// master until restart: reconcile with the Sentinels too.
 		opt.Sentinel.TopologyRefreshInterval = max(c.SyncInterval, time.Second)
 	}
+	if len(c.RedisAddrs) > 0 {
+		opt.InitAddress = append(opt.InitAddress, c.RedisAddrs...)
+	}
+	// A cluster's layout is re-read at every MOVED and lost node; the
+	// timed scan finds a failover the client has sent nothing through.
+	opt.ClusterOption.ShardsRefreshInterval = max(c.SyncInterval, time.Second)
 	if c.Instance != "" {
 		opt.ClientName = "l4lb:" + c.Instance
 	}

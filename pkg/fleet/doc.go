@@ -24,7 +24,13 @@
 //   - reconcile.go merges what happened while apart when Redis is back, by
 //     one rule: open wins, and the generation of every key changed while
 //     apart is raised above both sides, so no dial begun before the merge
-//     can close a breaker after it.
+//     can close a breaker after it. The same rule writes back a key Redis
+//     answers behind the local copy (catchUp): one lost in a failover to
+//     a replica it had not reached, which the fleet's marker cannot tell.
+//
+// Redis may be one server, a master set watched by Sentinel, or a Redis
+// Cluster (every backend's keys in one slot, keys.go); the failover tests
+// run real ones (sentinel_test.go, cluster_test.go).
 //
 // With a trip quorum (Config.TripQuorum, quorum.go) a trip is the
 // instance's vote: one script adds it to the backend's vote set, timed by

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,7 +81,10 @@ func (h *fleetHarness) goRun(ctx context.Context, f func(context.Context)) (wait
 // returns.
 func (h *fleetHarness) store(tweak func(*Config), opts Options) *Store {
 	h.t.Helper()
-	cfg := Config{RedisURL: h.srv.URL(), KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}
+	cfg := Config{KeyPrefix: testPrefix, SyncInterval: time.Hour, Timeout: relaxedTimeout}
+	if h.srv != nil {
+		cfg.RedisURL = h.srv.URL()
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -179,21 +183,47 @@ type rawState struct {
 
 func (h *fleetHarness) raw(key string) rawState {
 	h.t.Helper()
+	st, err := rawOf(h.srv, key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// waitWrittenBack waits until the server holds key open again, after a
+// loss, and fails the test unless it is open above generation g (the
+// one before the loss): written back by the reconcile rule.
+func (h *fleetHarness) waitWrittenBack(what, key string, g uint64) rawState {
+	h.t.Helper()
+	var raw rawState
+	testnet.Eventually(h.t, what, func() bool {
+		raw = h.raw(key)
+		return raw.Open
+	})
+	if raw.Gen <= g || raw.OpenGen != raw.Gen {
+		h.t.Fatalf("redis holds %+v for %s after it was written back, want open above generation %d", raw, key, g)
+	}
+	return raw
+}
+
+// rawOf is what srv holds for a breaker key; an error when srv does not
+// answer, or answers what no Store writes.
+func rawOf(srv *testnet.Redis, key string) (rawState, error) {
 	ks := keyspace{prefix: testPrefix}
 	// One MGET: the fields of one moment, not of a merge half done.
-	v, err := h.srv.Do("MGET", ks.key(key, fieldGen), ks.key(key, fieldOpen), ks.key(key, fieldDisabled))
+	v, err := srv.Do("MGET", ks.key(key, fieldGen), ks.key(key, fieldOpen), ks.key(key, fieldDisabled))
 	if err != nil {
-		h.t.Fatalf("MGET %s: %v", key, err)
+		return rawState{}, fmt.Errorf("MGET %s: %w", key, err)
 	}
 	vals := strings.Split(v, "\n")
 	if len(vals) != 3 {
-		h.t.Fatalf("MGET %s answered %q", key, v)
+		return rawState{}, fmt.Errorf("MGET %s answered %q", key, v)
 	}
 	var st rawState
 	if g := vals[0]; g != "(nil)" {
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
-			h.t.Fatalf("generation %q: %v", g, err)
+			return st, fmt.Errorf("generation %q: %w", g, err)
 		}
 		st.Gen = n
 	}
@@ -202,12 +232,12 @@ func (h *fleetHarness) raw(key string) rawState {
 		g, _, _ := strings.Cut(o, " ")
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
-			h.t.Fatalf("open entry %q: %v", o, err)
+			return st, fmt.Errorf("open entry %q: %w", o, err)
 		}
 		st.OpenGen = n
 	}
 	st.Disabled = vals[2] != "(nil)"
-	return st
+	return st, nil
 }
 
 // recorder counts a breaker's events.

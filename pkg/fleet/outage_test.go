@@ -258,14 +258,7 @@ func TestOutage_DataLossIsResynced(t *testing.T) {
 	}
 	waitState(t, a, "reads the resynced state", isOpenAt(raw.Gen))
 	waitState(t, b, "reads the resynced state", isOpenAt(raw.Gen))
-	var raw2 rawState
-	testnet.Eventually(t, "redis holds B's own open breaker again", func() bool {
-		raw2 = h.raw(onlyB)
-		return raw2.Open
-	})
-	if raw2.Gen <= g2 || raw2.OpenGen != raw2.Gen {
-		t.Fatalf("redis holds %+v for B's own key after the resync, want open above generation %d", raw2, g2)
-	}
+	raw2 := h.waitWrittenBack("redis holds B's own open breaker again", onlyB, g2)
 	waitState(t, b2, "reads its resynced state", isOpenAt(raw2.Gen))
 	for _, stop := range []func() error{stopA, stopB, stopB2} {
 		if err := stop(); err != nil {

@@ -54,3 +54,34 @@ func TestProbeLockTakenApartHoldsInRedisAfterReturn(t *testing.T) {
 		t.Fatalf("B asks for the probe lock after A's probe ended: %v %v", got, err)
 	}
 }
+
+// A lock another instance holds in Redis holds for this one when it goes
+// apart with the other's probe still running (Redis's master died under
+// it): deciding alone, it must not probe the same backend beside it. The
+// memory lasts the lock's TTL, the bound of the other's probe, and no
+// longer.
+func TestProbeLockHeldElsewhereHoldsApart(t *testing.T) {
+	_, p, a, b := apartStores(t, Options{})
+	const key = "web/10.0.8.3:80"
+	const ttl = 2 * time.Second
+	ctx := context.Background()
+	if got, err := b.AcquireProbe(ctx, key, "B", ttl); err != nil || !got {
+		t.Fatalf("B takes the probe lock in redis: %v %v", got, err)
+	}
+	if got, err := a.AcquireProbe(ctx, key, "A", ttl); err != nil || got {
+		t.Fatalf("A asks for the lock B holds: %v %v, want refused", got, err)
+	}
+	asked := time.Now()
+	cutOff(t, p, a, key)
+	got, err := a.AcquireProbe(ctx, key, "A", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got && time.Since(asked) < ttl {
+		t.Fatalf("A, apart %v after it found B's lock (TTL %v), took a lock of its own: two probes of one backend at once", time.Since(asked), ttl)
+	}
+	time.Sleep(time.Until(asked.Add(ttl)))
+	if got, err := a.AcquireProbe(ctx, key, "A", ttl); err != nil || !got {
+		t.Fatalf("A, apart after B's lock ran out: %v %v, want its own lock", got, err)
+	}
+}

@@ -89,3 +89,58 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 	}
 	return merged, nil
 }
+
+// catchUp writes key's local copy back when Redis answered st, a
+// generation below the one this instance holds: Redis lost the key while
+// keeping the fleet's marker, so no marker check tells. A failover to a
+// replica the key's last writes had not reached does this (replication is
+// asynchronous), and so does, on a Redis Cluster, the failover of any
+// slot but the marker's. Generations never go down in Redis otherwise, so
+// once a read from the server itself confirms it, the key is merged back
+// by the reconcile rule as after a loss (open wins, the generation raised
+// above both sides); an instance is never left holding a breaker open at
+// a generation Redis will never reach. It returns what Redis holds after
+// it, or st when it could not tell.
+func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) breaker.State {
+	local, err := s.local.Read(ctx, key)
+	if err != nil || st.Generation >= local.Generation {
+		return st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, apart := s.apart[key]; apart {
+		return st // decided here while apart: the rejoin's merge writes it back
+	}
+	// The answer may be older than the one the local copy took (two calls
+	// crossing, a cached read): the server's own answer, to a read begun
+	// now, says whether Redis is behind.
+	var fresh breaker.State
+	at := s.seq.Add(1)
+	if ok, err := s.call(ctx, "read", func(ctx context.Context, r *redisStore) (err error) {
+		fresh, err = r.readFresh(ctx, key)
+		return err
+	}); !ok || err != nil {
+		return st
+	}
+	if fresh.Generation >= local.Generation {
+		s.mirrorLocked(key, fresh, at)
+		return fresh
+	}
+	var merged breaker.State
+	var changed bool
+	at = s.seq.Add(1)
+	if ok, err := s.call(ctx, "merge", func(ctx context.Context, r *redisStore) (err error) {
+		merged, changed, err = r.merge(ctx, key, local, false)
+		return err
+	}); !ok || err != nil {
+		return st
+	}
+	if changed {
+		s.log.Warn("cluster store: redis lost a breaker state (a failover to a replica the last writes had not reached): merged the local copy back", "key", key,
+			"local_generation", local.Generation, "local_open", local.Open, "redis_generation", fresh.Generation,
+			"generation", merged.Generation, "open", merged.Open)
+		s.reconciled.Add(1)
+	}
+	s.mirrorLocked(key, merged, at)
+	return merged
+}

@@ -23,6 +23,9 @@ type redisStore struct {
 	// cacheTTL bounds how long a client-side cached membership read may
 	// be served without the server (membersredis.go).
 	cacheTTL time.Duration
+	// replicaWait, when above 0 (a Sentinel set, a Cluster), is how long
+	// a probe lock waits to reach a replica (AcquireProbe).
+	replicaWait time.Duration
 
 	mu       sync.Mutex
 	ownWrite map[string]time.Time // keys written here lately: read past the cache
@@ -213,9 +216,25 @@ func (r *redisStore) Reopen(ctx context.Context, key string, gen uint64, cooldow
 }
 
 // AcquireProbe implements breaker.Store: SET NX PX with the owner's token.
+// With replicas (Sentinel, Cluster), the lock is waited onto one of them
+// (WAIT 1, at most replicaWait) before the probe may start: replication
+// is asynchronous, and a lock the master took but no replica had when it
+// died would let another instance take it again on the promoted replica
+// and probe the same generation beside this one. WAIT's answer is not
+// checked: with every replica down the lock still holds on the master,
+// and probes must go on.
 func (r *redisStore) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
-	err := r.client.Do(ctx, r.client.B().Set().Key(r.ks.key(key, fieldProbe)).Value(owner).
-		Nx().PxMilliseconds(max(ttl.Milliseconds(), 1)).Build()).Error()
+	set := r.client.B().Set().Key(r.ks.key(key, fieldProbe)).Value(owner).
+		Nx().PxMilliseconds(max(ttl.Milliseconds(), 1)).Build()
+	var err error
+	if r.replicaWait <= 0 {
+		err = r.client.Do(ctx, set).Error()
+	} else {
+		// One connection for both, so that WAIT counts the SET (a keyless
+		// command goes with its neighbour's slot on a cluster).
+		wait := r.client.B().Wait().Numreplicas(1).Timeout(max(r.replicaWait.Milliseconds(), 1)).Build()
+		err = r.client.DoMulti(ctx, set, wait)[0].Error()
+	}
 	if rueidis.IsRedisNil(err) {
 		return false, nil // NX: someone holds it
 	}

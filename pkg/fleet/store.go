@@ -155,7 +155,11 @@ func (s *Store) connect() error {
 	if err != nil {
 		return err
 	}
-	s.remote.Store(&redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval})
+	r := &redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval}
+	if m := c.Mode(); m == rueidis.ClientModeSentinel || m == rueidis.ClientModeCluster {
+		r.replicaWait = max(s.cfg.Timeout/2, time.Millisecond)
+	}
+	s.remote.Store(r)
 	return nil
 }
 
@@ -301,6 +305,7 @@ func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
+				st = s.catchUp(ctx, key, st)
 				s.remember(key, ver, st)
 			}
 			return st, err
@@ -330,6 +335,10 @@ func (s *Store) transition(ctx context.Context, name, key string, op func(contex
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
+				if caught := s.catchUp(ctx, key, st); caught != st {
+					// Redis had lost the key: what was asked is moot.
+					return caught, false, nil
+				}
 			}
 			return st, done, err
 		}
@@ -381,6 +390,9 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 			if got {
 				s.forget(key) // the prober's read under the lock is Redis's
 			}
+			if err == nil && !got {
+				s.heldElsewhere(ctx, key, owner, ttl)
+			}
 			return got, err
 		}
 		retry, err := s.decideLocally(key, func() (bool, error) {
@@ -395,6 +407,16 @@ func (s *Store) AcquireProbe(ctx context.Context, key, owner string, ttl time.Du
 			return got, err
 		}
 	}
+}
+
+// heldElsewhere keeps in the local copy that another instance holds key's
+// probe lock, for at most ttl (the bound of its probe): should Redis be
+// lost meanwhile (its master dies while that instance probes), this one,
+// deciding alone, does not probe the same backend beside it. The local
+// lock has an owner no instance releases; it only ever counts while apart,
+// and runs out with the other's probe.
+func (s *Store) heldElsewhere(ctx context.Context, key, owner string, ttl time.Duration) {
+	_, _ = s.local.AcquireProbe(context.WithoutCancel(ctx), key, owner+" (held elsewhere)", ttl) // MemoryStore fails only on a done ctx
 }
 
 // ReleaseProbe implements breaker.Store. The lock may have been taken on
