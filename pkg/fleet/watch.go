@@ -49,7 +49,9 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 		return
 	}
 	members := false
+	var calls []func()
 	defer func() {
+		call(calls) // after wmu is let go (call's comment)
 		if members {
 			s.members.poke()
 		}
@@ -83,7 +85,7 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 			}
 			s.forgetLocked(key)
 			for w := range s.watchers[key] {
-				w.changed()
+				calls = append(calls, w.changed)
 			}
 		}
 	}
@@ -91,10 +93,22 @@ func (s *Store) invalidated(msgs []rueidis.RedisMessage) {
 
 func (s *Store) notifyAll() {
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	var calls []func()
 	for _, set := range s.watchers {
 		for w := range set {
-			w.changed()
+			calls = append(calls, w.changed)
 		}
+	}
+	s.wmu.Unlock()
+	call(calls)
+}
+
+// call runs watchers' callbacks, collected under wmu, after it is let go:
+// a callback may take a lock of its own under which Watch or its stop is
+// called (the drains' follower does), and called under wmu that order
+// would be the other way round.
+func call(calls []func()) {
+	for _, f := range calls {
+		f()
 	}
 }
