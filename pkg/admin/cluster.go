@@ -12,13 +12,13 @@ var (
 	descStoreUp = desc("l4lb_cluster_store_up",
 		"1 while breaker decisions are the fleet's (the Redis store answers); 0 while this instance decides alone on its local copy.")
 	descStoreOps = desc("l4lb_cluster_store_operation_seconds",
-		"Time of the cluster store's Redis operations, by op (read, trip, close, reopen, acquire_probe, release_probe, disable, enable, merge, ping, members_read, members_write, shared_read, shared_write).", "op")
+		"Time of the cluster store's Redis operations, by op (read, trip, close, reopen, acquire_probe, release_probe, disable, enable, merge, ping, members_read, members_write, unvote, shared_read, shared_write).", "op")
 	descStoreErrors = desc("l4lb_cluster_store_errors_total",
 		"Cluster store operations that failed (timed out, refused, or answered with an error), by op.", "op")
 	descSnapshotAge = desc("l4lb_cluster_snapshot_age_seconds",
 		"Time since Redis last answered this instance: how old its view of the fleet's breaker state may be.")
 	descInvalidations = desc("l4lb_cluster_invalidations_total",
-		"Cached keys the Redis server said another writer changed (client-side caching invalidations).")
+		"Writes to cached keys the Redis server told of (broadcast client-side caching invalidations; this instance's own writes included).")
 	descReconciled = desc("l4lb_cluster_reconciled_keys_total",
 		"Breaker keys merged into Redis after an outage (decided locally while apart, or lost by Redis).")
 )

@@ -24,8 +24,15 @@ type redisStore struct {
 	// be served without the server (membersredis.go).
 	cacheTTL time.Duration
 	// replicaWait, when above 0 (a Sentinel set, a Cluster), is how long
-	// a probe lock waits to reach a replica (AcquireProbe).
+	// a probe lock waits to reach a replica (AcquireProbe), on locks.
 	replicaWait time.Duration
+	// locks, with replicaWait, is a client of its own for the probe lock's
+	// SET and WAIT: WAIT blocks, and rueidis sends blocking commands on
+	// pooled connections of their own, which on the main client would
+	// each be tracked (every write told to each of them, their closing
+	// taken for a reconnect) and kept, pinging, for good. This one caches
+	// nothing, tracks nothing and lets idle connections go.
+	locks rueidis.Client
 
 	mu       sync.Mutex
 	ownWrite map[string]time.Time // keys written here lately: read past the cache
@@ -233,7 +240,7 @@ func (r *redisStore) AcquireProbe(ctx context.Context, key, owner string, ttl ti
 		// One connection for both, so that WAIT counts the SET (a keyless
 		// command goes with its neighbour's slot on a cluster).
 		wait := r.client.B().Wait().Numreplicas(1).Timeout(max(r.replicaWait.Milliseconds(), 1)).Build()
-		err = r.client.DoMulti(ctx, set, wait)[0].Error()
+		err = r.locks.DoMulti(ctx, set, wait)[0].Error()
 	}
 	if rueidis.IsRedisNil(err) {
 		return false, nil // NX: someone holds it

@@ -89,6 +89,9 @@ func (s *Store) Shutdown() {
 	s.up.Store(false)
 	if r := s.remote.Swap(nil); r != nil {
 		r.client.Close()
+		if r.locks != nil {
+			r.locks.Close()
+		}
 	}
 }
 

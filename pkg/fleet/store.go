@@ -147,6 +147,12 @@ func New(cfg Config, opts Options) (*Store, error) {
 }
 
 // connect makes the client if there is none yet.
+// lockPoolIdle is how long a probe-lock connection (redisStore.locks) may
+// sit idle before it is closed: probes come a cooldown apart, and a burst
+// of them (a fleet-wide blip, its cooldowns ending together) leaves no
+// standing pool behind.
+const lockPoolIdle = 30 * time.Second
+
 func (s *Store) connect() error {
 	if s.remote.Load() != nil {
 		return nil
@@ -157,7 +163,15 @@ func (s *Store) connect() error {
 	}
 	r := &redisStore{client: c, ks: s.ks, cacheTTL: s.cfg.SyncInterval}
 	if m := c.Mode(); m == rueidis.ClientModeSentinel || m == rueidis.ClientModeCluster {
-		r.replicaWait = max(s.cfg.Timeout/2, time.Millisecond)
+		lo := s.opt
+		lo.DisableCache, lo.ClientTrackingOptions, lo.OnInvalidations = true, nil, nil
+		lo.BlockingPoolCleanup, lo.BlockingPoolMinSize = lockPoolIdle, 0
+		locks, err := rueidis.NewClient(lo)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		r.locks, r.replicaWait = locks, max(s.cfg.Timeout/2, time.Millisecond)
 	}
 	s.remote.Store(r)
 	return nil
