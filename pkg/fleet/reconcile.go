@@ -100,16 +100,18 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 // by the reconcile rule as after a loss (open wins, the generation raised
 // above both sides); an instance is never left holding a breaker open at
 // a generation Redis will never reach. It returns what Redis holds after
-// it, or st when it could not tell.
-func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) breaker.State {
+// it, or st when it could not tell, and lost: Redis was behind the copy
+// (what an operation asked of the key is then moot), not merely a read
+// crossing a newer one.
+func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ breaker.State, lost bool) {
 	local, err := s.local.Read(ctx, key)
 	if err != nil || st.Generation >= local.Generation {
-		return st
+		return st, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, apart := s.apart[key]; apart {
-		return st // decided here while apart: the rejoin's merge writes it back
+		return st, false // decided here while apart: the rejoin's merge writes it back
 	}
 	// The answer may be older than the one the local copy took (two calls
 	// crossing, a cached read): the server's own answer, to a read begun
@@ -120,11 +122,11 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) break
 		fresh, err = r.readFresh(ctx, key)
 		return err
 	}); !ok || err != nil {
-		return st
+		return st, false
 	}
 	if fresh.Generation >= local.Generation {
 		s.mirrorLocked(key, fresh, at)
-		return fresh
+		return fresh, false
 	}
 	var merged breaker.State
 	var changed bool
@@ -133,7 +135,7 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) break
 		merged, changed, err = r.merge(ctx, key, local, false)
 		return err
 	}); !ok || err != nil {
-		return st
+		return st, false // behind, but not written back: the next read tries again
 	}
 	if changed {
 		s.log.Warn("cluster store: redis lost a breaker state (a failover to a replica the last writes had not reached): merged the local copy back", "key", key,
@@ -142,5 +144,5 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) break
 		s.reconciled.Add(1)
 	}
 	s.mirrorLocked(key, merged, at)
-	return merged
+	return merged, true
 }

@@ -319,7 +319,7 @@ func (s *Store) Read(ctx context.Context, key string) (breaker.State, error) {
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
-				st = s.catchUp(ctx, key, st)
+				st, _ = s.catchUp(ctx, key, st)
 				s.remember(key, ver, st)
 			}
 			return st, err
@@ -349,7 +349,7 @@ func (s *Store) transition(ctx context.Context, name, key string, op func(contex
 		if ok {
 			if err == nil {
 				s.mirror(key, st, at)
-				if caught := s.catchUp(ctx, key, st); caught != st {
+				if caught, lost := s.catchUp(ctx, key, st); lost {
 					// Redis had lost the key: what was asked is moot.
 					return caught, false, nil
 				}
