@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/handoff"
 )
@@ -274,10 +275,7 @@ type apiBackend struct {
 // backends reads pool's backends from the admin API, by address.
 func backends(t *testing.T, adminAddr, pool string) map[string]apiBackend {
 	t.Helper()
-	resp, err := http.Get("http://" + adminAddr + "/api/v1/pools")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e2eutil.AdminGet(t, "http://"+adminAddr+"/api/v1/pools")
 	defer resp.Body.Close()
 	var doc struct {
 		Pools []struct {

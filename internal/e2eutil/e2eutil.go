@@ -6,6 +6,7 @@ package e2eutil
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
@@ -41,14 +43,30 @@ func WriteConfig(t *testing.T, dir string, backends []string, extra string) (pat
 	return path, listen, adminAddr
 }
 
+// AdminGet GETs url from an l4lb's admin endpoint. A refused connection is
+// tried again for a while: l4lb binds its listeners a moment before its
+// admin endpoint, so a test that saw a listener accept may ask the
+// endpoint before it is there; any other error, or a refusal that lasts,
+// fails the test.
+func AdminGet(t *testing.T, url string) *http.Response {
+	t.Helper()
+	var resp *http.Response
+	var err error
+	testnet.Eventually(t, "the admin endpoint to answer GET "+url, func() bool {
+		resp, err = http.Get(url)
+		return !errors.Is(err, syscall.ECONNREFUSED)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // Metric is the value of one series (name and labels, as /metrics writes
 // them) of the admin endpoint at adminAddr.
 func Metric(t *testing.T, adminAddr, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + adminAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := AdminGet(t, "http://"+adminAddr+"/metrics")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
