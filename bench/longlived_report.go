@@ -8,7 +8,7 @@ import (
 )
 
 // The longlived scenario's tables: which figures, what direct's row
-// subtracts, and how a run's section goes into docs/performance.md.
+// subtracts, and how a run's section goes into docs/performance-longlived.md.
 
 func llMetrics() []MetricDef {
 	return []MetricDef{
