@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // sysL4lbRedis is l4lb keeping its breaker state and manual disables in a
@@ -171,28 +170,15 @@ func redisCommandsProcessed(addr string) (float64, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("INFO stats\r\n")); err != nil {
-		return 0, err
-	}
-	br := bufio.NewReader(c)
-	head, err := br.ReadString('\n')
+	stats, err := testnet.RedisInfo(c, "stats")
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
-	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
-		return 0, fmt.Errorf("INFO: reply %q", strings.TrimSpace(head))
+	v, ok := stats["total_commands_processed"]
+	if !ok {
+		return 0, fmt.Errorf("INFO stats: no total_commands_processed")
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(body), "\r\n") {
-		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO stats: no total_commands_processed")
+	return strconv.ParseFloat(v, 64)
 }
 
 // storeNote compares l4lb with the Redis store and with the memory store

@@ -1,10 +1,8 @@
 package fleetsim
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // server is the simulation's one redis-server: no persistence, on a free
@@ -121,29 +121,7 @@ func (s *server) infoOnce(section string) (map[string]string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(c, "INFO %s\r\n", section); err != nil {
-		return nil, err
-	}
-	br := bufio.NewReader(c)
-	head, err := br.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
-	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
-		return nil, fmt.Errorf("INFO %s: reply %q", section, strings.TrimSpace(head))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for line := range strings.SplitSeq(string(body), "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(k, "#") {
-			out[k] = v
-		}
-	}
-	return out, nil
+	return testnet.RedisInfo(c, section)
 }
 
 // sample is what the server had done at one moment.

@@ -352,3 +352,23 @@ func readRESP(br *bufio.Reader) (string, error) {
 	}
 	return "", fmt.Errorf("redis: unknown reply type %q", kind)
 }
+
+// RedisInfo sends INFO section on c, a connection to a redis-server the
+// caller dialed (with its own deadline: the bench dials only through its
+// loopback guard), and returns the section's fields, key to value.
+func RedisInfo(c net.Conn, section string) (map[string]string, error) {
+	if _, err := c.Write(respCommand([]string{"INFO", section})); err != nil {
+		return nil, err
+	}
+	body, err := readRESP(bufio.NewReader(c))
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s: %w", section, err)
+	}
+	out := map[string]string{}
+	for line := range strings.SplitSeq(body, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
