@@ -2,8 +2,12 @@ package fleet
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // A probe that ends while its instance is apart cannot release the lock it
@@ -25,6 +29,55 @@ func TestProbeLockReleasedApartIsReleasedInRedisOnReturn(t *testing.T) {
 	rejoined(t, a, "A rejoins")
 	if got, err := b.AcquireProbe(ctx, key, "B", time.Hour); err != nil || !got {
 		t.Fatalf("B asks for the probe lock after A's probe ended and A rejoined: %v %v; A's lock is still held in redis", got, err)
+	}
+}
+
+// The release owed by a probe that ended apart reaches Redis only after
+// what that probe decided (here a close) is merged. Released first, the
+// lock would be gone while Redis still holds the breaker open at the
+// generation the probe judged, and another instance could take the lock
+// and probe that generation again.
+func TestOwedProbeReleaseComesAfterTheMerge(t *testing.T) {
+	h, p, a, _ := apartStores(t, Options{})
+	const key = "web/10.0.8.4:80"
+	ctx := context.Background()
+	st, tripped, err := a.Trip(ctx, key, 0, time.Minute, time.Hour)
+	if err != nil || !tripped {
+		t.Fatalf("A trips in redis: %+v %v %v", st, tripped, err)
+	}
+	if got, err := a.AcquireProbe(ctx, key, "A", time.Hour); err != nil || !got {
+		t.Fatalf("A takes the probe lock in redis: %v %v", got, err)
+	}
+	cutOff(t, p, a, key)
+	if _, closed, err := a.Close(ctx, key, st.Generation); err != nil || !closed {
+		t.Fatalf("A's probe succeeds apart and closes: %v %v", closed, err)
+	}
+	if err := a.ReleaseProbe(ctx, key, "A"); err != nil {
+		t.Fatalf("A releases apart: %v", err)
+	}
+	mon := h.srv.Monitor(t)
+	p.Heal()
+	rejoined(t, a, "A rejoins")
+
+	ks := keyspace{prefix: testPrefix}
+	lock, gen := `"`+ks.key(key, fieldProbe)+`"`, `"`+ks.key(key, fieldGen)+`"`
+	isScript := func(l string) bool { return strings.Contains(strings.ToLower(l), `"eval`) }
+	var lines []string
+	testnet.Eventually(t, "the release reaches redis", func() bool {
+		lines = mon.Lines()
+		return slices.ContainsFunc(lines, func(l string) bool { return isScript(l) && strings.Contains(l, lock) })
+	})
+	release := slices.IndexFunc(lines, func(l string) bool { return isScript(l) && strings.Contains(l, lock) })
+	merge := slices.IndexFunc(lines, func(l string) bool { return isScript(l) && strings.Contains(l, gen) })
+	if merge < 0 || merge > release {
+		t.Fatalf("redis ran the owed release (line %d) before the merge of the close (line %d):\n%s",
+			release, merge, strings.Join(lines, "\n"))
+	}
+	// Whatever the merge made of the close (docs/fleet.md, "When Redis is out of reach"),
+	// it moved the generation past the one A's probe judged: a probe of
+	// that generation, by anyone, is stale from then on.
+	if raw := h.raw(key); raw.Gen <= st.Generation {
+		t.Fatalf("redis holds %+v after A rejoined, want past generation %d", raw, st.Generation)
 	}
 }
 

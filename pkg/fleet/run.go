@@ -95,25 +95,20 @@ func (s *Store) Shutdown() {
 	}
 }
 
-// handOverProbes makes Redis's probe locks what they would be had this
-// instance never left: the releases it owes are made (a release deletes
-// only its owner's token), and every lock taken on the local copy whose
-// probe may still run is taken in Redis too, for the time it has left, so
-// that no other instance starts a probe of the same backend meanwhile. A
-// lock another instance took in Redis meanwhile stays: its probe and this
-// one have both run since the outage, and whichever ends first moves the
-// generation. It runs with s.mu held; on an error Redis is still out of
-// reach and what is left is handed over at the next try.
-func (s *Store) handOverProbes(ctx context.Context, r *redisStore) error {
-	for id := range s.owed {
-		err := s.rejoinOp(ctx, "release_probe", func(ctx context.Context) error {
-			return r.ReleaseProbe(ctx, id.key, id.owner)
-		})
-		if err != nil && unreachable(err) {
-			return err
-		}
-		delete(s.owed, id)
-	}
+// Probe locks at a rejoin are made what they would be had this instance
+// never left, in two steps around the merge (rejoin). A release deletes
+// only its owner's token, and a lock another instance took in Redis
+// meanwhile stays: its probe and this one have both run since the
+// outage, and whichever ends first moves the generation. Both run with
+// s.mu held; on an error Redis is still out of reach and what is left is
+// handed over at the next try.
+
+// takeRunningProbes takes in Redis every lock taken on the local copy
+// whose probe may still run, for the time it has left, so that no other
+// instance starts a probe of the same backend meanwhile. It comes before
+// the merge, which may show other instances the breaker these probes are
+// for.
+func (s *Store) takeRunningProbes(ctx context.Context, r *redisStore) error {
 	now := time.Now()
 	for id, until := range s.probes {
 		if left := until.Sub(now); left > 0 {
@@ -130,6 +125,24 @@ func (s *Store) handOverProbes(ctx context.Context, r *redisStore) error {
 			}
 		}
 		delete(s.probes, id)
+	}
+	return nil
+}
+
+// releaseOwedProbes makes the releases of probes that ended while apart.
+// It comes after the merge: a probe that ended apart moved its breaker
+// (closed it, or opened it again at a new generation) on the local copy
+// only, and a lock gone from Redis before that move is merged would let
+// another instance probe the generation this probe already judged.
+func (s *Store) releaseOwedProbes(ctx context.Context, r *redisStore) error {
+	for id := range s.owed {
+		err := s.rejoinOp(ctx, "release_probe", func(ctx context.Context) error {
+			return r.ReleaseProbe(ctx, id.key, id.owner)
+		})
+		if err != nil && unreachable(err) {
+			return err
+		}
+		delete(s.owed, id)
 	}
 	return nil
 }
@@ -170,12 +183,15 @@ func (s *Store) rejoin(ctx context.Context) error {
 	s.mu.Lock()
 	lost := s.resync.Load()
 	merged := 0
-	err = s.handOverProbes(ctx, r)
+	err = s.takeRunningProbes(ctx, r)
 	if err == nil {
 		merged, err = s.reconcile(ctx, r, lost)
 	}
 	if err == nil {
 		err = s.mergeDrains(ctx, r) // drains.go
+	}
+	if err == nil {
+		err = s.releaseOwedProbes(ctx, r)
 	}
 	if err == nil {
 		s.resync.Store(false)

@@ -75,7 +75,8 @@ type Store struct {
 	// probes are the probe locks taken on the local copy while apart, by
 	// key and owner, with when they run out; owed are the releases that
 	// could not be made in Redis while apart. Under mu; rejoin hands both
-	// over to Redis before Redis decides again (handOverProbes).
+	// over to Redis before Redis decides again: the locks before the
+	// merge, the releases after it (takeRunningProbes, releaseOwedProbes).
 	probes map[probeID]time.Time
 	owed   map[probeID]struct{}
 
@@ -436,7 +437,8 @@ func (s *Store) heldElsewhere(ctx context.Context, key, owner string, ttl time.D
 // ReleaseProbe implements breaker.Store. The lock may have been taken on
 // either side of an outage, so both are released (only the owner's). A
 // release Redis cannot be told of while apart is owed, and made when it
-// answers again, before it decides for this instance (handOverProbes).
+// answers again, after the merge and before Redis decides for this
+// instance (releaseOwedProbes).
 func (s *Store) ReleaseProbe(ctx context.Context, key, owner string) error {
 	id := probeID{key, owner}
 	for {

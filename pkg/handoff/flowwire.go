@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,21 +185,25 @@ func (c *flowsConn) recv(flags int) ([]byte, []int, error) {
 	return c.buf[:n], fds, nil
 }
 
+// parseRights returns the descriptors of the SCM_RIGHTS messages in oob.
+// Each is this process's the moment recvmsg returns, so those of every
+// whole message are returned even beside an error (control data cut
+// short): the caller closes them, and none is left open unknown.
 func parseRights(oob []byte) ([]int, error) {
-	if len(oob) == 0 {
-		return nil, nil
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("flows message: control data: %w", err)
-	}
 	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
-			continue // not SCM_RIGHTS
+			return fds, fmt.Errorf("flows message: control data: %w", err)
 		}
-		fds = append(fds, got...)
+		oob = rest
+		if h.Level != unix.SOL_SOCKET || h.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		for len(data) >= 4 {
+			fds = append(fds, int(int32(binary.NativeEndian.Uint32(data))))
+			data = data[4:]
+		}
 	}
 	return fds, nil
 }
