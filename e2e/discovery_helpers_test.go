@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 )
 
@@ -191,4 +193,32 @@ func echoes(t *testing.T, c net.Conn, r *bufio.Reader, what string) {
 	if line, err := r.ReadString('\n'); err != nil || line != msg {
 		t.Fatalf("%s: echo %q, %v; want %q", what, line, err, msg)
 	}
+}
+
+// apiDiscovery is a pool's "discovery" in the admin API's JSON
+// (docs/contracts.md).
+type apiDiscovery struct {
+	Type         string     `json:"type"`
+	Name         string     `json:"name"`
+	Backends     int        `json:"backends"`
+	LastSuccess  *time.Time `json:"last_success"`
+	Failing      bool       `json:"failing"`
+	FailingSince *time.Time `json:"failing_since"`
+	LastError    string     `json:"last_error"`
+	EmptySince   *time.Time `json:"empty_since"`
+}
+
+// discoveryOf is pool's DNS discovery as GET /api/v1/pools/{pool} shows
+// it; nil when the pool has none.
+func discoveryOf(t *testing.T, adminAddr, pool string) *apiDiscovery {
+	t.Helper()
+	resp := e2eutil.AdminGet(t, "http://"+adminAddr+"/api/v1/pools/"+pool)
+	defer resp.Body.Close()
+	var v struct {
+		Discovery *apiDiscovery `json:"discovery"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Discovery
 }

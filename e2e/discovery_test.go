@@ -142,12 +142,20 @@ func TestDiscoveryKeepsTheLastSet(t *testing.T) {
 	startDiscovering(t, c)
 	both := bySource("dns", be[0].Addr, be[1].Addr)
 	waitMembers(t, c.admin, both)
+	if d := discoveryOf(t, c.admin, "p"); d == nil || d.Type != "dns" || d.Name != fmt.Sprintf("web.%s:%d", dns.Zone, port) ||
+		d.Backends != 2 || d.LastSuccess == nil || d.Failing || d.FailingSince != nil || d.EmptySince != nil {
+		t.Fatalf("the pools JSON shows the discovery as %+v; want dns web.%s:%d, 2 backends, a last success, not failing", d, dns.Zone, port)
+	}
 
 	failed := lookups(t, c.admin, "timeout", "error")
 	dns.Kill()
 	testnet.Eventually(t, "failed lookups to be counted", func() bool { return lookups(t, c.admin, "timeout", "error") >= failed+3 })
 	if m := members(backends(t, c.admin, "p")); !m.are(both) {
 		t.Fatalf("after failed lookups the pool has %v; want the last set kept", m)
+	}
+	// The backends alone look as before: the JSON says that DNS fails.
+	if d := discoveryOf(t, c.admin, "p"); d == nil || !d.Failing || d.FailingSince == nil || d.LastError == "" || d.Backends != 2 {
+		t.Fatalf("with the resolver stopped the discovery shows %+v; want failing, since when, the error, the 2 backends kept", d)
 	}
 	if got := tagsOf(t, c.listen, "", 20); got[be[0].Addr] == 0 || got[be[1].Addr] == 0 {
 		t.Fatalf("with the resolver stopped clients reached %v; want both backends", got)
@@ -156,6 +164,9 @@ func TestDiscoveryKeepsTheLastSet(t *testing.T) {
 	dns.Restart(t)
 	ok := lookups(t, c.admin, "ok")
 	testnet.Eventually(t, "lookups to succeed again", func() bool { return lookups(t, c.admin, "ok") > ok })
+	if d := discoveryOf(t, c.admin, "p"); d == nil || d.Failing || d.FailingSince != nil || d.LastError == "" {
+		t.Fatalf("after the resolver came back the discovery shows %+v; want not failing, the last error kept", d)
+	}
 
 	dns.WriteHosts(t, hostsOf("other", "127.0.0.9"))
 	removed := time.Now()
@@ -163,6 +174,9 @@ func TestDiscoveryKeepsTheLastSet(t *testing.T) {
 	testnet.Eventually(t, "an NXDOMAIN lookup", func() bool { return lookups(t, c.admin, "nxdomain") >= 1 })
 	if m := members(backends(t, c.admin, "p")); !m.are(both) {
 		t.Fatalf("at the first NXDOMAIN the pool has %v; want the set kept for empty_grace", m)
+	}
+	if d := discoveryOf(t, c.admin, "p"); d == nil || d.EmptySince == nil || d.Backends != 2 {
+		t.Fatalf("in the grace the discovery shows %+v; want empty since the NXDOMAIN, the 2 backends kept", d)
 	}
 	if got := tagsOf(t, c.listen, "", 10); got[be[0].Addr]+got[be[1].Addr] != 10 {
 		t.Fatalf("in the grace clients reached %v", got)
@@ -173,6 +187,9 @@ func TestDiscoveryKeepsTheLastSet(t *testing.T) {
 	}
 	if n := e2eutil.Metric(t, c.admin, `l4lb_discovery_backends{pool="p"}`); n != 0 {
 		t.Fatalf("l4lb_discovery_backends %v after the grace, want 0", n)
+	}
+	if d := discoveryOf(t, c.admin, "p"); d == nil || d.Backends != 0 {
+		t.Fatalf("after the grace the discovery shows %+v; want 0 backends", d)
 	}
 }
 

@@ -143,6 +143,7 @@ func TestCtlFindsTheEndpoint(t *testing.T) {
 // deadline, a failed check its cause.
 func TestCtlPoolsTable(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
+	since := time.Date(2026, 12, 1, 20, 0, 5, 0, time.Local)
 	pools := admin.PoolsJSON{Pools: []admin.PoolJSON{
 		{Name: "web", Backends: []admin.BackendJSON{
 			{Addr: "10.0.0.1:80", Source: "file", Weight: 3, ConfiguredWeight: 3, Usable: true, Health: "up",
@@ -160,6 +161,11 @@ func TestCtlPoolsTable(t *testing.T) {
 				Drain:   &admin.DrainJSON{Deadline: deadline, DeadlineLeftSeconds: 10, Scope: "fleet"}},
 		}},
 		{Name: "empty", Backends: []admin.BackendJSON{}},
+		{Name: "dns", Backends: []admin.BackendJSON{}, Discovery: &admin.DiscoveryJSON{Type: "dns", Name: "web.internal:80",
+			Backends: 2, Failing: true, FailingSince: &since, LastError: "i/o timeout"}},
+		{Name: "srv", Backends: []admin.BackendJSON{}, Discovery: &admin.DiscoveryJSON{Type: "srv", Name: "_web._tcp.internal",
+			Backends: 3, EmptySince: &since}},
+		{Name: "ok", Backends: []admin.BackendJSON{}, Discovery: &admin.DiscoveryJSON{Type: "dns", Name: "ok.internal:80", Backends: 1}},
 	}}
 	body, _ := json.Marshal(pools)
 	var out bytes.Buffer
@@ -174,7 +180,12 @@ func TestCtlPoolsTable(t *testing.T) {
 		"web    10.0.0.4:80  file    1                          up      closed                3            draining (3 left, reset in 10s)",
 		"web    10.0.0.5:80  file    4 (fleet's; configured 1)  up      closed                0            draining fleet-wide (0 left, reset in 10s)",
 		"empty  (none)",
+		"dns    (none)",
+		"srv    (none)",
+		"ok     (none)",
 		"web 10.0.0.3:80: last health check: dial tcp 10.0.0.3:80: connect: connection refused",
+		"dns: DNS discovery of web.internal:80 failing since 20:00:05 (i/o timeout); the last 2 backends found serve",
+		"srv: DNS discovery of _web._tcp.internal finds no records since 20:00:05; the last 3 backends found serve until empty_grace ends",
 	}
 	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 	for i := range got {

@@ -115,6 +115,34 @@ func printPools(w io.Writer, pools ...admin.PoolJSON) {
 	for _, c := range causes {
 		fmt.Fprintln(w, c)
 	}
+	for _, p := range pools {
+		if line := discoveryLine(p); line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+// discoveryLine says what a pool's DNS discovery is going through when
+// the table cannot show it (the last set is kept): lookups failing, or
+// answers with no records in the empty grace; "" when it is well.
+func discoveryLine(p admin.PoolJSON) string {
+	d := p.Discovery
+	if d == nil {
+		return ""
+	}
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "?"
+		}
+		return t.Local().Format(time.TimeOnly)
+	}
+	switch {
+	case d.Failing:
+		return fmt.Sprintf("%s: DNS discovery of %s failing since %s (%s); the last %d backends found serve", p.Name, d.Name, at(d.FailingSince), d.LastError, d.Backends)
+	case d.EmptySince != nil:
+		return fmt.Sprintf("%s: DNS discovery of %s finds no records since %s; the last %d backends found serve until empty_grace ends", p.Name, d.Name, at(d.EmptySince), d.Backends)
+	}
+	return ""
 }
 
 // weightCell is the weight in use, and the configured one when an

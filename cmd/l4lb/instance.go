@@ -203,6 +203,7 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 			src.FleetRuntime = fleetRuntime{in.store.fleet}
 		}
 		src.Collectors = append(src.Collectors, in.discovery.metrics)
+		src.Discovery = in.discovery.status
 		src.Syslog = in.syslogOutputs()
 		in.config.Reload = in.reloadForAPI
 		if ln := inh.AdminListener(cfg.Admin.Listen, log); ln != nil {

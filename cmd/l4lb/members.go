@@ -50,6 +50,7 @@ type discoveries struct {
 // poolWatch is one pool's running watcher.
 type poolWatch struct {
 	spec   config.Discovery
+	w      *discovery.Watcher
 	cancel context.CancelFunc
 	done   chan struct{}
 	first  chan struct{} // closed at its first report
@@ -170,6 +171,7 @@ func (ds *discoveries) start(name string, d config.Discovery) (*poolWatch, error
 	if err != nil {
 		return nil, err
 	}
+	pw.w = w
 	ctx, cancel := context.WithCancel(context.Background())
 	pw.cancel = cancel
 	go func() {
@@ -177,6 +179,36 @@ func (ds *discoveries) start(name string, d config.Discovery) (*poolWatch, error
 		w.Run(ctx)
 	}()
 	return pw, nil
+}
+
+// status is pool name's DNS discovery for the admin API's pools JSON; nil
+// for a pool without one.
+func (ds *discoveries) status(name string) *admin.DiscoveryJSON {
+	ds.mu.Lock()
+	pw := ds.pools[name]
+	ds.mu.Unlock()
+	if pw == nil {
+		return nil
+	}
+	st := pw.w.Status()
+	v := &admin.DiscoveryJSON{Type: "dns", Name: pw.spec.DNS, Backends: st.Backends,
+		LastSuccess: timeOrNil(st.LastSuccess), Failing: st.Failing, LastError: st.LastError,
+		EmptySince: timeOrNil(st.EmptySince)}
+	if pw.spec.SRV != "" {
+		v.Type, v.Name = "srv", pw.spec.SRV
+	}
+	if st.Failing {
+		v.FailingSince = timeOrNil(st.FailingSince)
+	}
+	return v
+}
+
+// timeOrNil is t, or nil for the zero time (absent from the JSON).
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func (pw *poolWatch) stop() {

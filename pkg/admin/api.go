@@ -39,6 +39,32 @@ type PoolJSON struct {
 	// routes aside), in configuration order; empty for a pool only routes
 	// reach, or on an endpoint without the server.
 	Listeners []string `json:"listeners"`
+	// Discovery: the pool's DNS discovery as its watcher sees it now;
+	// absent for a pool without [pool.X.discovery].
+	Discovery *DiscoveryJSON `json:"discovery,omitempty"`
+}
+
+// DiscoveryJSON is a pool's DNS discovery (docs/discovery.md): what it
+// looks up, and whether the last lookup worked. While lookups fail, or
+// answer that there are no records within empty_grace, the pool keeps
+// the last good set, so its backends alone cannot say that DNS is down.
+type DiscoveryJSON struct {
+	// Type is "dns" (A/AAAA records of Name) or "srv" (its SRV records).
+	Type string `json:"type"`
+	Name string `json:"name"`
+	// Backends is the number of backends in the set applied last.
+	Backends int `json:"backends"`
+	// LastSuccess: the last lookup that got an answer (records, or an
+	// answer that there are none); absent before the first.
+	LastSuccess *time.Time `json:"last_success,omitempty"`
+	// Failing: the last lookup failed (an error or a timeout), since
+	// FailingSince; LastError is the last failure's, kept after recovery.
+	Failing      bool       `json:"failing"`
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	// EmptySince: the answers have said there are no records since then,
+	// and the last set is kept for empty_grace.
+	EmptySince *time.Time `json:"empty_since,omitempty"`
 }
 
 type BackendJSON struct {
@@ -160,6 +186,8 @@ type api struct {
 	fleet      FleetRuntime // nil: drains and weights are this instance's
 	// listeners gives every listener's pool; nil: none known.
 	listeners func() []server.ListenerPool
+	// discovery gives a pool's DNS discovery (nil: none known).
+	discovery func(pool string) *DiscoveryJSON
 	log       *slog.Logger
 }
 
@@ -176,7 +204,16 @@ func (a *api) listenersByPool() map[string][]string {
 }
 
 // view is p's JSON with its listeners.
-func (a *api) view(p *pool.Pool) PoolJSON { return poolView(p, a.listenersByPool()[p.Name]) }
+func (a *api) view(p *pool.Pool) PoolJSON { return a.viewWith(p, a.listenersByPool()) }
+
+// viewWith is p's JSON with its listeners from byPool and its discovery.
+func (a *api) viewWith(p *pool.Pool, byPool map[string][]string) PoolJSON {
+	v := poolView(p, byPool[p.Name])
+	if a.discovery != nil {
+		v.Discovery = a.discovery(p.Name)
+	}
+	return v
+}
 
 func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools", a.listPools)
@@ -206,7 +243,7 @@ func (a *api) listPools(w http.ResponseWriter, r *http.Request) {
 	out := PoolsJSON{Pools: []PoolJSON{}}
 	byPool := a.listenersByPool()
 	for _, p := range a.pools() {
-		out.Pools = append(out.Pools, poolView(p, byPool[p.Name]))
+		out.Pools = append(out.Pools, a.viewWith(p, byPool))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -41,6 +41,9 @@ type Sources struct {
 	Collectors []prometheus.Collector
 	// Syslog are the logs sent to syslog, for l4lb_syslog_dropped_total.
 	Syslog []SyslogOutput
+	// Discovery gives a pool's DNS discovery for the pools JSON; nil, or
+	// nil for a pool: it has none.
+	Discovery func(pool string) *DiscoveryJSON
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

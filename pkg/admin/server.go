@@ -46,7 +46,7 @@ func handler(src Sources, token string, conns *limitListener, log *slog.Logger) 
 	// The API and the profiles act or reveal, so a browser page must not
 	// reach them; /metrics is read-only and scraped by host name.
 	guarded := http.NewServeMux()
-	a := &api{pools: src.pools, config: src.Config, membership: src.Membership, fleet: src.FleetRuntime, log: log}
+	a := &api{pools: src.pools, config: src.Config, membership: src.Membership, fleet: src.FleetRuntime, discovery: src.Discovery, log: log}
 	if src.Server != nil {
 		a.listeners = src.Server.ListenerPools
 	}
