@@ -219,6 +219,18 @@ func TestFleetDrainHoldsOnEveryInstance(t *testing.T) {
 	if v, err := srv.Do("GET", fleetKey(b1.Addr, "drain")); err != nil || !strings.Contains(v, " 0 0 0") {
 		t.Fatalf("redis's drain record after a local drain: %q %v, want the undrain still", v, err)
 	}
+	// Its end, also c's alone: c takes b1 again, the fleet's record is
+	// not written.
+	record, _ := srv.Do("GET", fleetKey(b1.Addr, "drain"))
+	if code, body := fleetAPI(t, "POST", c.admin, "/api/v1/pools/p/backends/"+b1.Addr+"/enable?scope=local", ""); code != http.StatusOK || !strings.Contains(body, `"draining":false`) {
+		t.Fatalf("local enable on c: %d %s", code, body)
+	}
+	if got := tagsThrough(t, c, 12); got["b1"] == 0 {
+		t.Fatalf("new clients of c after its local enable: %v, none on b1", got)
+	}
+	if v, err := srv.Do("GET", fleetKey(b1.Addr, "drain")); err != nil || v != record {
+		t.Fatalf("redis's drain record after a local enable: %q %v, want it unwritten (%q)", v, err, record)
+	}
 
 	// The fleet's drain survives a Redis restart with no data: the
 	// instances write it back, and a drain of b2 holds on, everywhere.

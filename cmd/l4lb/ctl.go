@@ -95,8 +95,11 @@ var ctlVerbs = map[string]ctlVerb{
 			return "GET", "/api/v1/pools/" + url.PathEscape(a[0]), nil
 		}},
 	"disable": {args: []string{"POOL", "ADDR"}, about: "disable the backend by hand: no new clients until enable", request: action("disable")},
-	"enable": {args: []string{"POOL", "ADDR"}, about: "undo a disable or a drain (a fleet's on every instance); an open breaker probes at once",
-		request: action("enable")},
+	"enable": {args: []string{"POOL", "ADDR"}, flags: []string{"local"},
+		about: "undo a disable or a drain (a fleet's on every instance; with -local, this instance's own drain only); an open breaker probes at once",
+		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
+			return "POST", backendPath(a[0], a[1]) + "/enable" + scopeQuery("", f), nil
+		}},
 	"probe": {args: []string{"POOL", "ADDR"}, about: "ask the backend's open breaker for its recovery probe now", request: action("probe")},
 	"drain": {args: []string{"POOL", "ADDR"}, flags: []string{"timeout", "local"},
 		about: "no new clients at once; the connections still open at the timeout (default " + admin.DefaultDrainTimeout.String() + ") are reset; on every instance of a fleet unless -local",

@@ -284,7 +284,7 @@ var backendActions = map[string]struct {
 var errBadParam = errors.New("bad parameter")
 
 // actionParams are the query parameters each of drain and weight takes.
-var actionParams = map[string][]string{"drain": {"timeout", "scope"}, "weight": {"value", "scope"}}
+var actionParams = map[string][]string{"drain": {"timeout", "scope"}, "weight": {"value", "scope"}, "enable": {"scope"}}
 
 // DefaultDrainTimeout is a drain's when the request names none: drain's
 // and the removal of a backend's (DELETE .../backends/{addr}).
@@ -333,9 +333,6 @@ func drainTimeout(q url.Values) (time.Duration, error) {
 // withParams binds the query parameters of drain and weight to the pool's
 // call, or the fleet's (scope, shared.go).
 func (a *api) withParams(action string, r *http.Request) func(*pool.Pool, context.Context, *pool.Backend) error {
-	if action == "enable" {
-		return a.enable
-	}
 	q, err := onlyParam(r, action, actionParams[action]...)
 	var scope pool.Scope
 	if err == nil {
@@ -345,6 +342,11 @@ func (a *api) withParams(action string, r *http.Request) func(*pool.Pool, contex
 		return func(*pool.Pool, context.Context, *pool.Backend) error { return err }
 	}
 	switch action {
+	case "enable":
+		if scope == pool.ScopeLocal && a.fleet != nil {
+			return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error { return p.EndLocalDrain(ctx, b) }
+		}
+		return a.enable
 	case "drain":
 		return func(p *pool.Pool, ctx context.Context, b *pool.Backend) error {
 			timeout, err := drainTimeout(q)

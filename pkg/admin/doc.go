@@ -9,7 +9,9 @@
 //	GET  /api/v1/pools                                  every pool and its backends
 //	GET  /api/v1/pools/{pool}                           one pool
 //	POST /api/v1/pools/{pool}/backends/{addr}/disable   manual disable (breaker rule 5)
-//	POST /api/v1/pools/{pool}/backends/{addr}/enable    undo it; an open breaker probes at once
+//	POST /api/v1/pools/{pool}/backends/{addr}/enable    undo it and any drain; an open breaker probes
+//	                                                    at once (?scope=local in a fleet: this
+//	                                                    instance's own drain only)
 //	POST /api/v1/pools/{pool}/backends/{addr}/probe     run the open breaker's recovery probe
 //	                                                    now (202; it decides in the background;
 //	                                                    409 when closed or disabled)

@@ -16,8 +16,9 @@ import (
 // them.
 //
 // With one, the drain and weight routes are the fleet's unless the
-// request says scope=local; enable ends the fleet's drain as well as this
-// instance's. A fleet-wide undrain or weight needs the store: while it is
+// request says scope=local; enable ends the fleet's drain and disable as
+// well as this instance's drain, and enable?scope=local this instance's
+// own drain only. A fleet-wide undrain or weight needs the store: while it is
 // out of reach they fail (503) and change nothing, and scope=local still
 // works; a fleet-wide drain is kept and merged back (pkg/fleet).
 type FleetRuntime interface {

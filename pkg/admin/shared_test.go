@@ -145,3 +145,62 @@ func TestScopeWithAFleet(t *testing.T) {
 		t.Fatalf("local weight while down: %d, weight %d", code, b.Weight())
 	}
 }
+
+// enable?scope=local in a fleet ends this instance's own drain and
+// nothing of the fleet's: a fleet's drain and a disable hold, no call
+// reaches the store, and it works while the store is out of reach.
+func TestEnableLocalInAFleet(t *testing.T) {
+	f := &fakeFleet{}
+	srv, p := newFleetServer(t, f)
+	base := srv.URL + "/api/v1/pools/web/backends/127.0.0.1:9001/"
+	b, _ := p.Backend("127.0.0.1:9001")
+	if code, _ := do(t, "POST", base+"drain?timeout=1h&scope=local", nil); code != 202 {
+		t.Fatalf("local drain: %d", code)
+	}
+	if code, v := do(t, "POST", base+"enable?scope=local", nil); code != 200 || v["draining"] != false || f.called() != "" {
+		t.Fatalf("local enable of a local drain: %d %v, fleet calls %q (want none)", code, v, f.called())
+	}
+
+	// Another instance drains the fleet; this one drains too, on its own.
+	if err := p.ApplyFleet(b, pool.Fleet{Drain: &pool.FleetDrain{Version: 1, Drained: true, Timeout: time.Hour, Left: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := do(t, "POST", base+"drain?timeout=1h&scope=local", nil); code != 202 {
+		t.Fatalf("local drain beside the fleet's: %d", code)
+	}
+	if code, v := do(t, "POST", base+"enable?scope=local", nil); code != 200 || v["draining"] != true || drainScope(v) != "fleet" {
+		t.Fatalf("local enable beside a fleet's drain: %d %v; want the fleet's drain to hold", code, v)
+	}
+	if code, v := do(t, "POST", base+"disable", nil); code != 200 || v["disabled"] != true {
+		t.Fatalf("disable: %d %v", code, v)
+	}
+	f.mu.Lock()
+	f.down = true
+	f.mu.Unlock()
+	if code, v := do(t, "POST", base+"enable?scope=local", nil); code != 200 || v["disabled"] != true || v["draining"] != true {
+		t.Fatalf("local enable while the store is down: %d %v; want 200, the disable and the fleet's drain kept", code, v)
+	}
+	if code, _ := do(t, "POST", base+"enable", nil); code != 503 {
+		t.Fatalf("fleet enable while the store is down: %d, want 503", code)
+	}
+	if f.called() != "undrain" {
+		t.Fatalf("fleet calls %q; want only the failed fleet enable's undrain", f.called())
+	}
+}
+
+// Without a fleet enable?scope=local is the whole enable (everything is
+// this instance's); scope=fleet and unknown parameters are refused.
+func TestEnableScopeWithoutAFleet(t *testing.T) {
+	srv, _ := newTestServer(t)
+	base := srv.URL + "/api/v1/pools/web/backends/127.0.0.1:9001/"
+	do(t, "POST", base+"disable", nil)
+	do(t, "POST", base+"drain?timeout=1h", nil)
+	if code, v := do(t, "POST", base+"enable?scope=local", nil); code != 200 || v["disabled"] != false || v["draining"] != false {
+		t.Fatalf("enable?scope=local without a fleet: %d %v; want disable and drain ended", code, v)
+	}
+	for _, q := range []string{"enable?scope=fleet", "enable?scope=", "enable?force=1"} {
+		if code, v := do(t, "POST", base+q, nil); code != 400 {
+			t.Fatalf("%s: %d %v, want 400", q, code, v)
+		}
+	}
+}

@@ -117,6 +117,21 @@ func (p *Pool) scheduleCut(b *Backend, d *Drain) {
 	})
 }
 
+// EndLocalDrain ends this instance's own drain of b (ScopeLocal), and
+// nothing else: a fleet's drain and a disable, which are every
+// instance's, hold on (the admin API's enable?scope=local in a fleet).
+func (p *Pool) EndLocalDrain(_ context.Context, b *Backend) error {
+	b.rt.mu.Lock()
+	had := b.rt.localDrain != nil
+	b.rt.localDrain = nil
+	b.rt.mu.Unlock()
+	b.drainsChanged()
+	p.log.Info("backend's own drain ended by operator", "backend", b.Addr, "had_one", had, "draining", b.Draining(), "scope", ScopeLocal)
+	p.changed()
+	b.refreshUsable(p.clock.Now)
+	return nil
+}
+
 // undrain ends b's drains on this instance, its own and the fleet's
 // (Enable; the fleet's record is the caller's to end, shared.go).
 func (p *Pool) undrain(b *Backend) bool {
