@@ -34,7 +34,9 @@ func openStore(c config.Cluster, log *slog.Logger) (*breakerStore, error) {
 		return &breakerStore{store: breaker.NewMemoryStore(nil), checks: health.NewScheduler(0)}, nil
 	}
 	name := instanceName(c)
-	fs, err := fleet.New(fleetConfig(c, name), fleet.Options{Logger: log.With("component", "cluster", "instance", name)})
+	fc := fleetConfig(c, name)
+	fc.Voter = voterName(c)
+	fs, err := fleet.New(fc, fleet.Options{Logger: log.With("component", "cluster", "instance", name)})
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +69,23 @@ func instanceName(c config.Cluster) string {
 		host = "l4lb"
 	}
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// voterName is the name this instance votes under towards trip_quorum:
+// [cluster] instance, or the host name. Not the pid, which
+// instanceName adds: an upgrade's new process (or a restart) within a
+// breaker window would vote again under a new name, and one host's two
+// votes would make a quorum of two by themselves. Two processes on one
+// host vote as one, which errs towards fewer fleet-wide trips.
+func voterName(c config.Cluster) string {
+	if c.Instance != "" {
+		return c.Instance
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "l4lb"
+	}
+	return host
 }
 
 // deps are the pool dependencies that come from the store.

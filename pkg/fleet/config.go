@@ -48,8 +48,13 @@ type Config struct {
 	// locally until the store answers again.
 	Timeout time.Duration
 	// Instance names this instance to Redis (CLIENT SETNAME) and in logs,
-	// and is its vote towards TripQuorum.
+	// and is its vote towards TripQuorum unless Voter is set.
 	Instance string
+	// Voter is the name this instance's votes towards TripQuorum count
+	// under: it must stay the same across a restart and an upgrade of the
+	// instance, so that its vote from before and its vote from after,
+	// within one window, count once and not as two instances'. "": Instance.
+	Voter string
 	// TripQuorum is how many instances must trip a backend within its
 	// failure window to open its breaker for the fleet (scripts.go,
 	// voteScript); below it an instance's breaker opens for itself alone.

@@ -24,6 +24,9 @@ var _ breaker.Quorum = (*Store)(nil)
 // voter names this instance's vote: Config.Instance, or a random name for
 // a Store built without one.
 func voter(cfg Config) string {
+	if cfg.Voter != "" {
+		return cfg.Voter
+	}
 	if cfg.Instance != "" {
 		return cfg.Instance
 	}

@@ -348,3 +348,27 @@ func TestQuorum_TheFleetsOpenHasOneProbeAndNoStaleClose(t *testing.T) {
 	}
 	t.Logf("%d probes of the fleet's open, one at a time", f.fleetProbes.Load())
 }
+
+// Two processes of one instance (an upgrade's old and new, a restart)
+// have different names but vote under one: their votes within a window
+// count once, and make no quorum of two by themselves.
+func TestVote_OneVoterAcrossProcessesCountsOnce(t *testing.T) {
+	h := newFleet(t)
+	same := func(name string) *Store {
+		return h.store(func(c *Config) { c.Instance, c.Voter, c.TripQuorum = name, "host-a", 2 }, Options{})
+	}
+	old, upgraded, other := same("host-a-100"), same("host-a-200"), h.quorumStore("host-b", 2)
+	const key = "web/10.0.9.9:80"
+	if _, tripped, voted := vote(t, old, key, 0, time.Minute); tripped || !voted {
+		t.Fatalf("the old process's vote: tripped %v voted %v", tripped, voted)
+	}
+	if _, tripped, voted := vote(t, upgraded, key, 0, time.Minute); tripped || !voted {
+		t.Fatalf("the new process's vote: tripped %v voted %v; one host's two processes made the quorum of two", tripped, voted)
+	}
+	if got := h.votes(key); len(got) != 1 || got[0] != "host-a" {
+		t.Fatalf("votes %q, want [host-a]", got)
+	}
+	if _, tripped, _ := vote(t, other, key, 0, time.Minute); !tripped {
+		t.Fatal("a second host's vote did not make the quorum")
+	}
+}
