@@ -8,6 +8,7 @@ func (cfg *Config) Advice() Errors {
 	for _, name := range cfg.PoolNames {
 		adviseMaglevSize(c, "pool."+name+".maglev_table_size", cfg.Pools[name])
 	}
+	adviseAccessRecords(c, cfg.Log)
 	c.errs.sort()
 	return c.errs
 }
@@ -39,4 +40,19 @@ func adviseMaglevSize(c *collector, key string, p *Pool) {
 	}
 	c.add(key, "%d slots for %d backends is fewer than %d per backend, so their shares of the keys are uneven and a change of backends moves more keys than it must; set it to a prime of at least %d%s, once (a new size remaps every key)",
 		p.MaglevTableSize, len(p.Backends), maglevSlotsPerBackend, want, primeHint(want))
+}
+
+// adviseAccessRecords warns of access-log records asked for (interim
+// lines, lines at connect) while the access log is off: the keys are
+// valid, and quietly do nothing.
+func adviseAccessRecords(c *collector, l Log) {
+	if l.Access != AccessOff {
+		return
+	}
+	if l.AccessInterval > 0 {
+		c.add("log.access_interval", "interim lines every %v are asked for, but access = %q writes no access log: set access to \"text\", \"json\" or \"syslog\", or remove the key", l.AccessInterval, AccessOff)
+	}
+	if l.AccessOnConnect {
+		c.add("log.access_on_connect", "lines at connect are asked for, but access = %q writes no access log: set access to \"text\", \"json\" or \"syslog\", or remove the key", AccessOff)
+	}
 }

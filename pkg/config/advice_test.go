@@ -78,3 +78,36 @@ func TestAdviceOnMaglevTableSizePastTheLargest(t *testing.T) {
 		t.Fatalf("advice %v at the largest size, want none", c.errs)
 	}
 }
+
+// Interim lines or lines at connect asked for with the access log off get
+// a warning each, on its key and line; with the log on, or the keys at
+// their defaults, none.
+func TestAdviceOnAccessRecordsWithoutAnAccessLog(t *testing.T) {
+	base := maglevFile(1, 0, AlgorithmRoundRobin)
+	cases := []struct {
+		name, log string
+		want      []string // keys warned of, in order
+	}{
+		{"off, both asked for", "[log]\naccess_interval = \"10s\"\naccess_on_connect = true\n", []string{"log.access_interval", "log.access_on_connect"}},
+		{"off by default, interval", "[log]\naccess_interval = \"1m\"\n", []string{"log.access_interval"}},
+		{"text, both", "[log]\naccess = \"text\"\naccess_interval = \"10s\"\naccess_on_connect = true\n", nil},
+		{"off, nothing asked", "[log]\naccess = \"off\"\n", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("f.toml", []byte(tc.log+base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adv := cfg.Advice()
+			if len(adv) != len(tc.want) {
+				t.Fatalf("advice %v, want on %v", adv, tc.want)
+			}
+			for i, a := range adv {
+				if a.Key != tc.want[i] || a.Line != i+2 || !strings.Contains(a.Msg, `access = "off"`) {
+					t.Fatalf("advice %q (key %s, line %d), want key %s on line %d naming access = \"off\"", a.Error(), a.Key, a.Line, tc.want[i], i+2)
+				}
+			}
+		})
+	}
+}
