@@ -60,6 +60,9 @@ type instance struct {
 	// once stop began (changes after it are dropped).
 	members   *membership.Set
 	discovery *discoveries
+	// fleetBases: which fleet record of API additions members holds,
+	// per pool (members.go, shared).
+	fleetBases fleetBases
 	// stopFleetMembers stops following the fleet's API additions;
 	// fleetRuntime follows its drains and weights (nil: no fleet).
 	stopFleetMembers func()

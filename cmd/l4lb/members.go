@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/discovery"
+	"github.com/l4lb/l4lb/pkg/fleet"
 	"github.com/l4lb/l4lb/pkg/membership"
 )
 
@@ -409,17 +411,51 @@ type apiMembers struct{ in *instance }
 
 func (m apiMembers) AddBackend(ctx context.Context, name string, nb admin.NewBackend) error {
 	in := m.in
-	return in.changeMembers(in.shared(ctx, name, memberChange{source: "api", apply: func(file *config.Config) (func(), error) {
-		p := file.Pools[name]
-		if p == nil {
-			return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
-		}
-		undo, err := in.members.Add(p, membership.Added{Addr: nb.Addr, Weight: nb.Weight, ID: nb.ID})
-		return undo, adminError(err)
-	}}))
+	return in.againOnFleetChange(name, func() error {
+		return in.changeMembers(in.shared(ctx, name, memberChange{source: "api", apply: func(file *config.Config) (func(), error) {
+			p := file.Pools[name]
+			if p == nil {
+				return nil, fmt.Errorf("%w %q", admin.ErrNoPool, name)
+			}
+			undo, err := in.members.Add(p, membership.Added{Addr: nb.Addr, Weight: nb.Weight, ID: nb.ID})
+			return undo, adminError(err)
+		}}))
+	})
 }
 
 func (m apiMembers) RemoveBackend(ctx context.Context, name, addr string, drainTimeout time.Duration) error {
+	return m.in.againOnFleetChange(name, func() error { return m.removeBackend(ctx, name, addr, drainTimeout) })
+}
+
+// fleetChangeTries bounds how many times an operator's change is made
+// again after the fleet store refused it because another instance changed
+// the pool meanwhile: each try starts from that instance's change, after
+// a random pause of up to 2^try ms (at most about 0.25 s in all), so only
+// a pool changed through other instances nonstop runs out.
+const fleetChangeTries = 8
+
+// againOnFleetChange runs change; when the fleet store refused it because
+// another instance changed the pool's backends meanwhile
+// (fleet.ErrMembersChanged), it reads the fleet's record of the pool
+// again and makes the change anew on it, up to fleetChangeTries times
+// (then 409).
+func (in *instance) againOnFleetChange(pool string, change func() error) error {
+	var err error
+	for try := range fleetChangeTries {
+		if err = change(); !errors.Is(err, fleet.ErrMembersChanged) {
+			return err
+		}
+		if in.readFleet(pool) {
+			in.discovery.changed()
+		}
+		// Apart, at random and longer each time: two instances that
+		// collided would otherwise collide again at once.
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond) << try)))
+	}
+	return statusError{err: fmt.Errorf("pool %q: other instances changed its backends %d times while this change was made; try again: %w", pool, fleetChangeTries, err), status: admin.ErrRefused}
+}
+
+func (m apiMembers) removeBackend(ctx context.Context, name, addr string, drainTimeout time.Duration) error {
 	in := m.in
 	var spelled string
 	ch := memberChange{source: "api", apply: func(file *config.Config) (func(), error) {
@@ -463,27 +499,67 @@ func (in *instance) shared(ctx context.Context, pool string, ch memberChange) me
 		return ch
 	}
 	var before []byte
+	var applied, written uint64
 	ch.commit = func() error {
+		// Under the bases' lock, so that no record of another instance's
+		// is applied between the list read here and its write.
+		fb := &in.fleetBases
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		if fb.applied[pool] != applied {
+			// Another instance's change replaced the list this one was
+			// made on: written, it would undo that change.
+			return fmt.Errorf("the fleet store did not take the change: %w", fleet.ErrMembersChanged)
+		}
 		doc, err := json.Marshal(in.members.AddedBackends()[pool])
 		if err == nil {
-			err = f.PutMembers(ctx, pool, doc)
+			written, err = f.PutMembers(ctx, pool, doc, fb.version[pool])
 		}
 		if err != nil {
 			return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
 		}
+		fb.hold(pool, written)
 		return nil
 	}
 	apply := ch.apply
 	ch.apply = func(file *config.Config) (func(), error) {
+		in.fleetBases.mu.Lock()
+		applied = in.fleetBases.applied[pool]
+		in.fleetBases.mu.Unlock()
 		before, _ = json.Marshal(in.members.AddedBackends()[pool])
 		return apply(file)
 	}
 	ch.revert = func() {
-		if err := f.PutMembers(context.Background(), pool, before); err != nil {
+		v, err := f.PutMembers(context.Background(), pool, before, written)
+		if err != nil {
 			in.log.Error("membership: a change this instance could not serve stays in the fleet store", "pool", pool, "error", err)
+			return
 		}
+		in.fleetBases.mu.Lock()
+		in.fleetBases.hold(pool, v)
+		in.fleetBases.mu.Unlock()
 	}
 	return ch
+}
+
+// fleetBases is, per pool, the version of the fleet's record of API
+// additions that the members here hold (the base of a change made on
+// them, fleet.PutMembers), and how many records from other instances were
+// applied to them, so that a change whose list such a record replaced
+// while it was made is made again rather than written.
+type fleetBases struct {
+	mu      sync.Mutex
+	version map[string]uint64
+	applied map[string]uint64
+}
+
+// hold records that the members hold pool's record at version v (fb.mu
+// held).
+func (fb *fleetBases) hold(pool string, v uint64) {
+	if fb.version == nil {
+		fb.version, fb.applied = map[string]uint64{}, map[string]uint64{}
+	}
+	fb.version[pool] = max(fb.version[pool], v)
 }
 
 // readFleet takes the fleet's record of pool's API additions into the
@@ -497,7 +573,7 @@ func (in *instance) readFleet(pool string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	doc, err := f.Members(ctx, pool)
+	doc, v, err := f.MembersAt(ctx, pool)
 	if err != nil {
 		in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
 		return false
@@ -509,7 +585,18 @@ func (in *instance) readFleet(pool string) bool {
 			return false
 		}
 	}
-	return in.members.SetAdded(pool, list)
+	fb := &in.fleetBases
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if v < fb.version[pool] {
+		return false // a read that crossed this instance's own newer write
+	}
+	changed := in.members.SetAdded(pool, list)
+	fb.hold(pool, v)
+	if changed {
+		fb.applied[pool]++
+	}
+	return changed
 }
 
 // followFleet keeps the API's additions as the fleet store has them:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/admin"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/discovery"
+	"github.com/l4lb/l4lb/pkg/membership"
 )
 
 func membersTestConfig(fronts map[string]string, pools []string, backend string) string {
@@ -370,5 +372,67 @@ func TestAnIdentityClashAcrossSourcesKeepsThePoolBuildable(t *testing.T) {
 	t.Logf("an unrelated add: %v", err)
 	if len(errs) > 0 || err != nil {
 		t.Errorf("wedged")
+	}
+}
+
+// Two operators add backends to one pool at once, through two instances
+// of a fleet: every add holds, on Redis and on both instances. Each
+// instance writes the whole list it holds, so before the fleet store
+// refused a list made on a record another instance had replaced
+// meanwhile, the slower of two writes undid the other's add.
+func TestConcurrentAddsThroughTwoInstancesAllHold(t *testing.T) {
+	srv := testnet.StartRedis(t)
+	back := testnet.StartBackend(t, "b", "")
+	cluster := func(name string) string {
+		return fmt.Sprintf("[cluster]\nstore = \"redis\"\nredis_url = %q\ninstance = %q\ntimeout = \"500ms\"\nsync_interval = \"2s\"\n", srv.URL(), name)
+	}
+	var ins []*instance
+	for _, name := range []string{"r1", "r2"} {
+		in, _ := startFile(t, cluster(name)+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+		ins = append(ins, in)
+	}
+	const each = 8
+	want := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*each)
+	for k, in := range ins {
+		m := apiMembers{in}
+		for i := range each {
+			want[fmt.Sprintf("127.0.%d.%d:80", k+1, i+1)+"/api"] = true
+		}
+		wg.Go(func() {
+			for i := range each {
+				addr := fmt.Sprintf("127.0.%d.%d:80", k+1, i+1)
+				if err := m.AddBackend(context.Background(), "p", admin.NewBackend{Addr: addr, Weight: 1}); err != nil {
+					errs <- fmt.Errorf("add %s through r%d: %w", addr, k+1, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for k, in := range ins {
+		var got []string
+		testnet.Eventually(t, fmt.Sprintf("r%d to serve all %d adds", k+1, len(want)), func() bool {
+			got = poolAddrs(in, "p")
+			n := 0
+			for _, a := range got {
+				if want[a] {
+					n++
+				}
+			}
+			return n == len(want)
+		})
+	}
+	doc, err := ins[0].store.fleet.Members(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []membership.Added
+	if err := json.Unmarshal(doc, &list); err != nil || len(list) != len(want) {
+		t.Fatalf("the fleet's record holds %d adds (%v), want %d: %s", len(list), err, len(want), doc)
 	}
 }

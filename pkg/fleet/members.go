@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -184,26 +185,47 @@ func (m *memberState) due() (pools []string, ws []*memberWatch) {
 	return pools, ws
 }
 
-// PutMembers replaces pool's document for the whole fleet. It needs Redis:
-// apart it fails with an error wrapping ErrStoreDown and writes nothing
-// (memberState explains why).
-func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte) error {
+// ErrMembersChanged: PutMembers was refused because another instance
+// wrote the pool's document after the version the change was made on.
+// Read it again (MembersAt), make the change on it, and put that.
+var ErrMembersChanged = errors.New("the pool's backends were changed meanwhile by another instance")
+
+// PutMembers replaces pool's document for the whole fleet, if no other
+// instance wrote it after base, the version doc was made from (0: no
+// document): otherwise it fails with ErrMembersChanged and writes
+// nothing, so that two operators adding backends at once through two
+// instances do not lose one add. It answers the version written. It needs
+// Redis: apart it fails with an error wrapping ErrStoreDown and writes
+// nothing (memberState explains why).
+func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base uint64) (uint64, error) {
 	floor, _ := s.members.known(pool)
 	var v uint64
 	ok, err := s.call(ctx, "members_write", func(ctx context.Context, r *redisStore) (err error) {
-		v, err = r.putMembers(ctx, pool, doc, floor.version)
+		v, err = r.putMembers(ctx, pool, doc, max(floor.version, base), base)
 		return err
 	})
 	if !ok {
-		return fmt.Errorf("members of pool %s: %w: the change may not have reached the fleet; retry when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
+		return 0, fmt.Errorf("members of pool %s: %w: the change may not have reached the fleet; retry when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
+	}
+	if err = changedMembers(err, base); errors.Is(err, ErrMembersChanged) {
+		// The next MembersAt answers the newest document known: have it
+		// be the server's, not the cache's copy that awaits its
+		// invalidation, or the change made again would be refused again.
+		var d memberDoc
+		if ok, ferr := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
+			d, err = r.readMembersFresh(ctx, pool)
+			return err
+		}); ok && ferr == nil {
+			s.members.learn(pool, d)
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("members of pool %s: %w", pool, err)
+		return 0, fmt.Errorf("members of pool %s: %w", pool, err)
 	}
 	s.members.learn(pool, memberDoc{version: v, doc: append([]byte{}, doc...)})
 	s.members.markDirty(pool) // have the watchers told, and the key tracked again
 	s.members.poke()
-	return nil
+	return v, nil
 }
 
 // Members is pool's document, nil when none is recorded: Redis's, or the
@@ -211,22 +233,29 @@ func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte) error {
 // when the Store is apart. Apart, a pool this Store never had an answer
 // about is an error wrapping ErrStoreDown. The caller may keep the slice.
 func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
+	doc, _, err := s.MembersAt(ctx, pool)
+	return doc, err
+}
+
+// MembersAt is Members with the document's version (0: none recorded),
+// the base of a change made on it (PutMembers).
+func (s *Store) MembersAt(ctx context.Context, pool string) ([]byte, uint64, error) {
 	d, ok, err := s.fetchDoc(ctx, pool)
 	if ok {
 		if err != nil {
-			return nil, fmt.Errorf("members of pool %s: %w", pool, err)
+			return nil, 0, fmt.Errorf("members of pool %s: %w", pool, err)
 		}
 		newest, behind := s.members.learn(pool, d)
 		if behind {
 			s.members.markDirty(pool)
 			s.members.poke()
 		}
-		return bytes.Clone(newest.doc), nil
+		return bytes.Clone(newest.doc), newest.version, nil
 	}
 	if d, known := s.members.known(pool); known {
-		return bytes.Clone(d.doc), nil
+		return bytes.Clone(d.doc), d.version, nil
 	}
-	return nil, fmt.Errorf("members of pool %s: %w, and this instance has no copy", pool, ErrStoreDown)
+	return nil, 0, fmt.Errorf("members of pool %s: %w, and this instance has no copy", pool, ErrStoreDown)
 }
 
 // MemberPools is every pool with a document, sorted: the index in Redis

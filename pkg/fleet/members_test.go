@@ -85,9 +85,14 @@ func members(t *testing.T, s *Store, pool string) string {
 	return string(doc)
 }
 
+// put writes doc as a change made on the document s knows now.
 func put(t *testing.T, s *Store, pool, doc string) {
 	t.Helper()
-	if err := s.PutMembers(context.Background(), pool, []byte(doc)); err != nil {
+	_, base, err := s.MembersAt(context.Background(), pool)
+	if err != nil {
+		t.Fatalf("MembersAt(%s): %v", pool, err)
+	}
+	if _, err := s.PutMembers(context.Background(), pool, []byte(doc), base); err != nil {
 		t.Fatalf("PutMembers(%s): %v", pool, err)
 	}
 }
@@ -201,7 +206,8 @@ func TestMembers_PutWhileApartIsRefused(t *testing.T) {
 
 	p.Cut()
 	testnet.Eventually(t, "A notices the cut", func() bool { return !a.Up() })
-	err := a.PutMembers(h.ctx, "web", []byte(docTwo))
+	v, _ := h.rawMembers("web")
+	_, err := a.PutMembers(h.ctx, "web", []byte(docTwo), v)
 	if !errors.Is(err, ErrStoreDown) {
 		t.Fatalf("PutMembers while apart: %v, want ErrStoreDown", err)
 	}
@@ -228,7 +234,7 @@ func TestMembers_PutWhileApartIsRefused(t *testing.T) {
 func TestMembers_NeverJoinedKnowsNothing(t *testing.T) {
 	s := neverJoined(t)
 	ctx := context.Background()
-	if err := s.PutMembers(ctx, "web", []byte(docOne)); !errors.Is(err, ErrStoreDown) {
+	if _, err := s.PutMembers(ctx, "web", []byte(docOne), 0); !errors.Is(err, ErrStoreDown) {
 		t.Fatalf("PutMembers: %v", err)
 	}
 	if doc, err := s.Members(ctx, "web"); !errors.Is(err, ErrStoreDown) || doc != nil {
@@ -369,5 +375,47 @@ func TestMembers_NoReadsWithoutAChange(t *testing.T) {
 	})
 	if n, checked := quiet(10); n != 0 || !checked {
 		t.Fatalf("%d members reads during 10 checks of Redis with no change (the checks made: %v)", n, checked)
+	}
+}
+
+// Two instances change one pool at once, each on the document it read:
+// the second write, made on a version the first replaced, is refused
+// (ErrMembersChanged) and writes nothing, so the first change is not
+// lost; made again on the new document, it goes through. A base above
+// what Redis holds (Redis lost its data) is no conflict.
+func TestMembers_AChangeOnAnOlderDocumentIsRefused(t *testing.T) {
+	h := newFleet(t)
+	a, b := h.store(nil, Options{}), h.store(nil, Options{})
+	put(t, a, "web", docOne)
+	_, seen, err := b.MembersAt(h.ctx, "web")
+	if err != nil || seen == 0 {
+		t.Fatalf("B reads the document: version %d, %v", seen, err)
+	}
+	v2, err := a.PutMembers(h.ctx, "web", []byte(docTwo), seen)
+	if err != nil {
+		t.Fatalf("A's change on the version it knows: %v", err)
+	}
+	if _, err := b.PutMembers(h.ctx, "web", []byte(`[{"addr":"10.0.0.9:80"}]`), seen); !errors.Is(err, ErrMembersChanged) {
+		t.Fatalf("B's change on the version A replaced: %v, want ErrMembersChanged", err)
+	}
+	if v, doc := h.rawMembers("web"); v != v2 || doc != docTwo {
+		t.Fatalf("redis holds %d %q after B's refused change, want A's %d %q", v, doc, v2, docTwo)
+	}
+	if !b.Up() {
+		t.Fatal("a refused change sent B apart from the fleet")
+	}
+	testnet.Eventually(t, "B learns A's change", func() bool {
+		doc, v, err := b.MembersAt(h.ctx, "web")
+		return err == nil && v == v2 && string(doc) == docTwo
+	})
+	if _, err := b.PutMembers(h.ctx, "web", []byte(docOne), v2); err != nil {
+		t.Fatalf("B's change made again on A's version: %v", err)
+	}
+
+	if _, err := h.srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutMembers(h.ctx, "api", []byte(docOne), 7); err != nil {
+		t.Fatalf("a change on a version Redis lost: %v, want it written", err)
 	}
 }

@@ -34,14 +34,22 @@ local function version(v)
 end
 `
 
-// putMembersScript: KEYS document, index; ARGV pool, floor, document.
+// putMembersScript: KEYS document, index; ARGV pool, floor, document,
+// base. A document Redis holds at a version above base (the one the new
+// document was made from) was written by another instance meanwhile: the
+// write is refused with "CHANGED <version>", so that no change made on an
+// older list undoes it. Below base, Redis lost its data and is behind.
 // The new version is above both the one Redis holds and floor (the
 // highest this instance knows: Redis may have lost its data), and at
 // least the server's clock in milliseconds, so that a write made after
 // Redis was emptied still orders after every write made before it, which
 // instances may write back (restoreMembersScript). Answers the version.
 var putMembersScript = rueidis.NewLuaScript(membersLua + `
-local v = math.max(version(redis.call('GET', KEYS[1])), tonumber(ARGV[2])) + 1
+local cur = version(redis.call('GET', KEYS[1]))
+if cur > tonumber(ARGV[4]) then
+  return redis.error_reply('CHANGED ' .. string.format('%.0f', cur))
+end
+local v = math.max(cur, tonumber(ARGV[2])) + 1
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now > v then v = now end
@@ -71,7 +79,20 @@ return {wrote, cur}
 // server then tells this instance when another one writes it.
 func (r *redisStore) readMembers(ctx context.Context, pool string) (memberDoc, error) {
 	key := r.ks.members(pool)
-	v, err := r.client.DoCache(ctx, r.client.B().Get().Key(key).Cache(), r.cacheTTL).ToString()
+	return decodeMembersReply(key, r.client.DoCache(ctx, r.client.B().Get().Key(key).Cache(), r.cacheTTL))
+}
+
+// readMembersFresh reads a pool's document from the server, past the
+// client-side cache, whose copy may not have been invalidated yet: after
+// a write refused because the document changed, the next change must be
+// made on what the server holds.
+func (r *redisStore) readMembersFresh(ctx context.Context, pool string) (memberDoc, error) {
+	key := r.ks.members(pool)
+	return decodeMembersReply(key, r.client.Do(ctx, r.client.B().Get().Key(key).Build()))
+}
+
+func decodeMembersReply(key string, res rueidis.RedisResult) (memberDoc, error) {
+	v, err := res.ToString()
 	if rueidis.IsRedisNil(err) {
 		return memberDoc{}, nil
 	}
@@ -88,18 +109,31 @@ func (r *redisStore) readMemberPools(ctx context.Context) ([]string, error) {
 }
 
 // putMembers replaces a pool's document and answers its new version.
-func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, floor uint64) (uint64, error) {
+func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, floor, base uint64) (uint64, error) {
 	key := r.ks.members(pool)
 	v, err := putMembersScript.Exec(ctx, r.client, []string{key, r.ks.membersIndex()},
-		[]string{pool, strconv.FormatUint(floor, 10), string(doc)}).ToString()
+		[]string{pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10)}).ToString()
 	if err != nil {
-		return 0, err
+		return 0, err // a CHANGED reply too: an error reply, so the Store stays with the fleet (unreachable)
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: the version of %s: %q", errBadReply, key, v)
 	}
 	return n, nil
+}
+
+// changedMembers turns the putMembersScript's CHANGED reply into
+// ErrMembersChanged; other errors are as they are.
+func changedMembers(err error, base uint64) error {
+	rerr, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return err
+	}
+	if ver, changed := strings.CutPrefix(rerr.Error(), "CHANGED "); changed {
+		return fmt.Errorf("%w (it is at version %s, the change was made on %d)", ErrMembersChanged, ver, base)
+	}
+	return err
 }
 
 // restoreMembers writes d back where Redis holds an older version of the
