@@ -11,9 +11,11 @@ import (
 )
 
 // poller is one epoll set plus an eventfd that wakes it from other
-// goroutines. Every socket is added once, edge-triggered, for reading and
-// writing and hang-ups: readiness is remembered by its owner, so no
-// epoll_ctl is ever needed to change interest.
+// goroutines. Every socket is added once, edge-triggered, and its
+// readiness is remembered by its owner: a socket is watched for what it
+// may wait for (reading and hang-ups always; writing from the start, or,
+// for a client, only from its first full send buffer, Loop.WatchWrites),
+// so interest changes at most once in a socket's life.
 type poller struct {
 	epfd   int
 	wakefd int

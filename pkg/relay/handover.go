@@ -176,10 +176,14 @@ func (l *Loop) AdoptRelay(r *flow.Relay, b *flow.Batch, f *Front, p *pool.Pool, 
 	for d := range 2 {
 		st := r.Streams[d]
 		var okR, okW bool
+		// A refusal gives back what the streams before it adopted (a
+		// pipe counted in the pool would stay counted for good).
 		if st.PipeR, okR = b.FD(st.PipeR); !okR {
+			c.unadopt()
 			return nil, fmt.Errorf("%w: relay of %s without its pipe", ErrAdoptRecord, r.Client)
 		}
 		if st.PipeW, okW = b.FD(st.PipeW); !okW {
+			c.unadopt()
 			return nil, fmt.Errorf("%w: relay of %s without its pipe", ErrAdoptRecord, r.Client)
 		}
 		if err := c.streams[d].Adopt(st, l.scratch); err != nil {
@@ -261,7 +265,10 @@ func (e *endpoint) setState(s flow.End) {
 // loop's list, still held: its events are remembered, not acted on.
 func (c *conn) watch() error {
 	l := c.l
-	if err := l.r.Register(c.cl.fd, &c.cl, reactor.SocketEvents); err != nil {
+	// The client as at accept (conn.go): taken as writable (setState)
+	// until a write says EAGAIN, watched for writing only from then.
+	c.cl.writesUnwatched = true
+	if err := l.r.Register(c.cl.fd, &c.cl, reactor.ReadSocketEvents); err != nil {
 		return err
 	}
 	if c.be.fd >= 0 {

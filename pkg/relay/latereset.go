@@ -38,6 +38,9 @@ func (c *conn) lingerOnBackend() bool {
 	if !c.lingerNeeded() {
 		return false
 	}
+	if c.phase == phaseClosed {
+		return true // a reset was already there: ended as the backend's
+	}
 	rawsys.ShutdownWrite(c.be.fd) // the FIN the close would send; its ACK ends the wait
 	c.lingerUntil = c.l.r.Now() + int64(backendLinger)
 	c.lingerStep = int64(lingerFirstCheck)
