@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,4 +231,87 @@ type lockCountingStore struct {
 func (s *lockCountingStore) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
 	s.acquires.Add(1)
 	return s.MemoryStore.AcquireProbe(ctx, key, owner, ttl)
+}
+
+// slowLockStore answers the probe lock and the reads late, as a Store
+// whose server is far, or waits for its replica after the lock.
+type slowLockStore struct {
+	*MemoryStore
+	lock, read time.Duration
+	asked      atomic.Int64 // when the last AcquireProbe was asked, in ns of the fake clock
+}
+
+func (s *slowLockStore) AcquireProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	s.asked.Store(time.Now().UnixNano())
+	time.Sleep(s.lock)
+	return s.MemoryStore.AcquireProbe(ctx, key, owner, ttl)
+}
+
+func (s *slowLockStore) Read(ctx context.Context, key string) (State, error) {
+	time.Sleep(s.read)
+	return s.MemoryStore.Read(ctx, key)
+}
+
+// A probe ends by the time its lock runs out, counted from when the lock
+// was asked for: the way to the lock and the read under it come out of
+// its time. Given the lock's whole TTL after them, the probe outlived the
+// lock, and another instance could probe the same generation beside it.
+func TestRule3_ProbeEndsWithItsLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Second
+		slow := &slowLockStore{MemoryStore: NewMemoryStore(nil), lock: 2 * time.Second, read: time.Second}
+		f := &fixture{t: t, store: slow.MemoryStore, ev: newRecorder(), logs: &logCapture{}, probe: &fakeProbe{}}
+		var deadline atomic.Int64
+		b, err := New(testKey, Config{}.withDefaults(), slow, Options{Logger: slog.New(f.logs), Events: f.ev.events(),
+			Rand: func() float64 { return 0.5 }, ProbeLockTTL: ttl, StoreTimeout: 5 * time.Second,
+			Probe: func(ctx context.Context) Result {
+				d, _ := ctx.Deadline()
+				deadline.Store(d.UnixNano())
+				return Success
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.b = b
+		trip(t, b)
+		stop := run(b)
+		defer stop()
+		time.Sleep(b.Config().Cooldown + 30*time.Second)
+		synctest.Wait()
+		if deadline.Load() == 0 {
+			t.Fatal("no probe ran")
+		}
+		if over := time.Duration(deadline.Load() - slow.asked.Load()); over > ttl {
+			t.Fatalf("the probe's deadline is %v after its lock was asked for; the lock lasts %v", over, ttl)
+		}
+	})
+}
+
+// A lock that ran out on the way to the probe (a slow lock and a slow
+// read under it) makes no probe: one that failed for want of time would
+// judge the backend on nothing.
+func TestRule3_NoProbeOnALockSpentOnTheWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Second
+		slow := &slowLockStore{MemoryStore: NewMemoryStore(nil), lock: 6 * time.Second, read: 5 * time.Second}
+		var probes atomic.Int32
+		b, err := New(testKey, Config{}.withDefaults(), slow, Options{Logger: slog.New(slog.DiscardHandler),
+			Rand: func() float64 { return 0.5 }, ProbeLockTTL: ttl, StoreTimeout: 10 * time.Second,
+			Probe: func(context.Context) Result { probes.Add(1); return Failure }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trip(t, b)
+		g := b.State().Generation
+		stop := run(b)
+		time.Sleep(b.Config().Cooldown + 30*time.Second)
+		synctest.Wait()
+		stop()
+		if n := probes.Load(); n != 0 {
+			t.Fatalf("%d probes ran on locks spent on the way", n)
+		}
+		if st := b.State(); !st.Open || st.Generation != g {
+			t.Fatalf("state %+v, want still open at generation %d (nothing judged)", st, g)
+		}
+	})
 }

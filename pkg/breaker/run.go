@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Run keeps the local snapshot fresh and, once the cooldown has run out (or
@@ -110,6 +111,12 @@ func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
 		b.probeLocal(ctx, early) // open here alone: no fleet lock
 		return
 	}
+	// The lock runs out ProbeLockTTL after it was asked for (give or take
+	// the way there), and the probe must end while it holds: the read
+	// under the lock (and, with Sentinel or Cluster, the wait for the
+	// replica) come out of the same time, or another instance could take
+	// the lock and probe the same generation beside this probe.
+	lockedBy := time.Now().Add(b.opts.ProbeLockTTL)
 	got, err := b.store.AcquireProbe(ctx, b.key, b.opts.Owner, b.opts.ProbeLockTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -138,8 +145,11 @@ func (b *Breaker) probe(ctx context.Context, early bool, gen uint64) {
 	if !st.Open || st.Disabled || (st.CooldownLeft > 0 && !(early && st.Generation == gen)) {
 		return
 	}
+	if !time.Now().Before(lockedBy) {
+		return // the lock ran out on the way: a probe now would judge nothing for certain
+	}
 	a := Attempt{Kind: KindProbe, Generation: st.Generation, LocalGeneration: b.localGen.Load()}
-	pctx, cancel := context.WithTimeout(ctx, b.opts.ProbeLockTTL)
+	pctx, cancel := context.WithDeadline(ctx, lockedBy)
 	r := b.opts.Probe(pctx)
 	cancel()
 	if ctx.Err() != nil {
