@@ -96,7 +96,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descAcceptErrors, descRelayBytes, descPipes, descClientsOpen, descClientsMax,
 		descAdminOpen, descAdminMax, descAdminRejected,
 		descUDPActive, descUDPSessions, descUDPDatagrams, descUDPBytes, descUDPDrops, descUDPUnanswered,
-		descReloads, descConfigInfo, descSyslogDropped} {
+		descReloads, descConfigInfo, descLastReload, descSyslogDropped} {
 		ch <- d
 	}
 	describeObservability(ch)

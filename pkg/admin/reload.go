@@ -26,6 +26,9 @@ type ConfigState struct {
 	loaded time.Time
 	ok     atomic.Int64
 	failed atomic.Int64
+	// lastFailed: the last reload failed (none yet: false), so the file
+	// on disk is not the one running until a reload succeeds.
+	lastFailed atomic.Bool
 
 	// actions is held shared by an operator's action on a backend and
 	// alone by a reload (Hold) and by RefuseActions: a drain, weight or
@@ -135,6 +138,7 @@ func (c *ConfigState) Counted(ok bool) {
 	} else {
 		c.failed.Add(1)
 	}
+	c.lastFailed.Store(!ok)
 }
 
 // Running returns the hash and load time of the running configuration.
@@ -147,6 +151,7 @@ func (c *ConfigState) Running() (string, time.Time) {
 var (
 	descReloads    = desc("l4lb_config_reloads_total", "Configuration reloads by result: ok, or failed (the running configuration stayed).", "result")
 	descConfigInfo = desc("l4lb_config_info", "The running configuration file: its SHA-256 (label hash) and, as the value, when it was loaded (Unix seconds).", "hash")
+	descLastReload = desc("l4lb_config_last_reload_successful", "1 unless the last configuration reload failed (0: the file on disk is not the one running, until a reload succeeds); 1 before any reload.")
 )
 
 func (c *ConfigState) collect(gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, int64, ...string)) {
@@ -155,6 +160,11 @@ func (c *ConfigState) collect(gauge func(*prometheus.Desc, float64, ...string), 
 	}
 	counter(descReloads, c.ok.Load(), "ok")
 	counter(descReloads, c.failed.Load(), "failed")
+	last := 1.0
+	if c.lastFailed.Load() {
+		last = 0
+	}
+	gauge(descLastReload, last)
 	hash, at := c.Running()
 	if hash != "" {
 		gauge(descConfigInfo, float64(at.UnixNano())/1e9, hash)

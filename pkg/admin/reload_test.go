@@ -42,10 +42,26 @@ func TestReloadRouteReturnsEveryErrorOrTheResult(t *testing.T) {
 		}
 		return resp.StatusCode, v
 	}
+	metric := func(series string) bool {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "\n"+series+"\n")
+	}
+	if !metric("l4lb_config_last_reload_successful 1") {
+		t.Error("before any reload, l4lb_config_last_reload_successful is not 1")
+	}
 	fail = true
 	code, body := post()
 	if errs, _ := body["errors"].([]any); code != http.StatusBadRequest || len(errs) != 2 || !strings.Contains(errs[0].(string), "l4lb.toml:3") {
 		t.Fatalf("failed reload: %d %v, want 400 with both errors and their lines", code, body)
+	}
+	if !metric("l4lb_config_last_reload_successful 0") {
+		t.Error("after a failed reload, l4lb_config_last_reload_successful is not 0")
 	}
 	fail = false
 	if code, body := post(); code != http.StatusOK || body["hash"] != "def456" {
@@ -65,6 +81,7 @@ func TestReloadRouteReturnsEveryErrorOrTheResult(t *testing.T) {
 	for _, series := range []string{
 		`l4lb_config_reloads_total{result="ok"} 1`,
 		`l4lb_config_reloads_total{result="failed"} 1`,
+		`l4lb_config_last_reload_successful 1`,
 		`l4lb_config_info{hash="def456"} 1.7000001e+09`,
 	} {
 		if !strings.Contains(string(metrics), "\n"+series+"\n") {
