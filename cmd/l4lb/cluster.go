@@ -64,11 +64,7 @@ func instanceName(c config.Cluster) string {
 	if c.Instance != "" {
 		return c.Instance
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "l4lb"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return fmt.Sprintf("%s-%d", hostName(), os.Getpid())
 }
 
 // voterName is the name this instance votes under towards trip_quorum:
@@ -81,9 +77,14 @@ func voterName(c config.Cluster) string {
 	if c.Instance != "" {
 		return c.Instance
 	}
+	return hostName()
+}
+
+// hostName is the host's name, or "l4lb" when it has none.
+func hostName() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		host = "l4lb"
+		return "l4lb"
 	}
 	return host
 }
