@@ -15,8 +15,11 @@ import (
 
 // options is the whole configuration of one run.
 type options struct {
-	quick          bool
-	rounds         int
+	quick  bool
+	rounds int
+	// rotate: each round starts one system later than the round before
+	// (systemsInRound).
+	rotate         bool
 	runTime        time.Duration // bulk and conn run length
 	pause          time.Duration // between two systems' runs
 	pingCount      int
@@ -128,6 +131,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "3 rounds of short runs (about five minutes on 2 cores with every scenario)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per scenario (0: 5, or 3 with -quick)")
+	fs.BoolVar(&o.rotate, "rotate", false, "each round starts one system later (A B C, B C A, C A B, ...), so no system always runs right after the same one")
 	fs.StringVar(&scen, "scenario", "", "comma-separated scenarios (default all): "+strings.Join(scenarioNames(), ",")+
 		"; or chaos or longlived, alone (need root); or fleet, alone")
 	fs.IntVar(&o.fl.instances, "instances", 10, "fleet: simulated l4lb instances (each a fleet store of its own)")

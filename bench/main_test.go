@@ -59,3 +59,30 @@ func TestBaselineJoinsTheRun(t *testing.T) {
 		t.Fatalf("no -baseline: error %v, want one naming -baseline", err)
 	}
 }
+
+// -rotate starts each round one system later and keeps every system in
+// every round; without it the file's order stands.
+func TestSystemsInRoundRotates(t *testing.T) {
+	var sys []*system
+	for _, name := range []string{"direct", "l4lb", "haproxy", "nginx"} {
+		sys = append(sys, &system{spec: systemSpec{name: name}})
+	}
+	names := func(ss []*system) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, s.spec.name)
+		}
+		return strings.Join(out, " ")
+	}
+	for r, want := range []string{"direct l4lb haproxy nginx", "l4lb haproxy nginx direct", "haproxy nginx direct l4lb", "nginx direct l4lb haproxy", "direct l4lb haproxy nginx"} {
+		if got := names(systemsInRound(sys, r, true)); got != want {
+			t.Errorf("round %d rotated: %s, want %s", r, got, want)
+		}
+		if got := names(systemsInRound(sys, r, false)); got != "direct l4lb haproxy nginx" {
+			t.Errorf("round %d unrotated: %s", r, got)
+		}
+	}
+	if names(sys) != "direct l4lb haproxy nginx" {
+		t.Errorf("rotating changed the file's order: %s", names(sys))
+	}
+}

@@ -27,6 +27,7 @@ func (h *harness) meta() []string {
 			unix.ByteSliceToString(u.Release[:]), h.ncpu, h.limit),
 		fmt.Sprintf("profile: %d rounds, %v bulk/conn runs, %d ping round trips, idle N cap %d (quick=%v)",
 			h.opts.rounds, h.opts.runTime, h.opts.pingCount, h.opts.idleCap, h.opts.quick),
+		"order in a round: " + map[bool]string{false: "the systems' order below, every round", true: "rotated, each round starting one system later (-rotate)"}[h.opts.rotate],
 		"CPU placement: " + h.layout.String(),
 		fmt.Sprintf("proxy threads: %d (HAProxy nbthread, nginx worker_processes, GOMAXPROCS and l4lb event_loops; "+
 			"l4lb raises its GOMAXPROCS to event_loops+1, a P for health checks and admin beside the loops, on the same pinned CPUs)", h.threads),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -57,7 +58,7 @@ func runScenario(h *harness, sc scenario) *ScenarioResult {
 	}
 	n := sc.rounds(h.opts)
 	for round := range n {
-		for _, s := range h.systems {
+		for _, s := range systemsInRound(h.systems, round, h.opts.rotate) {
 			if !sc.applies(s) {
 				continue
 			}
@@ -71,6 +72,19 @@ func runScenario(h *harness, sc scenario) *ScenarioResult {
 	}
 	sc.finish(sr)
 	return sr
+}
+
+// systemsInRound is the order systems run in, in round r: the file's, or
+// with rotate the file's started r places later. Within a round, a host
+// that drifts (a neighbour's load, frequency) favours some positions over
+// others; rotating gives every system every position in turn. Samples
+// stay paired by round whatever the order.
+func systemsInRound(systems []*system, r int, rotate bool) []*system {
+	if !rotate || len(systems) == 0 {
+		return systems
+	}
+	k := r % len(systems)
+	return append(slices.Clone(systems[k:]), systems[:k]...)
 }
 
 func brief(ms []MetricDef, vals map[string]float64) string {
