@@ -51,7 +51,9 @@ func scaleHandler(tb testing.TB) http.Handler {
 	return Handler(Sources{Pools: pools}, "", slog.New(slog.DiscardHandler))
 }
 
-func benchGet(b *testing.B, path string) {
+func benchGet(b *testing.B, path string) { benchGetAs(b, path, "") }
+
+func benchGetAs(b *testing.B, path, acceptEncoding string) {
 	h := scaleHandler(b)
 	size := 0
 	b.ReportAllocs()
@@ -59,6 +61,9 @@ func benchGet(b *testing.B, path string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Host = "127.0.0.1"
+		if acceptEncoding != "" {
+			req.Header.Set("Accept-Encoding", acceptEncoding)
+		}
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			b.Fatalf("GET %s: %d", path, rec.Code)
@@ -74,6 +79,10 @@ func BenchmarkMetricsScrape1000Backends(b *testing.B) { benchGet(b, "/metrics") 
 
 // BenchmarkPoolsJSON1000Backends: GET /api/v1/pools with 1,000 backends.
 func BenchmarkPoolsJSON1000Backends(b *testing.B) { benchGet(b, "/api/v1/pools") }
+
+// BenchmarkPoolsJSONGzip1000Backends: the same, to a client that accepts
+// gzip (the status page's browser).
+func BenchmarkPoolsJSONGzip1000Backends(b *testing.B) { benchGetAs(b, "/api/v1/pools", "gzip") }
 
 // BenchmarkConfigParse1000Backends: parsing (every check but the host's) a
 // file of 1,000 backends in 5 pools.

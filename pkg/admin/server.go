@@ -60,7 +60,7 @@ func handler(src Sources, token string, conns *limitListener, log *slog.Logger) 
 	guarded.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}}))
-	mux.Handle("/", notFromBrowser(requireToken(token, guarded)))
+	mux.Handle("/", notFromBrowser(requireToken(token, gzipAnswers(guarded))))
 	return mux
 }
 
