@@ -91,6 +91,17 @@ func (in *instance) shared(ctx context.Context, pool string, ch memberChange) me
 		before, _ = json.Marshal(in.members.AddedBackends()[pool])
 		return apply(file)
 	}
+	// After a failed change the members take the fleet's record again:
+	// the undo restored what this change took out of the list as it was
+	// then, on top of whatever record was applied meanwhile, and a write
+	// whose answer was lost may have reached Redis all the same. Held
+	// otherwise, the difference would be written to the whole fleet with
+	// the next change.
+	ch.resync = func() {
+		if in.readFleet(pool) {
+			in.discovery.changed()
+		}
+	}
 	ch.revert = func() {
 		v, err := f.PutMembers(context.Background(), pool, before, written)
 		if err != nil {

@@ -306,12 +306,15 @@ func (in *instance) applyDiscovered() error {
 // members (given the file's configuration), its undo puts them back;
 // commit, when set, runs next, before the pools are rebuilt (a fleet's
 // write, a removal's drain), and an error from it undoes apply; revert
-// takes commit back when the rebuild fails.
+// takes commit back when the rebuild fails. resync, when set, runs after
+// such an undo: an undo is made on the members as they are then, which
+// another instance's record may have replaced meanwhile.
 type memberChange struct {
 	source string
 	apply  func(file *config.Config) (undo func(), err error)
 	commit func() error
 	revert func()
+	resync func()
 }
 
 // changeMembers makes the change and serves the pools it leaves, as a
@@ -339,6 +342,9 @@ func (in *instance) changeMembers(ch memberChange) error {
 		if ch.commit != nil {
 			if err := ch.commit(); err != nil {
 				undo()
+				if ch.resync != nil {
+					ch.resync()
+				}
 				return err
 			}
 		}
@@ -348,6 +354,9 @@ func (in *instance) changeMembers(ch memberChange) error {
 			undo()
 			if ch.revert != nil {
 				ch.revert()
+			}
+			if ch.resync != nil {
+				ch.resync()
 			}
 			return fmt.Errorf("%w: %v", admin.ErrInvalid, err)
 		}

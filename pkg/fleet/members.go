@@ -22,7 +22,14 @@ import (
 //     and a change kept on one instance to be written back later could
 //     undo, by its version, a change another operator made meanwhile.
 //     (A write whose answer timed out may have reached Redis all the
-//     same; the document is a whole replacement, so the retry is safe.)
+//     same: the caller reads the document again before it retries, and
+//     finds its change there, or not.)
+//   - Writes are conditional: a change is made on a version (its base),
+//     and a newer one in Redis, or known to this Store, refuses it with
+//     ErrMembersChanged, so that no change made on an older list undoes
+//     one acknowledged since. Still possible: Redis loses a change, and
+//     an instance that never heard of it writes one of its own before
+//     the instances that did write theirs back; its version is the newer.
 //   - Reads answer the newest document known: Redis's, or this
 //     instance's last-known copy (every answer and every own write) when
 //     that is newer (Redis lost it) or when the Store is apart. Apart, a
@@ -199,6 +206,12 @@ var ErrMembersChanged = errors.New("the pool's backends were changed meanwhile b
 // nothing (memberState explains why).
 func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base uint64) (uint64, error) {
 	floor, _ := s.members.known(pool)
+	if floor.version > base {
+		// This Store knows a newer document than the change was made on:
+		// Redis may have lost it (and be behind, so the script would take
+		// the change), but it was acknowledged to someone.
+		return 0, fmt.Errorf("members of pool %s: %w (this instance knows version %d, the change was made on %d)", pool, ErrMembersChanged, floor.version, base)
+	}
 	var v uint64
 	ok, err := s.call(ctx, "members_write", func(ctx context.Context, r *redisStore) (err error) {
 		v, err = r.putMembers(ctx, pool, doc, max(floor.version, base), base)

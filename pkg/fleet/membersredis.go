@@ -114,7 +114,9 @@ func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, fl
 	v, err := putMembersScript.Exec(ctx, r.client, []string{key, r.ks.membersIndex()},
 		[]string{pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10)}).ToString()
 	if err != nil {
-		return 0, err // a CHANGED reply too: an error reply, so the Store stays with the fleet (unreachable)
+		// A CHANGED reply too, which PutMembers reads: as an error reply
+		// it keeps the Store with the fleet (unreachable is false).
+		return 0, err
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {

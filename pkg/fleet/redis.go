@@ -253,6 +253,14 @@ func (r *redisStore) ReleaseProbe(ctx context.Context, key, owner string) error 
 	return releaseScript.Exec(ctx, r.client, []string{r.ks.key(key, fieldProbe)}, []string{owner}).Error()
 }
 
+// retakeProbe takes key's probe lock for owner for ttl if it is free or
+// the owner's already (retakeScript): at a rejoin, a probe begun apart
+// may find the lock of the owner's earlier probe still in Redis.
+func (r *redisStore) retakeProbe(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	n, err := retakeScript.Exec(ctx, r.client, []string{r.ks.key(key, fieldProbe)}, []string{owner, ms(ttl)}).AsInt64()
+	return n == 1, err
+}
+
 // Disable implements breaker.Store.
 func (r *redisStore) Disable(ctx context.Context, key string) error {
 	defer r.wrote(key)

@@ -107,14 +107,23 @@ func (s *Store) Shutdown() {
 // whose probe may still run, for the time it has left, so that no other
 // instance starts a probe of the same backend meanwhile. It comes before
 // the merge, which may show other instances the breaker these probes are
-// for.
+// for. A probe begun apart after an earlier one of the same backend
+// ended apart shares that one's owner token, and Redis may still hold
+// the earlier one's lock: it is retaken for the running probe, and the
+// release owed for it is no longer made (it would drop the running
+// probe's lock).
 func (s *Store) takeRunningProbes(ctx context.Context, r *redisStore) error {
 	now := time.Now()
 	for id, until := range s.probes {
 		if left := until.Sub(now); left > 0 {
+			_, owed := s.owed[id]
 			var got bool
 			err := s.rejoinOp(ctx, "acquire_probe", func(ctx context.Context) (err error) {
-				got, err = r.AcquireProbe(ctx, id.key, id.owner, left)
+				if owed {
+					got, err = r.retakeProbe(ctx, id.key, id.owner, left)
+				} else {
+					got, err = r.AcquireProbe(ctx, id.key, id.owner, left)
+				}
 				return err
 			})
 			if err != nil && unreachable(err) {
@@ -122,6 +131,9 @@ func (s *Store) takeRunningProbes(ctx context.Context, r *redisStore) error {
 			}
 			if err == nil && !got {
 				s.log.Info("cluster store: another instance holds the probe lock of a backend probed here since the outage: both probes run until one ends", "key", id.key)
+			}
+			if err == nil && owed {
+				delete(s.owed, id)
 			}
 		}
 		delete(s.probes, id)

@@ -101,6 +101,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `)
 
+// retakeScript: KEYS probe lock, ARGV owner, ttl in ms. Takes the lock
+// if it is free or already the owner's (an earlier probe's, under the
+// same token), for ttl from now; answers 1 if the owner holds it after.
+var retakeScript = rueidis.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
 // markScript: KEYS the fleet's marker, ARGV a fresh token. Sets the
 // marker to the token if it is absent; answers the marker's value.
 var markScript = rueidis.NewLuaScript(`
