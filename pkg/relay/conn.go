@@ -115,6 +115,7 @@ type conn struct {
 	dst      netip.AddrPort // what the client connected to, from its PROXY header; invalid: ask the socket
 	waiting  bool           // on the loop's queue: for a backend slot, or for recovery (recovery.go)
 	sni      *routed        // a routed listener's client: its route and server name (inspect.go)
+	spent    *spentBudget   // waiting for a slot: what it had spent of its connect budget (dial.go)
 	queuedAt int64          // when it began waiting, on the loop's clock
 
 	prev, next *conn // the loop's connList

@@ -37,7 +37,30 @@ type dialState struct {
 
 // startDial plans the candidates (or the one force-try) and dials the
 // first.
-func (c *conn) startDial() { c.plan(&dialState{}) }
+// A client back from the slot queue dials on with what it had spent
+// before it (queueForSlot keeps it): connect_budget is all of one
+// client's attempts together.
+func (c *conn) startDial() {
+	d := &dialState{}
+	if s := c.spent; s != nil {
+		c.spent = nil
+		d.forced = s.forced
+		if s.budgeted {
+			d.budgeted, d.deadline = true, c.l.r.Clock()+s.left
+		}
+	}
+	c.plan(d)
+}
+
+// spentBudget is what a client leaving for the slot queue had spent of
+// its connect budget: the time left (the budget stands still while it
+// waits for a slot, which queue_timeout bounds), and whether it made its
+// one force-try (rule 6).
+type spentBudget struct {
+	left     int64
+	budgeted bool
+	forced   bool
+}
 
 // plan lists the candidates for d and dials the first. d is fresh, or
 // carries what a client back from waiting for recovery spent: its connect

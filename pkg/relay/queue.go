@@ -34,12 +34,15 @@ func (c *conn) queueForSlot() {
 		c.refuseBy(CloseBackendCap, false)
 		return
 	}
+	now := c.l.r.Clock()
+	if d := c.dial; d != nil && (d.budgeted || d.forced) {
+		c.spent = &spentBudget{left: max(0, d.deadline-now), budgeted: d.budgeted, forced: d.forced}
+	}
 	c.dial = nil
 	if c.phase == phaseQueued {
 		return
 	}
 	c.phase = phaseQueued
-	now := c.l.r.Clock()
 	if c.queuedAt == 0 {
 		c.queuedAt = now
 	}
