@@ -17,7 +17,7 @@ import (
 // The fleet scenario (go run ./bench -scenario fleet -instances N
 // -backends M -duration D -json FILE) runs alone: N fleet stores with M
 // breakers each against one redis-server of its own, idle then with a few
-// trips and recoveries (bench/fleetsim). docs/fleet.md ("Capacity") has
+// trips and recoveries (bench/fleetsim). docs/fleet-redis.md ("Capacity") has
 // the figures and the model they check.
 
 // fleetOptions are the command line's.

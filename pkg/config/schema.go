@@ -213,7 +213,7 @@ var schema = []Section{
 		{Name: "sentinel_addrs", Kind: KindStrings, Default: []string{}, Rule: `store = "redis" only; with sentinel_master`,
 			Meaning: `More Sentinels, each "host:port".`},
 		{Name: "redis_addrs", Kind: KindStrings, Default: []string{}, Rule: `store = "redis" only; not with sentinel_master`,
-			Meaning: `More Redis Cluster nodes, each "host:port", asked with redis_url's for the cluster's layout (docs/fleet.md).`},
+			Meaning: `More Redis Cluster nodes, each "host:port", asked with redis_url's for the cluster's layout (docs/fleet-redis.md).`},
 		{Name: "key_prefix", Kind: KindString, Default: "l4lb:", Rule: `store = "redis" only; at most ` + strconv.Itoa(MaxKeyPrefixLen) + ` printable bytes, no { or }`,
 			Meaning: "What every key the fleet writes starts with; the same on every instance sharing the store."},
 		{Name: "sync_interval", Kind: KindDuration, Default: 2 * time.Second, Min: MinSyncInterval, Max: MaxSyncInterval, Rule: `store = "redis" only`,
