@@ -192,11 +192,12 @@ func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event, now int64) {
 	q.Push(c.l.r.ID(), &r)
 }
 
-// opened marks a client served (counted ok), and writes, with the access
-// log on, the connect record of a client whose backend connection was
-// just established (access_on_connect), and lists it for interim records
-// (access_interval).
+// opened counts a client served (ok) and marks it so, and writes, with
+// the access log on, the connect record of a client whose backend
+// connection was just established (access_on_connect), and lists it for
+// interim records (access_interval).
 func (c *conn) opened() {
+	c.f.OK.Add(1)
 	c.served = true
 	q := c.l.sh.access.Load()
 	if q == nil {

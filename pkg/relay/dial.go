@@ -267,7 +267,6 @@ func (c *conn) connected(pump bool) {
 	if v := p.ProxyProtocol(); v != 0 && pump && !c.sendProxyHeader(v) {
 		return
 	}
-	c.f.OK.Add(1)
 	c.opened()
 	if pump {
 		c.pump()

@@ -52,7 +52,6 @@ func (c *conn) sendProxyHeader(version int) bool {
 		// The backend reset right after accepting: its doing, judged as
 		// any reset before its first byte (count_early_reset). The client
 		// was served, as by any backend that resets.
-		c.f.OK.Add(1)
 		c.opened()
 		c.salvage(1)
 		c.broken(&c.be, err)
