@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // go:linkname goyield
 )
 
 // A busy loop waits for events with a raw epoll_wait that keeps its P
@@ -62,3 +63,38 @@ func releaseHold() { holders.Add(-1) }
 func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
 
 const overHeldEvery = 256
+
+// A holding loop's goroutine runs on its P for as long as the loop stays
+// busy, and the runtime's monitor (sysmon) preempts a goroutine that has
+// run 10 ms without passing through the scheduler: it signals the thread,
+// and the preempted goroutine goes to the global run queue, which wakes a
+// thread for the idle P beside the loops; that thread spins, often takes
+// the loop over, and the first one sleeps. In the sni bench (one client,
+// ~800 connections a second) that chain, a hundred times a second, was
+// the largest part of what a loop spent beside its own work. A holding
+// loop therefore passes through the scheduler itself every yieldEvery,
+// well inside the slice, the cheap way: runtime.goyield queues it on its
+// own P without waking any thread, so the same thread takes it back at
+// once (after any goroutine queued there), and the new slice restarts the
+// monitor's count.
+const yieldEvery = int64(4 * time.Millisecond)
+
+// yieldIfDue passes a holding loop through the scheduler when yieldEvery
+// has gone by on its clock since it last did (l.now: this turn's
+// reading, no clock read of its own).
+func (l *Loop) yieldIfDue() {
+	if l.poll.holding && l.now-l.yieldedAt >= yieldEvery {
+		yield()
+		l.yieldedAt = l.now
+	}
+}
+
+// yield is goyield; tests count the calls.
+var yield = goyield
+
+// goyield is runtime.goyield: Gosched onto the current P's local run queue
+// and without waking an idle P. The runtime keeps it for packages that
+// link to it (go.dev/issue/67401), gVisor's netstack among them.
+//
+//go:linkname goyield runtime.goyield
+func goyield()

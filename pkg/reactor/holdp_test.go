@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // withProcs runs the test with GOMAXPROCS n.
@@ -256,5 +257,54 @@ func TestIdleLoopLetsGoUnderCollections(t *testing.T) {
 	p.wake()
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A holding loop passes through the scheduler every yieldEvery of its
+// clock, and a loop that waits the runtime's way never needs to (its
+// waits are scheduling points already). On the loop's clock, moved by
+// hand.
+func TestHoldingLoopYieldsBeforeItsSliceEnds(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	l, err := New(Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.poll.close()
+	yields := 0
+	prev := yield
+	yield = func() { yields++ }
+	t.Cleanup(func() { yield = prev })
+	turn := func(d time.Duration) {
+		clk.Advance(d)
+		l.now = l.Clock()
+		l.yieldIfDue()
+	}
+
+	l.poll.holding = true
+	l.yieldedAt = l.Clock()
+	for range 39 { // 3.9 ms of turns
+		turn(100 * time.Microsecond)
+	}
+	if yields != 0 {
+		t.Fatalf("%d yields within yieldEvery of the last, want none", yields)
+	}
+	turn(100 * time.Microsecond)
+	if yields != 1 {
+		t.Fatalf("%d yields at yieldEvery, want one", yields)
+	}
+	turn(time.Duration(yieldEvery) - 1)
+	if yields != 1 {
+		t.Fatalf("%d yields just short of the next yieldEvery, want still one", yields)
+	}
+	turn(20 * time.Millisecond) // one long turn: one yield, not one per slice missed
+	if yields != 2 {
+		t.Fatalf("%d yields after a long turn, want two", yields)
+	}
+
+	l.poll.holding = false
+	turn(time.Second)
+	if yields != 2 {
+		t.Fatalf("a loop that does not hold a P yielded (%d), want no yield", yields)
 	}
 }

@@ -69,6 +69,9 @@ type Loop struct {
 	// alone).
 	fake    clock.Clock
 	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
+	// yieldedAt: when a holding loop last passed through the scheduler
+	// of its own accord (yieldEvery, holdp.go).
+	yieldedAt int64
 	// churn: this turn accepted, finished a dial or saw a hang-up, which
 	// keeps the next wait from coalescing (coalesce.go).
 	churn bool
@@ -239,6 +242,7 @@ func (l *Loop) run() {
 			timeout = rawsys.WaitTimeout(at - l.firedAt)
 		}
 		l.beforeWait(timeout != 0)
+		l.yieldIfDue()
 		evs, err := l.poll.wait(timeout)
 		if err != nil {
 			l.log.Error("event loop stopped: epoll failed", "loop", l.id, "error", err)
