@@ -25,9 +25,11 @@ import (
 //
 // The garbage collector still stops a holding loop at once: its stop and
 // its stack scans signal the thread (SIGURG), which ends the raw wait with
-// EINTR, and poller.wait then yields (runtime.Gosched). Where those
-// signals are turned off (GODEBUG=asyncpreemptoff=1), a stop waits for the
-// raw wait to end, up to holdIdle for each of a collection's few stops.
+// EINTR, and poller.wait then yields (goyield: the call's stack check
+// takes a pending stop, and the scheduler it enters takes a world stop).
+// Where those signals are turned off (GODEBUG=asyncpreemptoff=1), a stop
+// waits for the raw wait to end, up to holdIdle for each of a
+// collection's few stops.
 
 // holdIdle is how long a loop keeps its P with no event: past it, the
 // loop stops holding. Raw waits are interrupted by the runtime (sysmon's

@@ -2,7 +2,6 @@ package reactor
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -156,7 +155,7 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 		case err == unix.EINTR:
 			// Most likely the runtime asking this goroutine to stop (a
 			// garbage collection, or sysmon's time slice): let it.
-			runtime.Gosched()
+			yield()
 		case err != nil:
 			return p.result(n, err)
 		case n > 0:
