@@ -13,7 +13,8 @@ import (
 // datagrams to the client and their bytes are counted as its replies are
 // read and queued for the client (as the listener's `responses` counts
 // them): a reply the kernel then refuses is in the drops (client_send)
-// and in these counts too.
+// and in these counts too. A listener with access_log = false
+// (Settings.NoAccessLog) writes none of them (udpSock.queue).
 
 // UseAccessLog makes the loop's sessions write to the access log found in
 // sink (the TCP relay's of the same loop: relay.Shared.AccessSink).
