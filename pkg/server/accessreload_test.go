@@ -1,18 +1,14 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
-	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/udpsession"
 )
@@ -21,16 +17,15 @@ import (
 // a TCP connection or UDP session that ends while its listener is out of
 // the access log writes no line, wherever it began; one that ends after
 // the listener is back writes its close line, though it began while out.
-// Built from the configuration as l4lb builds it (Frontends), both
-// protocols.
+// Both protocols, built from the configuration as l4lb builds them
+// (Frontends).
 func TestReloadFlipsAccessLog(t *testing.T) {
 	noLeaks(t)
 	k := testnet.StartTaker(t)
 	echo := testnet.StartUDPBackend(t, "u", "")
 	tcpBind, udpBind := testnet.FreeAddr(t), fmt.Sprintf("127.0.0.1:%d", freeUDPPort(t, "udp4", "127.0.0.1"))
-	parse := func(accessLog bool) *config.Config {
-		t.Helper()
-		text := fmt.Sprintf(`[admin]
+	text := func(accessLog bool) string {
+		return fmt.Sprintf(`[admin]
 listen = ""
 [[listener]]
 name = "web"
@@ -55,48 +50,17 @@ enabled = false
 [[pool.dns.backend]]
 addr = %[5]q
 `, tcpBind, udpBind, accessLog, k.Addr, echo.Addr)
-		cfg, err := config.Parse("test.toml", []byte(text))
-		if err != nil {
-			t.Fatalf("config:\n%s\n%v", text, err)
-		}
-		return cfg
 	}
-	cfg := parse(true)
-	pools := map[string]*pool.Pool{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, name := range cfg.PoolNames {
-		p, err := pool.New(cfg.Pools[name], pool.Deps{Store: breaker.NewMemoryStore(nil)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pools[name] = p
-		wg.Go(func() { p.Run(ctx) })
-	}
-	fronts := func(cfg *config.Config) []Frontend {
-		t.Helper()
-		f, err := Frontends(cfg, pools, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	s, err := New(Config{Frontends: fronts(cfg), Loops: 2, MaxConnections: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Serve()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		s.Shutdown(sctx)
-		cancel()
-		wg.Wait()
-	})
+	l := startLB(t, text(true), 0)
+	s := l.server
 	_, buf := startAccessLog(t, s, "json")
 	reload := func(accessLog bool) {
 		t.Helper()
-		if st, err := s.Reload(fronts(parse(accessLog)), 100); err != nil || st.Kept != 2 {
+		cfg, err := config.Parse("test.toml", []byte(text(accessLog)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := s.Reload(l.frontends(t, cfg), 100); err != nil || st.Kept != 2 {
 			t.Fatalf("reload: %+v, %v", st, err)
 		}
 	}
@@ -135,9 +99,7 @@ addr = %[5]q
 		testnet.Eventually(t, "the connection and the session to end", func() bool {
 			return s.Closes()[0].Closed[relay.CloseCompleted] == ended && dns.Ended[udpsession.EndResponses].Load() == ended
 		})
-		for _, l := range s.loops {
-			l.Do(func() {})
-		}
+		l.barrier()
 		return tcpClient, udpClient
 	}
 
