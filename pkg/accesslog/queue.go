@@ -220,3 +220,17 @@ func (s *Sink) Set(q *Queue) { s.q.Store(q) }
 
 // Load is the queue to push to; nil when off.
 func (s *Sink) Load() *Queue { return s.q.Load() }
+
+// For is the queue a record of one listener goes to: nil while the access
+// log is off, or when the listener keeps out of it (its access_log =
+// false: listenerOn false), so it writes no line at all (connect, interim
+// or close). The one place that decision is made, for TCP relays and UDP
+// sessions alike: each record asks as it is written, so a reload that
+// flips either switch applies to the connections and sessions open then
+// as well as to later ones. A nil Sink is off.
+func (s *Sink) For(listenerOn bool) *Queue {
+	if s == nil || !listenerOn {
+		return nil
+	}
+	return s.q.Load()
+}

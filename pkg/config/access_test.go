@@ -28,6 +28,24 @@ func TestAccessLogKeys(t *testing.T) {
 	}
 }
 
+// A listener's access_log, TCP or UDP, is on unless it says false.
+func TestListenerAccessLogKey(t *testing.T) {
+	for _, src := range []string{validBase, validUDP} {
+		if l := mustParse(t, src).Listeners[0]; !l.AccessLog {
+			t.Errorf("listener %s (%s) left without access_log: off, want on", l.Name, l.Protocol)
+		}
+	}
+	tcp := mustParse(t, listenerWeb+"access_log = false\n"+poolWeb).Listeners[0]
+	udp := mustParse(t, withUDPListener("access_log = false\n")).Listeners[0]
+	for _, l := range []Listener{tcp, udp} {
+		if l.AccessLog {
+			t.Errorf("listener %s (%s) with access_log = false: on", l.Name, l.Protocol)
+		}
+	}
+	p := problem{"not a boolean", listenerWeb + "access_log = \"no\" #!\n" + poolWeb, "listener[0].access_log", "must be true or false"}
+	wantOneError(t, p, parseErrors(t, p.src))
+}
+
 // run must be able to append to the access log: check says so without
 // creating anything.
 func TestCheckHostAccessFile(t *testing.T) {

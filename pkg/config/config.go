@@ -116,6 +116,10 @@ type Listener struct {
 	// (the kernel's net.core.rmem_default for a socket l4lb binds).
 	ReceiveBuffer int
 
+	// AccessLog: the listener's connections and sessions write access
+	// lines while [log] access is on (false keeps them out; both protocols).
+	AccessLog bool
+
 	// Traffic policy (issue 14); see policy.go. Allow and Deny apply to
 	// both protocols, the rest to TCP listeners only.
 

@@ -186,6 +186,7 @@ func DefaultListener() Listener {
 		Requests:          def[int](l + "requests"),
 		ReuseSockets:      def[bool](l + "reuse_sockets"),
 		ReceiveBuffer:     def[int](l + "receive_buffer"),
+		AccessLog:         def[bool](l + "access_log"),
 		AcceptProxy:       def[bool](l + "accept_proxy"),
 		ProxyTimeout:      def[time.Duration](l + "proxy_timeout"),
 		MaxConnsPerSource: def[int](l + "max_connections_per_source"),

@@ -191,6 +191,7 @@ func decodeListener(t *table) Listener {
 	if !t.misplaced("requests", udp, "%s", notUDP) {
 		t.integer("requests", &l.Requests)
 	}
+	t.boolean("access_log", &l.AccessLog)
 	decodeReceiveBuffer(t, &l, udp, notUDP)
 	decodeListenerPolicy(t, &l, tcp)
 	decodeRoutes(t, &l, tcp)

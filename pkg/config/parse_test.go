@@ -23,7 +23,7 @@ func TestParseFillsDefaults(t *testing.T) {
 			Timeout: 250 * time.Millisecond, TripQuorum: 1},
 		Listeners: []Listener{
 			{Name: "web", Bind: "127.0.0.1:8080", Protocol: "tcp", Pool: "web", Backlog: 0, Line: 1,
-				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},
+				SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback", AccessLog: true},
 		},
 		Pools: map[string]*Pool{"web": {
 			Name:              "web",
@@ -144,7 +144,7 @@ session_timeout = "5s"
 max_sessions = 1000000
 responses = 1
 requests = 3
-
+access_log = false
 [pool.dns]
 reply_timeout = "500ms"
 [[pool.dns.backend]]
@@ -206,8 +206,8 @@ trip_quorum = 3
 			TripQuorum:     3,
 		},
 		Listeners: []Listener{
-			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 17, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},
-			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 24, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},
+			{Name: "db", Bind: "0.0.0.0:5432", Protocol: "tcp", Pool: "pg", Backlog: 4096, Line: 17, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback", AccessLog: true},
+			{Name: "db6", Bind: "[::]:5432", Protocol: "tcp", Pool: "pg", Backlog: 0, Line: 24, SessionTimeout: time.Minute, MaxSessions: 4096, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback", AccessLog: true},
 			{Name: "dns", Bind: "0.0.0.0:5432", Protocol: "udp", Pool: "dns", Line: 75,
 				SessionTimeout: 5 * time.Second, MaxSessions: 1000000, Responses: 1, Requests: 3, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64, InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"},
 		},

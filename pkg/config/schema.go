@@ -252,6 +252,8 @@ var schema = []Section{
 			Meaning: `Addresses or CIDR networks ("10.0.0.0/8"); when not empty, only these clients are served.`},
 		{Name: "deny", Kind: KindStrings, Default: []string{},
 			Meaning: "Addresses or CIDR networks never served; deny wins over allow."},
+		{Name: "access_log", Kind: KindBool, Default: true,
+			Meaning: "false: the listener writes no access lines (connect, interim or close) while [log] access is on; its metrics are unchanged. A reload applies it to open connections and sessions too."},
 		{Name: "accept_proxy", Kind: KindBool, Default: false, Only: ProtocolTCP,
 			Meaning: "The client side speaks the PROXY protocol (v1 or v2), and the address it carries is the client's."},
 		{Name: "trusted_proxies", Kind: KindStrings, Only: ProtocolTCP, Rule: "required with accept_proxy = true, and only with it",

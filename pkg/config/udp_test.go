@@ -192,7 +192,7 @@ func TestUDPListenerDefaults(t *testing.T) {
 	cfg := mustParse(t, validUDP)
 	want := Listener{Name: "dns", Bind: "127.0.0.1:5353", Protocol: "udp", Pool: "dns", Line: 1,
 		SessionTimeout: 60 * time.Second, MaxSessions: 4096, Responses: 0, Requests: 0, ProxyTimeout: 3 * time.Second, SourceIPv4Prefix: 32, SourceIPv6Prefix: 64,
-		InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback"}
+		InspectTimeout: 5 * time.Second, OnUnrecognized: "fallback", OnTooLarge: "fallback", AccessLog: true}
 	if got := cfg.Listeners[0]; !reflect.DeepEqual(got, want) {
 		t.Errorf("listener = %+v\nwant       %+v", got, want)
 	}

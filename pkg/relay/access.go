@@ -141,12 +141,16 @@ func (s *Shared) AccessLog() *accesslog.Queue { return s.access.Load() }
 // of the same loops to write to as well.
 func (s *Shared) AccessSink() *accesslog.Sink { return &s.access }
 
+// accessFor is the queue the records of f's clients go to: nil while the
+// access log is off, or f keeps out of it.
+func (l *Loop) accessFor(f *Front) *accesslog.Queue { return l.sh.access.For(!f.noAccessLog.Load()) }
+
 // record counts a client connection that ended on this loop and, with the
 // access log on, queues its record.
 func (c *conn) record(why CloseReason, relayed bool) {
 	f := c.f
 	f.Closed[why].Add(1)
-	q := c.l.sh.access.Load()
+	q := c.l.accessFor(f)
 	if q == nil {
 		return
 	}
@@ -199,7 +203,7 @@ func (c *conn) recordOpen(q *accesslog.Queue, ev accesslog.Event, now int64) {
 func (c *conn) opened() {
 	c.f.OK.Add(1)
 	c.served = true
-	q := c.l.sh.access.Load()
+	q := c.l.accessFor(c.f)
 	if q == nil {
 		return
 	}
@@ -233,7 +237,11 @@ func (l *Loop) interimDue(now int64) {
 		l.interim.Clear() // the access log went off: nothing more is due
 		return
 	}
-	_, next := l.interim.Take(now, q.Interval(), func(c *conn) { c.recordOpen(q, accesslog.EventInterim, now) })
+	_, next := l.interim.Take(now, q.Interval(), func(c *conn) {
+		if q := l.accessFor(c.f); q != nil { // its listener may have left the log since
+			c.recordOpen(q, accesslog.EventInterim, now)
+		}
+	})
 	if next != 0 {
 		l.r.Arm(&l.interimTimer, next)
 	}
@@ -243,7 +251,7 @@ func (l *Loop) interimDue(now int64) {
 // connection of the loop: at the cap, or one whose socket it cannot watch.
 func (l *Loop) refusedAtAccept(f *Front, src netip.AddrPort, why CloseReason) {
 	f.Closed[why].Add(1)
-	q := l.sh.access.Load()
+	q := l.accessFor(f)
 	if q == nil {
 		return
 	}

@@ -320,7 +320,7 @@ func (a *Adopted) Go() {
 	c.phase = phaseRelaying
 	c.served = true // the old process counted it ok
 	l.r.Arm(&c.timer, c.lastActive+int64(c.pool.IdleTimeout()))
-	if q := l.sh.access.Load(); q != nil {
+	if q := l.accessFor(c.f); q != nil {
 		// Its connect record is the old process's; its interim records go
 		// on from here, the first an interval after the hand-over.
 		c.listInterim(q)

@@ -40,6 +40,9 @@ type Front struct {
 
 	policy  atomic.Pointer[Policy]
 	routing atomic.Pointer[Routing] // nil: no SNI routes (inspect.go)
+	// noAccessLog: the listener keeps out of the access log (its
+	// access_log = false; access.go).
+	noAccessLog atomic.Bool
 	// HandedOut counts connections this process passed to the next in a
 	// binary upgrade (relays and queued clients), HandedIn the ones it
 	// took from the previous process; neither is a client's result.
@@ -66,6 +69,11 @@ func (f *Front) Pool() *pool.Pool { return f.pool.Load() }
 
 // SetPool makes new clients use p (a reload); open connections keep theirs.
 func (f *Front) SetPool(p *pool.Pool) { f.pool.Store(p) }
+
+// SetAccessLog sets whether the listener's clients write access lines
+// (its access_log key; on when never set). A reload may flip it: the
+// records of connections open then follow it too (accesslog.Sink.For).
+func (f *Front) SetAccessLog(on bool) { f.noAccessLog.Store(!on) }
 
 // Shared is the state every loop's relay of one server shares.
 type Shared struct {

@@ -64,7 +64,7 @@ func Frontends(cfg *config.Config, pools map[string]*pool.Pool, pols map[string]
 	fronts := make([]Frontend, 0, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		f := Frontend{Name: l.Name, Bind: l.Bind, Protocol: l.Protocol, Pool: pools[l.Pool],
-			Policy: pols[l.Name], Keepalive: clientKeepalive(l)}
+			Policy: pols[l.Name], Keepalive: clientKeepalive(l), NoAccessLog: !l.AccessLog}
 		switch l.Protocol {
 		case config.ProtocolUDP:
 			f.SessionTimeout, f.MaxSessions = l.SessionTimeout, l.MaxSessions

@@ -14,6 +14,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
+	"github.com/l4lb/l4lb/pkg/relay"
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
@@ -52,7 +53,6 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	}
 	l := &lb{pools: map[string]*pool.Pool{}, pipes: splice.NewPipePool(splice.PipePoolConfig{MaxOpen: 64, MaxIdle: 8})}
 	store := breaker.NewMemoryStore(nil)
-	var fronts []Frontend
 	for _, name := range cfg.PoolNames {
 		// A drain's deadline cuts through the server, as cmd/l4lb wires it
 		// (the server is made after the pools; a cut comes later still).
@@ -68,14 +68,10 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 		}
 		l.pools[name] = p
 	}
-	for _, lc := range cfg.Listeners {
-		fronts = append(fronts, Frontend{Name: lc.Name, Bind: lc.Bind, Pool: l.pools[lc.Pool],
-			Policy: listenerPolicy(lc), Keepalive: listenerKeepalive(lc)})
-	}
 	if maxConns == 0 {
 		maxConns = 1000
 	}
-	l.server, err = New(Config{Frontends: fronts, Loops: 2, MaxConnections: maxConns, Pipes: l.pipes, WakeCoalesce: cfg.Global.WakeCoalesce})
+	l.server, err = New(Config{Frontends: l.frontends(t, cfg), Loops: 2, MaxConnections: maxConns, Pipes: l.pipes, WakeCoalesce: cfg.Global.WakeCoalesce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +90,21 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 		wg.Wait()
 	})
 	return l
+}
+
+// frontends are cfg's listeners over l's pools, built as cmd/l4lb builds
+// them (Frontends), for startLB and for a reload to a new text.
+func (l *lb) frontends(t *testing.T, cfg *config.Config) []Frontend {
+	t.Helper()
+	pols := map[string]*relay.Policy{}
+	for _, lc := range cfg.Listeners {
+		pols[lc.Name] = listenerPolicy(lc)
+	}
+	fronts, err := Frontends(cfg, l.pools, pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fronts
 }
 
 func (l *lb) listener(name string) ListenerStats {

@@ -119,6 +119,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 		} else {
 			keepTCP[ti].SetPool(fc.Pool)
 			keepTCP[ti].SetPolicy(fc.Policy)
+			keepTCP[ti].SetAccessLog(!fc.NoAccessLog)
 			fc.Routing.CarryCounts(keepTCP[ti].Routing())
 			keepTCP[ti].SetRouting(fc.Routing)
 			s.setKeepalive(keepTCP[ti].Front, fc.Keepalive)

@@ -37,6 +37,9 @@ type Frontend struct {
 	// Keepalive is TCP keepalive on the client side, set on the listening
 	// sockets so accepted connections inherit it.
 	Keepalive sockopt.Keepalive
+	// NoAccessLog keeps the listener out of the access log (its
+	// access_log = false), TCP or UDP; a reload may flip it.
+	NoAccessLog bool
 
 	// UDP listeners only; see udpsession.Front.
 	SessionTimeout      time.Duration
@@ -203,6 +206,7 @@ func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 	f.own.Add(socks.FDs)
 	f.SetPolicy(fc.Policy)
 	f.SetRouting(fc.Routing)
+	f.SetAccessLog(!fc.NoAccessLog)
 	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
 		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)
 	})

@@ -120,7 +120,7 @@ func (s *Server) reloadUDP(f *udpFront, fc Frontend) {
 
 func udpSettings(fc Frontend) udpsession.Settings {
 	set := udpsession.Settings{Pool: fc.Pool, SessionTimeout: fc.SessionTimeout, MaxSessions: int64(fc.MaxSessions),
-		Responses: fc.Responses, Requests: fc.Requests, ReuseSockets: fc.ReuseSockets}
+		Responses: fc.Responses, Requests: fc.Requests, ReuseSockets: fc.ReuseSockets, NoAccessLog: fc.NoAccessLog}
 	if fc.Policy != nil {
 		set.Allow, set.Deny = fc.Policy.Allow, fc.Policy.Deny
 	}

@@ -13,7 +13,8 @@ import (
 // datagrams to the client and their bytes are counted as its replies are
 // read and queued for the client (as the listener's `responses` counts
 // them): a reply the kernel then refuses is in the drops (client_send)
-// and in these counts too.
+// and in these counts too. A listener with access_log = false
+// (Settings.NoAccessLog) writes none of them (udpSock.queue).
 
 // UseAccessLog makes the loop's sessions write to the access log found in
 // sink (the TCP relay's of the same loop: relay.Shared.AccessSink).
@@ -21,19 +22,18 @@ import (
 func (l *Loop) UseAccessLog(sink *accesslog.Sink) { l.access = sink }
 
 // queue is the access log's queue; nil while it is off.
-func (l *Loop) queue() *accesslog.Queue {
-	if l.access == nil {
-		return nil
-	}
-	return l.access.Load()
-}
+func (l *Loop) queue() *accesslog.Queue { return l.access.For(true) }
+
+// queue is the queue the records of u's sessions go to: nil while the
+// access log is off, or u's listener keeps out of it (access_log = false).
+func (u *udpSock) queue() *accesslog.Queue { return u.l.access.For(!u.f.Settings().NoAccessLog) }
 
 // record takes an ended session off the schedule and, with the access log
 // on, queues its close record.
 func (s *session) record(why SessionEnd) {
 	l := s.u.l
 	l.interim.Remove(&s.interimAt)
-	q := l.queue()
+	q := s.u.queue()
 	if q == nil {
 		return
 	}
@@ -68,7 +68,7 @@ func (s *session) fill(r *accesslog.Record, now int64) {
 // records when the access log asks for them.
 func (s *session) listInterim() {
 	l := s.u.l
-	q := l.queue()
+	q := s.u.queue()
 	if q == nil || q.Interval() == 0 {
 		return
 	}
@@ -88,6 +88,10 @@ func (l *Loop) interimDue(now int64) {
 		return
 	}
 	_, next := l.interim.Take(now, q.Interval(), func(s *session) {
+		q := s.u.queue() // its listener may have left the log since
+		if q == nil {
+			return
+		}
 		var r accesslog.Record
 		s.fill(&r, now)
 		r.Event = accesslog.EventInterim

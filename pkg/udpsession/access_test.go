@@ -7,6 +7,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/listener"
 )
 
 // accessRig is a rig whose loop writes to an access log queue the test
@@ -139,5 +140,53 @@ func TestUDPHandedOverSessionRecord(t *testing.T) {
 	}
 	if n := oldQ.Drain(func(r *accesslog.Record) { t.Errorf("the old process wrote %+v", *r) }); n != 0 {
 		t.Fatalf("the old process wrote %d records of a session it handed over", n)
+	}
+}
+
+// A UDP listener with access_log = false (Settings.NoAccessLog) writes no
+// line, interim or close, while another listener on the same loop writes
+// both; its sessions are counted as before.
+func TestUDPListenerOutOfTheAccessLogWritesNoLine(t *testing.T) {
+	be := testnet.StartUDPBackend(t, "a", "")
+	r, q := accessRig(t, []string{be.Addr}, 20*time.Millisecond, udpRigOpts{
+		settings: func(s *Settings) { s.SessionTimeout = time.Second }})
+	set := *r.front.Settings()
+	set.NoAccessLog = true
+	quiet := NewFront("quiet", set)
+	socks, err := listener.BindUDP("quiet", "127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.loops[0]
+	r.on(l, func() { err = l.AddListener(socks.FDs[0], quiet, socks.Addr.AddrPort(), socks.Wildcard) })
+	if err != nil {
+		socks.Close()
+		t.Fatal(err)
+	}
+	quiet.Publish()
+	qc, err := net.DialUDP("udp", nil, socks.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	for _, c := range []*net.UDPConn{qc, r.client()} { // quiet first: its interim records would be due first
+		if reply, err := replyWithin(c, []byte("q"), 20*time.Second); err != nil || string(reply) != "q" {
+			t.Fatalf("reply %q, %v", reply, err)
+		}
+	}
+	events := map[string]map[accesslog.Event]int{"quiet": {}, "u": {}}
+	var got []accesslog.Record
+	drainUntil(t, q, &got, "the loud listener's interim and close records", func() bool {
+		for _, rec := range got {
+			events[rec.Listener][rec.Event]++
+		}
+		got = got[:0]
+		return events["u"][accesslog.EventInterim] > 0 && events["u"][accesslog.EventClose] == 1
+	})
+	testnet.Eventually(t, "the quiet listener's session to time out", func() bool { return quiet.Ended[EndTimeout].Load() == 1 })
+	r.on(l, func() {}) // a record pushed in the turn that ended it is queued by now
+	q.Drain(func(rec *accesslog.Record) { events[rec.Listener][rec.Event]++ })
+	if len(events["quiet"]) != 0 {
+		t.Errorf("the listener with access_log = false wrote records: %v", events["quiet"])
 	}
 }

@@ -75,6 +75,11 @@ type Settings struct {
 	// Allow (when not empty) and Deny decide which clients may open a
 	// session; deny wins.
 	Allow, Deny ipset.Set
+	// NoAccessLog keeps the listener's sessions out of the access log
+	// (access_log = false): no interim and no close lines. Read as each
+	// record would be written, so a reload that sets it silences the
+	// sessions open then too.
+	NoAccessLog bool
 }
 
 // NewFront returns the UDP listener name with settings s.

@@ -197,3 +197,36 @@ func TestUDPRefusalDuringABurstSendIsNotLost(t *testing.T) {
 		t.Errorf("%d datagrams dropped as refused, want the one the refusal was about", n)
 	}
 }
+
+// A first datagram refused by one backend and sent again to the next is
+// one datagram the client sent the listener, and one datagram each
+// backend was sent: the listener's counters count it once, the refusing
+// backend's bytes once per refusal, the live backend's once per client.
+func TestUDPRetriedFirstDatagramCountsOnceForTheListener(t *testing.T) {
+	live := testnet.StartUDPBackend(t, "live", "")
+	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
+	const clients, query = 4, "query" // round robin: at least one starts on the refusing port
+	for i := range clients {
+		if got, err := replyWithin(r.client(), []byte(query), 20*time.Second); err != nil || string(got) != query {
+			t.Fatalf("client %d: reply %q, %v", i, got, err)
+		}
+	}
+	r.on(r.loops[0], func() {}) // the turn that relayed the last reply has flushed its counts
+	refusing, alive := r.pool.Backends()[0], r.pool.Backends()[1]
+	_, refusals := refusing.Dials(pool.DialClient)
+	if refusals == 0 {
+		t.Fatal("no session started on the refusing backend: nothing was re-sent")
+	}
+	if n := r.front.DatagramsToBackend.Load(); n != clients {
+		t.Errorf("the listener counts %d datagrams to backends, want %d: one per client datagram, a re-sent one too", n, clients)
+	}
+	if n := r.front.BytesToBackend.Load(); n != clients*int64(len(query)) {
+		t.Errorf("the listener counts %d bytes to backends, want %d", n, clients*len(query))
+	}
+	if n := alive.Meter.ToBackend.Load(); n != clients*int64(len(query)) {
+		t.Errorf("the live backend counts %d bytes sent it, want %d: every client's datagram reached it once", n, clients*len(query))
+	}
+	if n := refusing.Meter.ToBackend.Load(); n != refusals*int64(len(query)) {
+		t.Errorf("the refusing backend counts %d bytes sent it, want %d: one datagram per refusal", n, refusals*int64(len(query)))
+	}
+}

@@ -260,6 +260,21 @@ func (s *session) sent(n int) {
 	}
 }
 
+// resent accounts the first datagram sent again, to the next candidate
+// after a refusal. It is still one client datagram: once the first send
+// counted it, it does not count again for the listener (what clients
+// sent it), the session's access record or `requests`; the refusing
+// backend's bytes keep it (it was sent there), and the new backend's
+// count it now (it is sent here too).
+func (s *session) resent(n int) {
+	if s.requests == 0 {
+		s.sent(n) // the first send did not go out: this is its only one
+		return
+	}
+	s.backend.Meter.ToBackend.Add(int64(n))
+	s.u.touch(s)
+}
+
 // failed handles an error from the backend socket (an ICMP error the
 // kernel reports on the next send or receive). It returns true when the
 // error was the backend's refusal or unreachability: the datagram being
@@ -278,11 +293,7 @@ func (s *session) failed(err error) bool {
 			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
 			if s.dialNext() == dialStarted {
 				if s.send(d.first) == nil {
-					if s.requests > 0 {
-						s.requests-- // the same client datagram again, not one more toward `requests`
-						s.bytesToBackend -= int64(len(d.first))
-					}
-					s.sent(len(d.first))
+					s.resent(len(d.first))
 				}
 				return true
 			}

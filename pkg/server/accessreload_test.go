@@ -1,0 +1,136 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/config"
+	"github.com/l4lb/l4lb/pkg/relay"
+	"github.com/l4lb/l4lb/pkg/udpsession"
+)
+
+// A reload that flips access_log applies to each record as it is written:
+// a TCP connection or UDP session that ends while its listener is out of
+// the access log writes no line, wherever it began; one that ends after
+// the listener is back writes its close line, though it began while out.
+// Both protocols, built from the configuration as l4lb builds them
+// (Frontends).
+func TestReloadFlipsAccessLog(t *testing.T) {
+	noLeaks(t)
+	k := testnet.StartTaker(t)
+	echo := testnet.StartUDPBackend(t, "u", "")
+	tcpBind, udpBind := testnet.FreeAddr(t), fmt.Sprintf("127.0.0.1:%d", freeUDPPort(t, "udp4", "127.0.0.1"))
+	text := func(accessLog bool) string {
+		return fmt.Sprintf(`[admin]
+listen = ""
+[[listener]]
+name = "web"
+bind = %q
+pool = "web"
+access_log = %[3]v
+[[listener]]
+name = "dns"
+bind = %[2]q
+protocol = "udp"
+pool = "dns"
+responses = 2
+access_log = %[3]v
+[pool.web]
+[pool.web.health]
+enabled = false
+[[pool.web.backend]]
+addr = %[4]q
+[pool.dns]
+[pool.dns.health]
+enabled = false
+[[pool.dns.backend]]
+addr = %[5]q
+`, tcpBind, udpBind, accessLog, k.Addr, echo.Addr)
+	}
+	l := startLB(t, text(true), 0)
+	s := l.server
+	_, buf := startAccessLog(t, s, "json")
+	reload := func(accessLog bool) {
+		t.Helper()
+		cfg, err := config.Parse("test.toml", []byte(text(accessLog)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := s.Reload(l.frontends(t, cfg), 100); err != nil || st.Kept != 2 {
+			t.Fatalf("reload: %+v, %v", st, err)
+		}
+	}
+	dns := s.UDPFronts()[0]
+	// A UDP session asked once is open; asked twice it has its
+	// `responses` and ends.
+	askUDP := func(c *net.UDPConn) {
+		t.Helper()
+		if got, err := askOnce(c, []byte("q"), 20*time.Second); err != nil || string(got) != "q" {
+			t.Fatalf("UDP reply %q, %v", got, err)
+		}
+	}
+	// A TCP connection through web is open once 4 bytes crossed it.
+	type tcpPair struct{ client, backend *net.TCPConn }
+	openTCP := func() tcpPair {
+		t.Helper()
+		p := tcpPair{client: dial(t, tcpBind)}
+		p.backend = k.Next(t)
+		p.client.Write([]byte("ping"))
+		p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// end closes a TCP connection and ends a UDP session, and waits until
+	// their loops have done with them (their records pushed, if any).
+	var ended int64
+	end := func(p tcpPair, c *net.UDPConn) (tcpClient, udpClient string) {
+		t.Helper()
+		tcpClient, udpClient = p.client.LocalAddr().String(), c.LocalAddr().String()
+		p.client.Close()
+		p.backend.Close()
+		askUDP(c)
+		ended++
+		testnet.Eventually(t, "the connection and the session to end", func() bool {
+			return s.Closes()[0].Closed[relay.CloseCompleted] == ended && dns.Ended[udpsession.EndResponses].Load() == ended
+		})
+		l.barrier()
+		return tcpClient, udpClient
+	}
+
+	beganOn, beganOnUDP := openTCP(), udpClient(t, udpBind)
+	askUDP(beganOnUDP)
+	reload(false)
+	var silent []string
+	t1, u1 := end(beganOn, beganOnUDP) // began on, ends off
+	silent = append(silent, t1, u1)
+	whileOff, whileOffUDP := openTCP(), udpClient(t, udpBind)
+	askUDP(whileOffUDP)
+	t2, u2 := end(whileOff, whileOffUDP) // began and ended off
+	silent = append(silent, t2, u2)
+	beganOff, beganOffUDP := openTCP(), udpClient(t, udpBind)
+	askUDP(beganOffUDP)
+	reload(true)
+	t3, u3 := end(beganOff, beganOffUDP) // began off, ends on
+	after, afterUDP := openTCP(), udpClient(t, udpBind)
+	askUDP(afterUDP)
+	t4, u4 := end(after, afterUDP)
+	for _, client := range []string{t3, u3, t4, u4} {
+		if m := lineFor(t, buf, client); m["event"] != "close" {
+			t.Errorf("client %s: line %v, want its close line", client, m)
+		}
+	}
+	// The loops pushed the silent ones' records, if any, before these.
+	for _, m := range jsonLines(t, buf) {
+		for _, client := range silent {
+			if m["client"] == client {
+				t.Errorf("client %s ended while its listener was out of the access log, and wrote %v", client, m)
+			}
+		}
+	}
+}
