@@ -30,15 +30,17 @@ type fakeConns struct {
 	adopted []flow.Relay // with this side's fds
 	stayed  []bool
 	ran     int
-	done    int // FlowsDone calls
-	holding int64   // what the old side reports it holds
+	done    int     // FlowsDone calls
+	holding int64   // the old side's connections still being set up (Holding)
 	heard   []int64 // the new side: each count HeldElsewhere was told
 }
 
+// Holding is the old side's count: its connections still being set up
+// (holding), those it still has to hand and those it took back.
 func (h *fakeConns) Holding() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.holding
+	return h.holding + int64(len(h.toHand)+len(h.adopted))
 }
 
 func (h *fakeConns) HeldElsewhere(n int64) {
@@ -231,7 +233,7 @@ func TestFlowsWithoutAMatchingHelloStayWithTheOldProcess(t *testing.T) {
 			relays, _ := pipeConns(t, 3)
 			old := &fakeConns{toHand: relays}
 			res := up.HandOverFlows(context.Background(), old)
-	defer up.Exiting() // its reports go on until then
+			defer up.Exiting() // its reports go on until then
 			if res.Adopting || !strings.Contains(res.Reason, tc.want) {
 				t.Fatalf("result %+v: want no adoption, a reason naming %q", res, tc.want)
 			}
