@@ -11,6 +11,7 @@ import (
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/clock"
+	"github.com/l4lb/l4lb/pkg/flow"
 )
 
 // The new process counts the old one's last report, less what it adopted
@@ -144,5 +145,49 @@ func TestFlowsCountTheOldProcessesConnectionsOnce(t *testing.T) {
 		if n != 5 {
 			t.Errorf("count %d is %d, want 5: each connection once (%v)", i+1, n, heard)
 		}
+	}
+}
+
+// A new process whose hello does not say "counts" (an older build) gets
+// no report, which it would read as a protocol error: batches, then
+// "done", then the end of stream.
+func TestFlowsSendNoReportToANewProcessThatDoesNotCount(t *testing.T) {
+	testnet.CheckLeaks(t)
+	up, inh := flowsPair(t)
+	defer inh.flows.close()
+	if err := inh.flows.send(flowsHello{Format: flowsFormat, Version: flowsVersionNumber(), PID: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	relays, _ := pipeConns(t, 3)
+	var types []string
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			data, fds, err := inh.flows.recv(0)
+			closeFDs(fds)
+			if err != nil {
+				return
+			}
+			var m flowsMessage
+			json.Unmarshal(data, &m)
+			types = append(types, m.Type)
+			if m.Type == "batch" {
+				inh.flows.send(flowsMessage{Type: "ack", Seq: m.Seq, Refused: &flow.Refused{}}, nil)
+			}
+		}
+	}()
+	res := up.HandOverFlows(context.Background(), &fakeConns{toHand: relays, holding: 9})
+	defer up.Exiting()
+	if res.Err != nil || res.Relays != 3 {
+		t.Fatalf("result %+v: want the 3 handed", res)
+	}
+	select {
+	case <-read:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the old side kept the socket open after done")
+	}
+	if !slices.Equal(types, []string{"batch", "done"}) {
+		t.Fatalf("messages %v, want a batch and done, no report", types)
 	}
 }
