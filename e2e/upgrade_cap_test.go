@@ -42,14 +42,14 @@ func TestUpgradeHoldsTheConnectionCap(t *testing.T) {
 	old := make([]*net.TCPConn, capN)
 	for i := range old {
 		old[i] = dialTCP(t, listen)
-		if !admitted(t, old[i], "a") {
+		if !admittedBy(t, old[i], "a") {
 			t.Fatalf("client %d of %d refused before the upgrade", i+1, capN)
 		}
 	}
-	if c := dialTCP(t, listen); admitted(t, c, "a") {
+	if c := dialTCP(t, listen); admittedBy(t, c, "a") {
 		t.Fatalf("a client past max_connections = %d admitted before the upgrade", capN)
 	}
-	echoAll(t, old, "before the upgrade")
+	echoEach(t, old, "before the upgrade")
 
 	writeBackend(b.Addr) // the old connections' backend is gone: they stay with the old process
 	oldPID, _ := chain.upgrade(t)
@@ -63,40 +63,45 @@ func TestUpgradeHoldsTheConnectionCap(t *testing.T) {
 	// The old process holds capN: every new client is refused.
 	const tries = 2 * capN
 	for i := range tries {
-		if c := dialTCP(t, listen); admitted(t, c, "b") {
+		if c := dialTCP(t, listen); admittedBy(t, c, "b") {
 			t.Fatalf("client %d admitted by the new process while the old one still holds %d connections (max_connections = %d): "+
 				"the service serves %d clients at once", i+1, capN, capN, capN+i+1)
 		}
 		c := old[i%capN]
-		echoAll(t, []*net.TCPConn{c}, "while the new process refuses")
+		echoEach(t, []*net.TCPConn{c}, "while the new process refuses")
 	}
 	series := `l4lb_client_connections_closed_total{listener="front",reason="connection_cap"}`
 	if n := e2eutil.Metric(t, adminAddr, series); n != tries {
 		t.Errorf("the new process counts %v clients refused at the cap, want the %d it refused", n, tries)
 	}
-	echoAll(t, old, "after the refusals")
+	echoEach(t, old, "after the refusals")
 
 	// Each old connection that ends lets one new client in.
 	var fresh []*net.TCPConn
 	for i, c := range old {
-		closeAndWait(t, c)
-		fresh = append(fresh, admitWhenRoom(t, listen, fmt.Sprintf("a new client once %d old connection(s) closed", i+1)))
-		if c := dialTCP(t, listen); admitted(t, c, "b") {
+		endAndClose(t, c)
+		fresh = append(fresh, dialUntilAdmitted(t, listen, fmt.Sprintf("a new client once %d old connection(s) closed", i+1)))
+		if c := dialTCP(t, listen); admittedBy(t, c, "b") {
 			t.Fatalf("a client past the cap admitted with %d old and %d new connections open", capN-i-1, len(fresh))
 		}
-		echoAll(t, old[i+1:], "as the old ones close")
-		echoAll(t, fresh, "new clients")
+		echoEach(t, old[i+1:], "as the old ones close")
+		echoEach(t, fresh, "new clients")
 	}
 	waitOldGone(t, oldPID, time.Now())
-	if c := dialTCP(t, listen); admitted(t, c, "b") {
+	if c := dialTCP(t, listen); admittedBy(t, c, "b") {
 		t.Fatalf("a client past the cap admitted after the old process exited")
 	}
+	// With the old process gone, its count is too: the room is the new
+	// process's alone.
+	endAndClose(t, fresh[0])
+	fresh[0] = dialUntilAdmitted(t, listen, "a new client in the room one of the new process's left")
+	echoEach(t, fresh, "the new process alone")
 }
 
-// admitted reads a client's first bytes: the backend tag's greeting means
+// admittedBy reads a client's first bytes: the backend tag's greeting means
 // l4lb relayed it; an end of stream (or a reset) with nothing before it,
 // that l4lb refused it (the client is then closed).
-func admitted(t *testing.T, c *net.TCPConn, tag string) bool {
+func admittedBy(t *testing.T, c *net.TCPConn, tag string) bool {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	defer c.SetReadDeadline(time.Now().Add(flowLifetime))
@@ -113,9 +118,9 @@ func admitted(t *testing.T, c *net.TCPConn, tag string) bool {
 	return false
 }
 
-// echoAll sends each connection a patterned message and checks it comes
+// echoEach sends each connection a patterned message and checks it comes
 // back byte for byte.
-func echoAll(t *testing.T, conns []*net.TCPConn, when string) {
+func echoEach(t *testing.T, conns []*net.TCPConn, when string) {
 	t.Helper()
 	msg := patterned(32 << 10)
 	for i, c := range conns {
@@ -129,9 +134,9 @@ func echoAll(t *testing.T, conns []*net.TCPConn, when string) {
 	}
 }
 
-// closeAndWait half-closes c and waits for l4lb to end the connection
+// endAndClose half-closes c and waits for l4lb to end the connection
 // (the backend's end of stream relayed back), then closes it.
-func closeAndWait(t *testing.T, c *net.TCPConn) {
+func endAndClose(t *testing.T, c *net.TCPConn) {
 	t.Helper()
 	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)
@@ -143,15 +148,15 @@ func closeAndWait(t *testing.T, c *net.TCPConn) {
 	c.Close()
 }
 
-// admitWhenRoom dials the listener until l4lb admits a client (the room
+// dialUntilAdmitted dials the listener until l4lb admits a client (the room
 // a closed connection left may take a moment to be counted), and returns
 // it.
-func admitWhenRoom(t *testing.T, listen, what string) *net.TCPConn {
+func dialUntilAdmitted(t *testing.T, listen, what string) *net.TCPConn {
 	t.Helper()
 	var c *net.TCPConn
 	testnet.Eventually(t, what, func() bool {
 		c = dialTCP(t, listen)
-		if admitted(t, c, "b") {
+		if admittedBy(t, c, "b") {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
