@@ -387,8 +387,7 @@ func (c *flowsConn) followOpen(h FlowHolder, count *oldOpen) {
 			count.gone()
 			return
 		}
-		count.reported(*m.Open)
-		h.HeldElsewhere(count.now())
+		count.reportTo(h, *m.Open)
 	}
 }
 
@@ -412,8 +411,7 @@ func (c *flowsConn) adopt(h FlowHolder, count *oldOpen, log *slog.Logger) (Flows
 		}
 		if m.Type == "open" && m.Open != nil {
 			closeFDs(fds)
-			count.reported(*m.Open)
-			h.HeldElsewhere(count.now())
+			count.reportTo(h, *m.Open)
 			continue
 		}
 		if m.Type != "batch" || m.Batch == nil {

@@ -44,6 +44,12 @@ type oldOpen struct {
 // reported takes a report: the old process holds n.
 func (o *oldOpen) reported(n int64) { o.n, o.until = max(n, 0), o.clk.Now().Add(openLife) }
 
+// reportTo takes a report and tells h the count.
+func (o *oldOpen) reportTo(h FlowHolder, n int64) {
+	o.reported(n)
+	h.HeldElsewhere(o.now())
+}
+
 // adopted counts k connections of a batch the new process took: the last
 // report counted them, the new process's own count does from now.
 func (o *oldOpen) adopted(k int) { o.n = max(0, o.n-int64(k)) }
