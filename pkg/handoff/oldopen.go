@@ -16,9 +16,12 @@ import (
 // many it holds on the flows socket ("open" messages): at the start of the
 // hand-over, after each acknowledged batch, before "done", then every
 // openEvery until it exits. The new process counts the last report, less
-// what it adopted since (the report counted those: they leave the old
-// process's count as they join the new one's, once), and forgets it
-// openLife after it came or at once when the socket closes (the old
+// what it adopted since: a batch sent after a report was counted in it
+// (the old process takes a connection out of its count as it puts it in a
+// batch), while one sent before it was not, and arrives first (the
+// socket keeps the order), the report then replacing the count. So a
+// connection handed over is counted once, there and then here. The count
+// is forgotten openLife after it came, or at once when the socket closes (the old
 // process exited, or died): a count never outlives the process that holds
 // the connections. Handed-over connections are never refused for the cap;
 // they were admitted long ago.
