@@ -44,7 +44,7 @@ var rules = map[string][]string{
 
 	// Wiring and control: the server, the upgrade protocol, the admin API.
 	"pkg/server":  {"pkg/accesslog", "pkg/config", "pkg/flow", "pkg/listener", "pkg/pool", "pkg/reactor", "pkg/relay", "pkg/sockopt", "pkg/splice", "pkg/udpsession"},
-	"pkg/handoff": {"pkg/breaker", "pkg/config", "pkg/flow", "pkg/listener", "pkg/membership", "pkg/pool", "pkg/sdnotify", "pkg/server"},
+	"pkg/handoff": {"pkg/breaker", "pkg/clock", "pkg/config", "pkg/flow", "pkg/listener", "pkg/membership", "pkg/pool", "pkg/sdnotify", "pkg/server"},
 	"pkg/admin":   {"pkg/config", "pkg/fleet", "pkg/pool", "pkg/relay", "pkg/server", "pkg/splice", "pkg/syslog", "pkg/udpsession"},
 
 	// The command.

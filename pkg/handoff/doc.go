@@ -122,7 +122,7 @@
 // # Hand-over of established connections: the flows socket
 //
 // The new process writes its hello, {"format":"l4lb-flows","version":1,
-// "pid":…}, before READY, so the old process finds it there the moment
+// "pid":…,"counts":true}, before READY, so the old process finds it there the moment
 // READY comes; a READY with no hello before it (a build without the
 // hand-over, which leaves the fd unread) or a hello of another format or
 // version leaves every connection with the old process, which drains
@@ -148,7 +148,16 @@
 // new one if it takes it. Clients still being set up
 // in the old process go in later batches, once established; when it holds
 // nothing more to pass it writes {"type":"done","relays_total":R,
-// "queued_total":Q,"sessions_total":S} and closes its end. A batch whose
+// "queued_total":Q,"sessions_total":S} and closes its end, or, to a new
+// process whose hello said "counts" (absent: false), keeps it until it
+// exits. To such a process only, the old one also reports how many client
+// connections it holds, {"type":"open","open":C}: before its first batch,
+// after each acknowledgement, before "done" and then every 500 ms; the new
+// process counts C, less the relays and queued clients it adopted since,
+// against [global] max_connections, and forgets it 2 s after the last
+// report or when the socket closes. An older new process never gets one
+// (it would read it as a protocol error); one that gets none counts
+// nothing for the old process. A batch whose
 // descriptors did not all arrive (MSG_CTRUNC: the new process is out of
 // fds) is refused whole. Times in the records are durations measured by
 // the old process, never timestamps.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/l4lb/l4lb/pkg/clock"
 	"github.com/l4lb/l4lb/pkg/flow"
 )
 
@@ -49,6 +50,13 @@ type FlowHolder interface {
 	// for all of it (clients queued for a slot, which must find every
 	// relay counted on its backend) goes on.
 	FlowsDone()
+	// Holding is how many client connections the holder counts against
+	// max_connections now (its own, and any an older process still
+	// holds), for the old process's reports (oldopen.go).
+	Holding() int64
+	// HeldElsewhere says the old process holds n client connections the
+	// new process's cap counts too (oldopen.go); 0: none, or forgotten.
+	HeldElsewhere(n int64)
 }
 
 // flowsPoll is how often the old process looks again for connections
@@ -85,14 +93,20 @@ func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult 
 	if c == nil {
 		return FlowsResult{Reason: "no flows socket (the upgrade was not made)"}
 	}
-	defer c.close()
 	start := time.Now()
-	if reason := c.awaitHello(); reason != "" {
+	counts, reason := c.awaitHello()
+	if reason != "" {
+		c.close()
 		return FlowsResult{Reason: reason}
 	}
-	ho := &handover{c: c, h: h, ctx: ctx, log: u.log, res: FlowsResult{Adopting: true}}
+	ho := &handover{c: c, h: h, ctx: ctx, log: u.log, res: FlowsResult{Adopting: true}, counts: counts}
 	ho.run()
 	ho.res.Took = time.Since(start)
+	if counts && ho.res.Err == nil {
+		u.reporter = startReporting(c, h, clock.Real{}) // until this process exits: it closes c
+	} else {
+		c.close()
+	}
 	return ho.res
 }
 
@@ -107,9 +121,20 @@ type handover struct {
 	res      FlowsResult
 	seq      int
 	inflight []*flow.Batch // sent, in order, not yet acknowledged
+	counts   bool          // the new process reads "open" reports
+}
+
+// reportOpen tells the new process how many client connections this one
+// holds (oldopen.go), if it reads that. A failure to is the next send's
+// or ack's to find.
+func (ho *handover) reportOpen() {
+	if ho.counts {
+		ho.c.sendOpen(ho.ctx, ho.h.Holding())
+	}
 }
 
 func (ho *handover) run() {
+	ho.reportOpen()
 	for ho.ctx.Err() == nil {
 		if len(ho.inflight) < flowsWindow {
 			b := &flow.Batch{}
@@ -122,6 +147,7 @@ func (ho *handover) run() {
 				continue
 			}
 			if pending == 0 && len(ho.inflight) == 0 {
+				ho.reportOpen()
 				ho.c.send(flowsMessage{Type: "done", Relays: ho.res.Relays, Queued: ho.res.Queued, Sessions: ho.res.Sessions}, nil)
 				return
 			}
@@ -130,6 +156,7 @@ func (ho *handover) run() {
 				case <-ho.ctx.Done():
 				case <-time.After(flowsPoll):
 				}
+				ho.reportOpen() // some closed meanwhile, maybe
 				continue
 			}
 		}
@@ -183,6 +210,7 @@ func (ho *handover) acknowledged() error {
 	kept, taken := b.Split(refused)
 	closeFDs(taken)
 	ho.takeBack(kept, "")
+	ho.reportOpen() // what was taken back counts here again
 	ho.res.Relays += len(b.Relays) - len(kept.Relays)
 	ho.res.Queued += len(b.Queued) - len(kept.Queued)
 	ho.res.Sessions += len(b.Sessions) - len(kept.Sessions)
@@ -240,24 +268,24 @@ func (ho *handover) takeBack(b *flow.Batch, why string) {
 
 // awaitHello reads the new process's hello, which it sent before READY:
 // already here, or never coming. It returns why the new process does not
-// adopt, or "".
-func (c *flowsConn) awaitHello() string {
+// adopt, or "", and whether it reads "open" reports.
+func (c *flowsConn) awaitHello() (counts bool, reason string) {
 	data, fds, err := c.recv(unix.MSG_DONTWAIT)
 	closeFDs(fds)
 	switch {
 	case err == unix.EAGAIN:
-		return "it did not offer to (a build without the hand-over of connections)"
+		return false, "it did not offer to (a build without the hand-over of connections)"
 	case err != nil:
-		return fmt.Sprintf("its offer could not be read: %v", err)
+		return false, fmt.Sprintf("its offer could not be read: %v", err)
 	}
 	var h flowsHello
 	if err := json.Unmarshal(data, &h); err != nil || h.Format != flowsFormat {
-		return fmt.Sprintf("its offer is not one this build reads: %.100q", data)
+		return false, fmt.Sprintf("its offer is not one this build reads: %.100q", data)
 	}
 	if h.Version != flowsVersionNumber() {
-		return fmt.Sprintf("it speaks version %d of the hand-over, this build %s", h.Version, flowsVersion)
+		return false, fmt.Sprintf("it speaks version %d of the hand-over, this build %s", h.Version, flowsVersion)
 	}
-	return ""
+	return h.Counts, ""
 }
 
 // awaitAck waits for batch seq's acknowledgement.
@@ -330,26 +358,45 @@ func (in *Inheritance) AdoptFlows(h FlowHolder, log *slog.Logger) (done <-chan s
 	c := in.flows
 	in.flows = nil
 	go func() {
-		defer close(over)
-		defer h.FlowsDone()
 		defer c.close()
-		n, err := c.adopt(h, log)
+		defer h.HeldElsewhere(0) // the old process is gone, or no longer says
+		count := &oldOpen{clk: clock.Real{}}
+		n, err := c.adopt(h, count, log)
+		h.FlowsDone()
+		close(over)
 		if err != nil {
 			log.Warn("upgrade: the old process ended the hand-over of connections early", "error", err,
 				"relays", n.Relays, "queued", n.Queued, "sessions", n.Sessions, "from_pid", in.Parent)
 			return
 		}
 		log.Info("upgrade: adopted connections from the old process", "relays", n.Relays, "queued", n.Queued,
-			"sessions", n.Sessions, "refused", n.Kept, "from_pid", in.Parent)
+			"sessions", n.Sessions, "refused", n.Kept, "from_pid", in.Parent, "still_open_there", count.now())
+		c.followOpen(h, count)
 	}()
 	return over
 }
 
-// adopt takes batches until "done" or the old process's close.
-func (c *flowsConn) adopt(h FlowHolder, log *slog.Logger) (FlowsResult, error) {
+// followOpen counts the old process's reports after its hand-over, until
+// it closes the socket (it exited) or says anything else.
+func (c *flowsConn) followOpen(h FlowHolder, count *oldOpen) {
+	for {
+		data, fds, err := c.next(h, count)
+		closeFDs(fds)
+		var m flowsMessage
+		if err != nil || json.Unmarshal(data, &m) != nil || m.Type != "open" || m.Open == nil {
+			count.gone()
+			return
+		}
+		count.reportTo(h, *m.Open)
+	}
+}
+
+// adopt takes batches until "done" or the old process's close, counting
+// the old process's reports meanwhile.
+func (c *flowsConn) adopt(h FlowHolder, count *oldOpen, log *slog.Logger) (FlowsResult, error) {
 	var n FlowsResult
 	for {
-		data, fds, err := c.recv(0)
+		data, fds, err := c.next(h, count)
 		if err != nil && !errors.Is(err, errFDsLost) {
 			return n, err
 		}
@@ -361,6 +408,11 @@ func (c *flowsConn) adopt(h FlowHolder, log *slog.Logger) (FlowsResult, error) {
 		if m.Type == "done" {
 			closeFDs(fds)
 			return n, nil
+		}
+		if m.Type == "open" && m.Open != nil {
+			closeFDs(fds)
+			count.reportTo(h, *m.Open)
+			continue
 		}
 		if m.Type != "batch" || m.Batch == nil {
 			closeFDs(fds)
@@ -386,6 +438,8 @@ func (c *flowsConn) adopt(h FlowHolder, log *slog.Logger) (FlowsResult, error) {
 			return n, fmt.Errorf("acknowledge batch %d: %w", m.Seq, err)
 		}
 		run()
+		count.adopted(len(b.Relays) - len(refused.Relays) + len(b.Queued) - len(refused.Queued))
+		h.HeldElsewhere(count.now())
 		n.Kept += refused.Len()
 		n.Relays += len(b.Relays) - len(refused.Relays)
 		n.Queued += len(b.Queued) - len(refused.Queued)
@@ -399,7 +453,7 @@ func (in *Inheritance) sayHello(log *slog.Logger) {
 	if in.flows == nil {
 		return
 	}
-	h := flowsHello{Format: flowsFormat, Version: flowsVersionNumber(), PID: os.Getpid()}
+	h := flowsHello{Format: flowsFormat, Version: flowsVersionNumber(), PID: os.Getpid(), Counts: true}
 	if err := in.flows.send(h, nil); err != nil {
 		log.Warn("upgrade: cannot offer to adopt the old process's connections; they stay there", "error", err)
 		in.flows.close()

@@ -30,7 +30,33 @@ type fakeConns struct {
 	adopted []flow.Relay // with this side's fds
 	stayed  []bool
 	ran     int
-	done    int // FlowsDone calls
+	done    int     // FlowsDone calls
+	holding int64   // the old side's connections still being set up (Holding)
+	heard   []int64 // the new side: each count HeldElsewhere was told
+}
+
+// Holding is the old side's count: its connections still being set up
+// (holding), those it still has to hand and those it took back.
+func (h *fakeConns) Holding() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holding + int64(len(h.toHand)+len(h.adopted))
+}
+
+func (h *fakeConns) HeldElsewhere(n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.heard = append(h.heard, n)
+}
+
+// lastHeard is the count the new side was told last (-1: none yet).
+func (h *fakeConns) lastHeard() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.heard) == 0 {
+		return -1
+	}
+	return h.heard[len(h.heard)-1]
 }
 
 func (h *fakeConns) DetachFlows(b *flow.Batch) int {
@@ -139,6 +165,7 @@ func TestFlowsHandOverMovesEveryConnectionOnce(t *testing.T) {
 	inh.sayHello(log)
 	inh.AdoptFlows(next, log)
 	res := up.HandOverFlows(context.Background(), old)
+	defer up.Exiting() // its reports go on until then
 	if !res.Adopting || res.Err != nil {
 		t.Fatalf("hand-over: %+v", res)
 	}
@@ -206,6 +233,7 @@ func TestFlowsWithoutAMatchingHelloStayWithTheOldProcess(t *testing.T) {
 			relays, _ := pipeConns(t, 3)
 			old := &fakeConns{toHand: relays}
 			res := up.HandOverFlows(context.Background(), old)
+			defer up.Exiting() // its reports go on until then
 			if res.Adopting || !strings.Contains(res.Reason, tc.want) {
 				t.Fatalf("result %+v: want no adoption, a reason naming %q", res, tc.want)
 			}
@@ -240,6 +268,7 @@ func TestFlowsBatchUnacknowledgedWhenTheNewProcessDiesComesBack(t *testing.T) {
 	}()
 	old := &fakeConns{toHand: relays}
 	res := up.HandOverFlows(context.Background(), old)
+	defer up.Exiting() // its reports go on until then
 	<-died
 	if res.Err == nil || res.Handed() != 0 || res.Kept != 5 || res.Lost != 0 {
 		t.Fatalf("result %+v: want an error, nothing handed, the 5 kept, none lost", res)
@@ -269,7 +298,7 @@ func TestFlowsNewProcessDyingMidWindowLosesOnlyWhatItTook(t *testing.T) {
 	died := make(chan struct{})
 	go func() {
 		defer close(died)
-		for range 2 {
+		for acked := 0; acked < 2; {
 			data, fds, err := inh.flows.recv(0)
 			if err != nil {
 				t.Error(err)
@@ -277,6 +306,10 @@ func TestFlowsNewProcessDyingMidWindowLosesOnlyWhatItTook(t *testing.T) {
 			}
 			var m flowsMessage
 			json.Unmarshal(data, &m)
+			if m.Type == "open" { // its count, between batches
+				continue
+			}
+			acked++
 			for _, r := range m.Batch.Relays {
 				taken[r.Client] = true
 			}
@@ -287,6 +320,7 @@ func TestFlowsNewProcessDyingMidWindowLosesOnlyWhatItTook(t *testing.T) {
 	}()
 	old := &fakeConns{toHand: relays}
 	res := up.HandOverFlows(context.Background(), old)
+	defer up.Exiting() // its reports go on until then
 	<-died
 	if res.Err == nil || res.Relays != len(taken) || res.Lost != len(taken) || res.Kept != len(relays)-len(taken) {
 		t.Fatalf("result %+v: want an error, %d handed and lost with the new process, %d kept", res, len(taken), len(relays)-len(taken))
@@ -312,6 +346,7 @@ func TestFlowsSplitBatchesToFitTheSocket(t *testing.T) {
 	inh.sayHello(slog.New(slog.DiscardHandler))
 	inh.AdoptFlows(next, slog.New(slog.DiscardHandler))
 	res := up.HandOverFlows(context.Background(), old)
+	defer up.Exiting() // its reports go on until then
 	if res.Err != nil || res.Relays != 59 || res.Kept != 1 {
 		t.Fatalf("result %+v: want 59 handed, 1 kept", res)
 	}

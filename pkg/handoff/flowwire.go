@@ -20,10 +20,17 @@ import (
 // descriptors travel with it (SCM_RIGHTS), and the boundaries the kernel
 // keeps are the messages'. The new process's end travels in EnvFlows.
 //
-//	new -> old  hello  {"format":"l4lb-flows","version":1,"pid":P}, before READY
+//	new -> old  hello  {"format":"l4lb-flows","version":1,"pid":P,"counts":true}, before READY
 //	old -> new  batch  {"type":"batch","seq":N,"fds":K,"relays":[…],"queued":[…],"sessions":[…]} + K fds
 //	new -> old  ack    {"type":"ack","seq":N,"refused":{"relays":[i…],"queued":[…],"sessions":[…]}}
-//	old -> new  done   {"type":"done","relays_total":R,"queued_total":Q,"sessions_total":S}, then EOF
+//	old -> new  open   {"type":"open","open":C}: C client connections held (oldopen.go)
+//	old -> new  done   {"type":"done","relays_total":R,"queued_total":Q,"sessions_total":S}, then
+//	                   EOF, or with "counts" opens until it exits, then EOF
+//
+// "counts" (absent: false) says the new process reads "open" messages;
+// the old process sends none to one that does not say so (an older build
+// would take one for a protocol error), and a new process that gets none
+// (an older build passing) counts nothing for it.
 
 const flowsFormat = "l4lb-flows"
 
@@ -43,11 +50,12 @@ type flowsHello struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	PID     int    `json:"pid"`
+	Counts  bool   `json:"counts,omitempty"` // it reads "open" messages
 }
 
 // flowsMessage is every message but the hello.
 type flowsMessage struct {
-	Type string `json:"type"` // "batch", "ack", "done"
+	Type string `json:"type"` // "batch", "ack", "open", "done"
 	Seq  int    `json:"seq,omitempty"`
 	FDs  int    `json:"fds,omitempty"`
 	*flow.Batch
@@ -56,6 +64,8 @@ type flowsMessage struct {
 	Relays   int `json:"relays_total,omitempty"`
 	Queued   int `json:"queued_total,omitempty"`
 	Sessions int `json:"sessions_total,omitempty"`
+	// open: the client connections the old process holds.
+	Open *int64 `json:"open,omitempty"`
 }
 
 // flowsBuffer bounds a message (flow.Batch's bounds keep batches under it).

@@ -35,6 +35,9 @@ type Upgrader struct {
 	log     *slog.Logger
 	feed    *breakerFeed // after a hand-over, to the new process; nil: none
 	flows   *flowsConn   // after a hand-over, to pass connections on (HandOverFlows); nil: none
+	// reporter tells the new process what this one holds, once its
+	// connections are handed over, until it exits; nil: none.
+	reporter *openReporter
 }
 
 // NewUpgrader is the upgrader of this process: pidfile is run -pidfile
@@ -66,6 +69,8 @@ func (u *Upgrader) Exiting() {
 		u.flows.close()
 		u.flows = nil
 	}
+	u.reporter.end()
+	u.reporter = nil
 	u.feed.stop(feedFlushGrace) // the drain's last trips too
 	if u.pidfile != "" {
 		RemovePIDFile(u.pidfile, os.Getpid())

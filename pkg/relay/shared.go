@@ -83,6 +83,12 @@ type Shared struct {
 	Max atomic.Int64
 	// Active counts client connections from accept to close.
 	Active atomic.Int64
+	// Elsewhere counts the client connections an upgrade's old process
+	// still holds, as it last reported them (pkg/handoff): new clients
+	// are admitted while Active+Elsewhere is below Max, so the cap holds
+	// for the service while two processes serve. Connections handed over
+	// leave it as they join Active.
+	Elsewhere atomic.Int64
 	// OnCap is called for each client refused at the cap (cheap).
 	OnCap func()
 	Log   *slog.Logger

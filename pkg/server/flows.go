@@ -247,3 +247,13 @@ func home[L, F any](protocol string, listeners []L, see func(L) (string, *pool.P
 	}
 	return f, p, be, nil
 }
+
+// Holding is how many client connections the server counts against
+// max_connections: its own and those an older process of an upgrade still
+// holds (handoff.FlowHolder), which the next process counts in turn.
+func (s *Server) Holding() int64 { return s.sh.Active.Load() + s.sh.Elsewhere.Load() }
+
+// HeldElsewhere makes new clients count n client connections the previous
+// process of an upgrade still holds against max_connections
+// (handoff.FlowHolder); 0 once it holds none, or is gone.
+func (s *Server) HeldElsewhere(n int64) { s.sh.Elsewhere.Store(max(n, 0)) }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"strings"
@@ -122,5 +123,38 @@ func TestServerHandsConnectionsToAnother(t *testing.T) {
 	}
 	if got := next.pools["p"].Backends()[0].Active(); got != n {
 		t.Errorf("its backend counts %d, want %d", got, n)
+	}
+}
+
+// The connections an upgrade's old process still holds count against
+// max_connections here: with the cap at 2 and one held there, one client
+// is served and the next refused; once the old process holds none, the
+// room is this process's again. Holding, what this process reports to
+// its own successor, counts both.
+func TestConnectionCapCountsThePreviousProcess(t *testing.T) {
+	noLeaks(t)
+	b := testnet.StartBackend(t, "b", "")
+	l := startLB(t, poolTOML(t, "round-robin", []string{b.Addr}, ""), 2)
+	l.server.HeldElsewhere(1)
+	c := dial(t, l.addr)
+	defer c.Close()
+	if tag, _ := bufio.NewReader(c).ReadString('\n'); tag != "b\n" {
+		t.Fatal("the client within the cap not served")
+	}
+	over := dial(t, l.addr)
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := over.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the client past the cap (one held by the old process) read %d bytes, %v; want a clean close", n, err)
+	}
+	if got := l.listener("front").Rejected; got != 1 {
+		t.Fatalf("%d refused, want 1 (at the cap)", got)
+	}
+	if n := l.server.Holding(); n != 2 {
+		t.Fatalf("holding %d, want 2 (one here, one there)", n)
+	}
+	l.server.HeldElsewhere(0)
+	if tag, err := testnet.Hello(l.addr, ""); err != nil || tag != "b" {
+		t.Fatalf("once the old process holds none: %q, %v", tag, err)
 	}
 }

@@ -142,7 +142,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.Guard.IsLocal = cfg.IsLocal
 	capLog := newRefusalLog(time.Second, func(k int64) {
-		log.Warn("clients refused: connection cap reached", "max_connections", cfg.MaxConnections, "refused", k)
+		args := []any{"max_connections", cfg.MaxConnections, "refused", k}
+		if old := s.sh.Elsewhere.Load(); old > 0 { // an upgrade's old process: they count too
+			args = append(args, "held_by_the_old_process", old)
+		}
+		log.Warn("clients refused: connection cap reached", args...)
 	})
 	s.sh.OnCap = capLog.note
 	s.stopLogs = append(s.stopLogs, capLog.stop)
