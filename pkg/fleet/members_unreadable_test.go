@@ -66,7 +66,7 @@ func TestUnreadableMembersRecordIsKeptOutAndReplacedOnlyOnRequest(t *testing.T) 
 	key := keyspace{prefix: testPrefix}.members("web")
 
 	for i, bad := range []string{
-		"not a record",                                      // no version
+		"not a record", // no version
 		strconv.FormatUint(good+1000, 10) + ` [{"addr":"10.`, // truncated, at a newer version
 		strconv.FormatUint(good+2000, 10) + ` {"v":2}`,       // a document of another shape
 		"99999999999999999999 []",                            // a version past uint64

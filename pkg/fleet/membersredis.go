@@ -50,7 +50,9 @@ func (e *unreadableMembers) Error() string {
 
 // Unwrap: errBadReply too, so that the Store stays with the fleet
 // (unreachable is false): Redis answered.
-func (e *unreadableMembers) Unwrap() []error { return []error{ErrMembersUnreadable, errBadReply, e.err} }
+func (e *unreadableMembers) Unwrap() []error {
+	return []error{ErrMembersUnreadable, errBadReply, e.err}
+}
 
 // membersLua reads the version of a document key's value (0: absent, or
 // not "VERSION DOCUMENT": unreadable), and gives the version of a write
