@@ -1,14 +1,12 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/l4lb/l4lb/internal/testnet"
@@ -21,26 +19,8 @@ import (
 // client would retry, forever: before, every change answered 409), each
 // instance logs it once per value, and ReplaceUnreadableMembers ends it.
 
-// syncLog is a logger's text output, safe for concurrent use.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// count is how many lines hold s.
-func (l *syncLog) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
-
-func (l *syncLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// logTo is a logger writing to buf.
+func logTo(buf *testnet.LogBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
 
 // checkList is cmd/l4lb's CheckMembers: a JSON list of backends.
 func checkList(doc []byte) error {
@@ -55,9 +35,9 @@ const unreadableLog = "record of a pool's API-added backends is unreadable"
 
 func TestUnreadableMembersRecordIsKeptOutAndReplacedOnlyOnRequest(t *testing.T) {
 	h := newFleet(t)
-	var logA, logB syncLog
-	a := h.store(nil, Options{Logger: logA.logger(), CheckMembers: checkList})
-	b := h.store(nil, Options{Logger: logB.logger(), CheckMembers: checkList})
+	var logA, logB testnet.LogBuffer
+	a := h.store(nil, Options{Logger: logTo(&logA), CheckMembers: checkList})
+	b := h.store(nil, Options{Logger: logTo(&logB), CheckMembers: checkList})
 	ctx := context.Background()
 	calls, _ := watchMembers(t, b)
 	put(t, a, "web", docOne)
@@ -75,7 +55,7 @@ func TestUnreadableMembersRecordIsKeptOutAndReplacedOnlyOnRequest(t *testing.T) 
 		if _, err := h.srv.Do("SET", key, bad); err != nil {
 			t.Fatal(err)
 		}
-		testnet.Eventually(t, "B logs the unreadable record "+bad, func() bool { return logB.count(unreadableLog) == i+1 })
+		testnet.Eventually(t, "B logs the unreadable record "+bad, func() bool { return logB.Count(unreadableLog) == i+1 })
 		for range 3 {
 			_, _, err := b.MembersAt(ctx, "web")
 			if !errors.Is(err, ErrMembersUnreadable) || !strings.Contains(err.Error(), "pool web") || !strings.Contains(err.Error(), key) {
@@ -89,10 +69,10 @@ func TestUnreadableMembersRecordIsKeptOutAndReplacedOnlyOnRequest(t *testing.T) 
 		if v, _ := h.srv.Do("GET", key); v != bad {
 			t.Fatalf("redis holds %q, want the unreadable %q untouched", v, bad)
 		}
-		if n, m := logA.count(unreadableLog), logB.count(unreadableLog); n != i+1 || m != i+1 {
+		if n, m := logA.Count(unreadableLog), logB.Count(unreadableLog); n != i+1 || m != i+1 {
 			t.Fatalf("logged %d and %d times after %d unreadable values, want once each per value", n, m, i+1)
 		}
-		if logB.count("pool=web key="+key+" error=") != i+1 {
+		if logB.Count("pool=web key="+key+" error=") != i+1 {
 			t.Fatal("the log names no pool, key or error")
 		}
 	}

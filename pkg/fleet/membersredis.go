@@ -171,27 +171,23 @@ func (r *redisStore) readMemberPools(ctx context.Context) ([]string, error) {
 
 // putMembers replaces a pool's document and answers its new version.
 func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, floor, base uint64) (uint64, error) {
-	key := r.ks.members(pool)
-	v, err := putMembersScript.Exec(ctx, r.client, []string{key, r.ks.membersIndex()},
-		[]string{pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10)}).ToString()
-	if err != nil {
-		// A CHANGED reply too, which PutMembers reads: as an error reply
-		// it keeps the Store with the fleet (unreachable is false).
-		return 0, err
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: the version of %s: %q", errBadReply, key, v)
-	}
-	return n, nil
+	// A CHANGED or UNREADABLE reply is the error, which PutMembers reads:
+	// as an error reply it keeps the Store with the fleet (unreachable is
+	// false).
+	return r.writeMembers(ctx, putMembersScript, pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10))
 }
 
 // replaceMembers writes doc over raw, the unreadable value of pool's
 // document, and answers its version.
 func (r *redisStore) replaceMembers(ctx context.Context, pool, raw string, doc []byte, floor uint64) (uint64, error) {
+	return r.writeMembers(ctx, replaceMembersScript, pool, raw, strconv.FormatUint(floor, 10), string(doc))
+}
+
+// writeMembers runs a script that writes pool's document (KEYS document,
+// index; ARGV pool, then args) and answers the version it wrote.
+func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool string, args ...string) (uint64, error) {
 	key := r.ks.members(pool)
-	v, err := replaceMembersScript.Exec(ctx, r.client, []string{key, r.ks.membersIndex()},
-		[]string{pool, raw, strconv.FormatUint(floor, 10), string(doc)}).ToString()
+	v, err := script.Exec(ctx, r.client, []string{key, r.ks.membersIndex()}, append([]string{pool}, args...)).ToString()
 	if err != nil {
 		return 0, err
 	}
