@@ -238,9 +238,12 @@ var ErrMembersReadable = errors.New("the fleet's record of the pool's backends i
 // instance wrote it after base, the version doc was made from (0: no
 // document): otherwise it fails with ErrMembersChanged and writes
 // nothing, so that two operators adding backends at once through two
-// instances do not lose one add. It answers the version written. It needs
-// Redis: apart it fails with an error wrapping ErrStoreDown and writes
-// nothing (memberState explains why).
+// instances do not lose one add. A record this build cannot read refuses
+// it too, with an error wrapping ErrMembersUnreadable (made again, the
+// change would be refused again: ReplaceUnreadableMembers is the way
+// out). It answers the version written. It needs Redis: apart it fails
+// with an error wrapping ErrStoreDown and writes nothing (memberState
+// explains why).
 func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base uint64) (uint64, error) {
 	floor, _ := s.members.known(pool)
 	if floor.version > base {
