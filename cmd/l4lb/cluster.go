@@ -36,7 +36,7 @@ func openStore(c config.Cluster, log *slog.Logger) (*breakerStore, error) {
 	name := instanceName(c)
 	fc := fleetConfig(c, name)
 	fc.Voter = voterName(c)
-	fs, err := fleet.New(fc, fleet.Options{Logger: log.With("component", "cluster", "instance", name)})
+	fs, err := fleet.New(fc, fleet.Options{Logger: log.With("component", "cluster", "instance", name), CheckMembers: checkFleetMembers})
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,10 @@ func (in *instance) shared(ctx context.Context, pool string, ch memberChange) me
 		if err == nil {
 			written, err = f.PutMembers(ctx, pool, doc, fb.version[pool])
 		}
+		if errors.Is(err, fleet.ErrMembersUnreadable) {
+			return statusError{err: fmt.Errorf("no instance makes the change: %w; every instance keeps serving the backends it last read; "+
+				"POST /api/v1/pools/%s/fleet-members/replace writes this instance's over the record", err, pool), status: admin.ErrUnreadable}
+		}
 		if err != nil {
 			return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
 		}
@@ -147,16 +151,17 @@ func (in *instance) readFleet(pool string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	doc, v, err := f.MembersAt(ctx, pool)
+	if errors.Is(err, fleet.ErrMembersUnreadable) {
+		return false // the store logs it, once per record; the pool keeps its own
+	}
 	if err != nil {
 		in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
 		return false
 	}
-	var list []membership.Added
-	if len(doc) > 0 {
-		if err := json.Unmarshal(doc, &list); err != nil {
-			in.log.Warn("membership: the fleet's record of a pool's backends is not readable; the pool keeps its own", "pool", pool, "error", err)
-			return false
-		}
+	list, err := decodeFleetMembers(doc)
+	if err != nil { // the store judged it readable (checkFleetMembers): a copy of its own
+		in.log.Warn("membership: the fleet's record of a pool's backends is not readable; the pool keeps its own", "pool", pool, "error", err)
+		return false
 	}
 	fb := &in.fleetBases
 	fb.mu.Lock()
@@ -184,5 +189,59 @@ func (in *instance) followFleet() (stop func()) {
 		if in.readFleet(pool) {
 			in.discovery.changed()
 		}
+	})
+}
+
+// decodeFleetMembers reads a pool's record of API additions as the fleet
+// store holds it (nil or empty: none). It is the store's CheckMembers
+// too, so a record it cannot read is the store's unreadable one
+// (fleet.ErrMembersUnreadable), which no change is made on.
+func decodeFleetMembers(doc []byte) ([]membership.Added, error) {
+	var list []membership.Added
+	if len(doc) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		return nil, fmt.Errorf("not a JSON list of backends: %w", err)
+	}
+	return list, nil
+}
+
+func checkFleetMembers(doc []byte) error {
+	_, err := decodeFleetMembers(doc)
+	return err
+}
+
+// ReplaceUnreadable implements admin.FleetMembership: the way out of a
+// record of pool's API additions that this build cannot read, which every
+// change fails on (502). It writes the list this instance serves over
+// that record, and only over it, so a record another instance wrote
+// meanwhile is kept; every instance then follows it.
+func (m apiMembers) ReplaceUnreadable(ctx context.Context, pool string) error {
+	in := m.in
+	f := in.store.fleet
+	if f == nil {
+		return fmt.Errorf("%w: this instance is in no fleet ([cluster] store is not \"redis\")", admin.ErrNothingToReplace)
+	}
+	return in.config.HoldActions(func() error {
+		// Under the bases' lock, as a change's write is (shared).
+		fb := &in.fleetBases
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		doc, err := json.Marshal(in.members.AddedBackends()[pool])
+		if err != nil {
+			return err
+		}
+		v, err := f.ReplaceUnreadableMembers(ctx, pool, doc)
+		switch {
+		case errors.Is(err, fleet.ErrMembersReadable):
+			return statusError{err: err, status: admin.ErrNothingToReplace}
+		case errors.Is(err, fleet.ErrMembersChanged):
+			return statusError{err: err, status: admin.ErrRefused}
+		case err != nil:
+			return err
+		}
+		fb.hold(pool, v)
+		return nil
 	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -50,11 +49,8 @@ func localAddrs(in *instance, pool string) []string {
 func TestAFailedChangeTakesTheFleetsRecordAgain(t *testing.T) {
 	srv := testnet.StartRedis(t)
 	back := testnet.StartBackend(t, "b", "")
-	cluster := func(name string) string {
-		return fmt.Sprintf("[cluster]\nstore = \"redis\"\nredis_url = %q\ninstance = %q\ntimeout = \"500ms\"\nsync_interval = \"2s\"\n", srv.URL(), name)
-	}
-	in1, _ := startFile(t, cluster("r1")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
-	in2, _ := startFile(t, cluster("r2")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	in1, _ := startFile(t, fleetCluster(srv, "r1")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	in2, _ := startFile(t, fleetCluster(srv, "r2")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
 	m1, m2 := apiMembers{in1}, apiMembers{in2}
 	const y, w, q = "127.0.9.1:80", "127.0.9.2:80", "127.0.9.3:80"
 	for _, a := range []string{y, w} {

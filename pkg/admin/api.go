@@ -221,6 +221,7 @@ func (a *api) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/pools/{pool}/backends", a.addBackend)
 	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}", a.removeBackend)
 	mux.HandleFunc("/api/v1/pools/{pool}/backends/{addr}/{action}", a.backendAction)
+	mux.HandleFunc("/api/v1/pools/{pool}/fleet-members/replace", a.replaceFleetMembers)
 	mux.HandleFunc("/api/v1/reload", a.reload)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)

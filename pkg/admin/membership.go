@@ -58,17 +58,36 @@ var (
 	// ErrRefused: actions are refused now (an upgrade under way, 409);
 	// HoldActions returns it wrapped with why.
 	ErrRefused = errors.New("actions are refused now")
+	// ErrUnreadable: the fleet's record of the pool's API-added backends
+	// cannot be read by this build (502): no change is made on it until
+	// it is replaced (FleetMembership), and retrying alone never helps.
+	ErrUnreadable = errors.New("the fleet's record of the pool's backends is unreadable")
+	// ErrNothingToReplace: FleetMembership found the fleet's record
+	// readable, or there is no fleet (409).
+	ErrNothingToReplace = errors.New("nothing to replace")
 )
+
+// FleetMembership is a Membership whose API additions a fleet shares in
+// one record per pool: POST /api/v1/pools/{pool}/fleet-members/replace
+// calls it, the way out of a record no change can be made on.
+type FleetMembership interface {
+	// ReplaceUnreadable writes this instance's API additions to pool over
+	// the fleet's record of them when that record is unreadable, and only
+	// then (ErrNothingToReplace); every instance then takes them.
+	ReplaceUnreadable(ctx context.Context, pool string) error
+}
 
 // membershipStatus is the status of a Membership's error.
 func membershipStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNoPool), errors.Is(err, ErrNoBackend):
 		return http.StatusNotFound
-	case errors.Is(err, ErrExists), errors.Is(err, ErrNotRemovable), errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrExists), errors.Is(err, ErrNotRemovable), errors.Is(err, ErrRefused), errors.Is(err, ErrNothingToReplace):
 		return http.StatusConflict
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrUnreadable):
+		return http.StatusBadGateway
 	}
 	return http.StatusServiceUnavailable
 }
@@ -151,6 +170,10 @@ func (a *api) membershipCall(w http.ResponseWriter, r *http.Request, verb string
 		code := membershipStatus(err)
 		if code == http.StatusServiceUnavailable {
 			a.log.Error("admin "+verb+" failed", "pool", name, "error", err)
+		}
+		if code == http.StatusServiceUnavailable || code == http.StatusBadGateway {
+			// 502 is not logged per request: the fleet store logs each
+			// unreadable record once.
 			writeError(w, code, verb+" failed: "+err.Error())
 			return
 		}
@@ -201,5 +224,26 @@ func (a *api) removeBackend(w http.ResponseWriter, r *http.Request) {
 	}
 	a.membershipCall(w, r, "remove", http.StatusAccepted, func(ctx context.Context) error {
 		return a.membership.RemoveBackend(ctx, r.PathValue("pool"), r.PathValue("addr"), timeout)
+	})
+}
+
+// replaceFleetMembers serves POST /api/v1/pools/{pool}/fleet-members/replace:
+// 200 with the pool's JSON once the fleet's unreadable record of the
+// pool's API-added backends holds this instance's (FleetMembership).
+func (a *api) replaceFleetMembers(w http.ResponseWriter, r *http.Request) {
+	if !allowMethod(w, r, http.MethodPost) {
+		return
+	}
+	fm, ok := a.membership.(FleetMembership)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "replace refused: this endpoint shares no backends with a fleet")
+		return
+	}
+	if r.URL.RawQuery != "" {
+		writeError(w, http.StatusBadRequest, "replace refused: it takes no query parameter, not "+quote(r.URL.RawQuery))
+		return
+	}
+	a.membershipCall(w, r, "replace", http.StatusOK, func(ctx context.Context) error {
+		return fm.ReplaceUnreadable(ctx, r.PathValue("pool"))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -49,6 +50,15 @@ import (
 //     re-read that one (a new pool's first document changes the index).
 //     Nothing is polled per sync_interval: with no change, the fleet's
 //     load does not grow with instances × pools.
+//   - A record this build cannot read (ErrMembersUnreadable: not
+//     "VERSION DOCUMENT", or a document Options.CheckMembers refuses) is
+//     never taken: every instance keeps the document it last read, and
+//     serves it. It is logged once per value Redis holds, not at every
+//     read. No write goes over it (PutMembers and the write-back refuse
+//     it) but ReplaceUnreadableMembers, an operator's explicit word: the
+//     value may be another build's record, which this one cannot merge.
+//     A document at a version below this instance's copy is not judged:
+//     that is Redis behind, written back as after a loss.
 type memberState struct {
 	mu sync.Mutex
 	// docs is the newest document known per pool; a pool is present once
@@ -66,6 +76,8 @@ type memberState struct {
 	dirty    map[string]struct{}
 	all      bool
 	watchers map[*memberWatch]struct{}
+	// unreadable is, per pool, the unreadable value last logged.
+	unreadable map[string]string
 	// kick wakes Run to sync (syncMembers).
 	kick chan struct{}
 }
@@ -77,12 +89,13 @@ type memberWatch struct {
 
 func newMemberState() memberState {
 	return memberState{
-		docs:      map[string]memberDoc{},
-		listed:    map[string]struct{}{},
-		announced: map[string]uint64{},
-		dirty:     map[string]struct{}{},
-		watchers:  map[*memberWatch]struct{}{},
-		kick:      make(chan struct{}, 1),
+		docs:       map[string]memberDoc{},
+		listed:     map[string]struct{}{},
+		announced:  map[string]uint64{},
+		dirty:      map[string]struct{}{},
+		watchers:   map[*memberWatch]struct{}{},
+		unreadable: map[string]string{},
+		kick:       make(chan struct{}, 1),
 	}
 }
 
@@ -148,6 +161,26 @@ func (m *memberState) markAll() {
 	m.mu.Unlock()
 }
 
+// firstUnreadable records e's value as pool's unreadable record, and
+// reports whether it is another than the one recorded before (to log).
+func (m *memberState) firstUnreadable(e *unreadableMembers) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if was, ok := m.unreadable[e.pool]; ok && was == e.raw {
+		return false
+	}
+	m.unreadable[e.pool] = e.raw
+	return true
+}
+
+// readable records that pool's record was read: the next unreadable one
+// is logged again, whatever it holds.
+func (m *memberState) readable(pool string) {
+	m.mu.Lock()
+	delete(m.unreadable, pool)
+	m.mu.Unlock()
+}
+
 // poke wakes Run to sync; it never blocks (rueidis' reading goroutine
 // calls it).
 func (m *memberState) poke() {
@@ -197,13 +230,20 @@ func (m *memberState) due() (pools []string, ws []*memberWatch) {
 // Read it again (MembersAt), make the change on it, and put that.
 var ErrMembersChanged = errors.New("the pool's backends were changed meanwhile by another instance")
 
+// ErrMembersReadable: ReplaceUnreadableMembers found the pool's record
+// readable, and left it: change it as usual (PutMembers).
+var ErrMembersReadable = errors.New("the fleet's record of the pool's backends is readable: nothing to replace")
+
 // PutMembers replaces pool's document for the whole fleet, if no other
 // instance wrote it after base, the version doc was made from (0: no
 // document): otherwise it fails with ErrMembersChanged and writes
 // nothing, so that two operators adding backends at once through two
-// instances do not lose one add. It answers the version written. It needs
-// Redis: apart it fails with an error wrapping ErrStoreDown and writes
-// nothing (memberState explains why).
+// instances do not lose one add. A record this build cannot read refuses
+// it too, with an error wrapping ErrMembersUnreadable (made again, the
+// change would be refused again: ReplaceUnreadableMembers is the way
+// out). It answers the version written. It needs Redis: apart it fails
+// with an error wrapping ErrStoreDown and writes nothing (memberState
+// explains why).
 func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base uint64) (uint64, error) {
 	floor, _ := s.members.known(pool)
 	if floor.version > base {
@@ -220,16 +260,24 @@ func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base ui
 	if !ok {
 		return 0, fmt.Errorf("members of pool %s: %w: the change may not have reached the fleet; retry when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
 	}
-	if err = changedMembers(err, base); errors.Is(err, ErrMembersChanged) {
+	_, unreadable := scriptRefusal(err, "UNREADABLE")
+	if err = changedMembers(err, base); unreadable || errors.Is(err, ErrMembersChanged) {
 		// The next MembersAt answers the newest document known: have it
 		// be the server's, not the cache's copy that awaits its
 		// invalidation, or the change made again would be refused again.
-		var d memberDoc
-		if ok, ferr := s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-			d, err = r.readMembersFresh(ctx, pool)
-			return err
-		}); ok && ferr == nil {
+		// That read also tells a record this build cannot read, which no
+		// try would ever be made on.
+		d, ok, ferr := s.fetchDoc(ctx, pool, true)
+		switch {
+		case ok && errors.Is(ferr, ErrMembersUnreadable):
+			return 0, ferr
+		case ok && ferr == nil:
 			s.members.learn(pool, d)
+			if unreadable {
+				err = fmt.Errorf("%w (its unreadable record was replaced)", ErrMembersChanged)
+			}
+		case unreadable:
+			err = fmt.Errorf("%w (Redis refused the write over it; reading it again: %v)", ErrMembersUnreadable, ferr)
 		}
 	}
 	if err != nil {
@@ -252,9 +300,15 @@ func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
 
 // MembersAt is Members with the document's version (0: none recorded),
 // the base of a change made on it (PutMembers).
+//
+// A record this build cannot read is an error wrapping
+// ErrMembersUnreadable, which names the pool, the key and why.
 func (s *Store) MembersAt(ctx context.Context, pool string) ([]byte, uint64, error) {
-	d, ok, err := s.fetchDoc(ctx, pool)
+	d, ok, err := s.fetchDoc(ctx, pool, false)
 	if ok {
+		if errors.Is(err, ErrMembersUnreadable) {
+			return nil, 0, err
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("members of pool %s: %w", pool, err)
 		}
@@ -352,9 +406,12 @@ func (s *Store) syncMembers(ctx context.Context) {
 // syncPool re-reads one pool's document and writes the copy back if Redis
 // is behind it; false when Redis is out of reach.
 func (s *Store) syncPool(ctx context.Context, pool string) bool {
-	d, ok, err := s.fetchDoc(ctx, pool)
+	d, ok, err := s.fetchDoc(ctx, pool, false)
 	if !ok {
 		return false
+	}
+	if errors.Is(err, ErrMembersUnreadable) {
+		return true // logged once, by judge; the copy stays as it is
 	}
 	if err != nil {
 		s.log.Error("cluster store: a pool's members document is unusable", "pool", pool, "key", s.ks.members(pool), "error", err)
@@ -373,6 +430,9 @@ func (s *Store) syncPool(ctx context.Context, pool string) bool {
 	if !ok {
 		return false
 	}
+	if now, err = s.judge(pool, now, err); errors.Is(err, ErrMembersUnreadable) {
+		return true // written over it meanwhile, by hand or by another build
+	}
 	if err != nil {
 		s.log.Error("cluster store: a pool's members document cannot be written back", "pool", pool, "key", s.ks.members(pool), "error", err)
 		return true
@@ -384,14 +444,93 @@ func (s *Store) syncPool(ctx context.Context, pool string) bool {
 	return true
 }
 
-// fetchDoc reads pool's document from Redis; ok false: the Store is
-// apart (or just went).
-func (s *Store) fetchDoc(ctx context.Context, pool string) (d memberDoc, ok bool, err error) {
+// fetchDoc reads pool's document from Redis, through the client-side
+// cache or, fresh, from the server; ok false: the Store is apart (or just
+// went). The answer is judged (judge).
+func (s *Store) fetchDoc(ctx context.Context, pool string, fresh bool) (d memberDoc, ok bool, err error) {
 	ok, err = s.call(ctx, "members_read", func(ctx context.Context, r *redisStore) (err error) {
-		d, err = r.readMembers(ctx, pool)
+		if fresh {
+			d, err = r.readMembersFresh(ctx, pool)
+		} else {
+			d, err = r.readMembers(ctx, pool)
+		}
 		return err
 	})
+	if ok {
+		d, err = s.judge(pool, d, err)
+	}
 	return d, ok, err
+}
+
+// judge is d or err, what was read of pool's document, with a document
+// Options.CheckMembers refuses made unreadable when it would be taken
+// (newer than the copy; below it, Redis is behind and the copy is
+// written back). An unreadable record is logged the first time its value
+// is read; a readable one ends that.
+func (s *Store) judge(pool string, d memberDoc, err error) (memberDoc, error) {
+	if err == nil && d.version > 0 && s.checkMembers != nil {
+		if cur, _ := s.members.known(pool); d.version > cur.version {
+			if cerr := s.checkMembers(d.doc); cerr != nil {
+				err = &unreadableMembers{pool: pool, key: s.ks.members(pool),
+					raw: strconv.FormatUint(d.version, 10) + " " + string(d.doc), err: fmt.Errorf("its document: %w", cerr)}
+			}
+		}
+	}
+	var bad *unreadableMembers
+	switch {
+	case errors.As(err, &bad):
+		if s.members.firstUnreadable(bad) {
+			s.log.Error("cluster store: the fleet's record of a pool's API-added backends is unreadable: every instance keeps the backends it last read, "+
+				"and adding or removing one fails until the record is replaced (docs/fleet.md, An unreadable record)",
+				"pool", pool, "key", bad.key, "error", bad.err, "value", fmt.Sprintf("%.200q", bad.raw))
+		}
+		return memberDoc{}, err
+	case err == nil:
+		s.members.readable(pool)
+	}
+	return d, err
+}
+
+// ReplaceUnreadableMembers writes doc, this instance's list, over pool's
+// record when Redis holds one this build cannot read
+// (ErrMembersUnreadable), and only then: the write is conditional on the
+// very value found unreadable, so a record another instance wrote
+// meanwhile stays (ErrMembersChanged). Every instance then takes doc, as
+// any write. A readable record is left as it is (ErrMembersReadable). It
+// needs Redis (ErrStoreDown apart). It answers the version written.
+func (s *Store) ReplaceUnreadableMembers(ctx context.Context, pool string, doc []byte) (uint64, error) {
+	d, ok, err := s.fetchDoc(ctx, pool, true)
+	var bad *unreadableMembers
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("members of pool %s: %w: nothing was replaced; retry when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
+	case err == nil:
+		return 0, fmt.Errorf("members of pool %s: %w (version %d)", pool, ErrMembersReadable, d.version)
+	case !errors.As(err, &bad):
+		return 0, fmt.Errorf("members of pool %s: %w", pool, err)
+	}
+	floor, _ := s.members.known(pool)
+	var v uint64
+	ok, err = s.call(ctx, "members_write", func(ctx context.Context, r *redisStore) (err error) {
+		v, err = r.replaceMembers(ctx, pool, bad.raw, doc, floor.version)
+		return err
+	})
+	if !ok {
+		return 0, fmt.Errorf("members of pool %s: %w: the replacement may not have reached the fleet; look again when it is back (l4lb_cluster_store_up 1)", pool, ErrStoreDown)
+	}
+	if _, changed := scriptRefusal(err, "CHANGED "); changed {
+		return 0, fmt.Errorf("members of pool %s: %w: its record is no longer the unreadable one; look again", pool, ErrMembersChanged)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("members of pool %s: %w", pool, err)
+	}
+	s.log.Warn("cluster store: replaced the unreadable record of a pool's API-added backends with this instance's", "pool", pool, "key", bad.key,
+		"version", v, "replaced", fmt.Sprintf("%.200q", bad.raw))
+	s.members.readable(pool)
+	s.members.learn(pool, memberDoc{version: v, doc: bytes.Clone(doc)})
+	s.members.markDirty(pool)
+	s.members.poke()
+	return v, nil
 }
 
 // fetchIndex reads the index from Redis into what the Store knows; ok

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,21 +17,63 @@ type memberDoc struct {
 	doc     []byte
 }
 
-// decodeMemberDoc reads "VERSION DOC", the value of a document key.
-func decodeMemberDoc(key, v string) (memberDoc, error) {
+// decodeMemberDoc reads "VERSION DOC", the value of a document key; a value
+// that is not is an unreadableMembers.
+func decodeMemberDoc(pool, key, v string) (memberDoc, error) {
 	ver, doc, ok := strings.Cut(v, " ")
 	n, err := strconv.ParseUint(ver, 10, 64)
-	if !ok || err != nil || n == 0 {
-		return memberDoc{}, fmt.Errorf("%w: %s holds %.40q, not \"VERSION DOCUMENT\"", errBadReply, key, v)
+	if !ok || err != nil || n == 0 || ver != strconv.FormatUint(n, 10) {
+		return memberDoc{}, &unreadableMembers{pool: pool, key: key, raw: v,
+			err: fmt.Errorf("it holds %.40q, not \"VERSION DOCUMENT\" (VERSION a number from 1, without leading zeros)", v)}
 	}
 	return memberDoc{version: n, doc: []byte(doc)}, nil
 }
 
-// membersLua reads the version of a document key's value (0: absent).
+// ErrMembersUnreadable is wrapped by the error of a read or a write of a
+// pool's document when the record Redis holds is one this build cannot
+// read: not "VERSION DOCUMENT", or a document Options.CheckMembers
+// refuses (edited by hand, truncated, written by another build). No
+// write but ReplaceUnreadableMembers goes over it, and the instances keep
+// what they last read (members.go).
+var ErrMembersUnreadable = errors.New("the fleet's record of the pool's backends is unreadable")
+
+// unreadableMembers is ErrMembersUnreadable for one record: the pool, its
+// key, the value Redis holds and why it cannot be read.
+type unreadableMembers struct {
+	pool, key, raw string
+	err            error
+}
+
+func (e *unreadableMembers) Error() string {
+	return fmt.Sprintf("the fleet's record of pool %s's backends (Redis key %s) is unreadable: %v", e.pool, e.key, e.err)
+}
+
+// Unwrap: errBadReply too, so that the Store stays with the fleet
+// (unreachable is false): Redis answered.
+func (e *unreadableMembers) Unwrap() []error {
+	return []error{ErrMembersUnreadable, errBadReply, e.err}
+}
+
+// membersLua reads the version of a document key's value (0: absent, or
+// not "VERSION DOCUMENT": unreadable), and gives the version of a write
+// over one at cur by an instance that knows floor: above both, and at
+// least the server's clock in milliseconds, so that a write made after
+// Redis was emptied still orders after every write made before it, which
+// instances may write back (restoreMembersScript).
 const membersLua = `
 local function version(v)
   if not v then return 0 end
   return tonumber(string.match(v, '^(%d+) ')) or 0
+end
+local function unreadable(v)
+  return v and version(v) == 0
+end
+local function after(cur, floor)
+  local v = math.max(cur, floor) + 1
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now > v then v = now end
+  return string.format('%.0f', v)
 end
 `
 
@@ -38,35 +81,53 @@ end
 // base. A document Redis holds at a version above base (the one the new
 // document was made from) was written by another instance meanwhile: the
 // write is refused with "CHANGED <version>", so that no change made on an
-// older list undoes it. Below base, Redis lost its data and is behind.
-// The new version is above both the one Redis holds and floor (the
-// highest this instance knows: Redis may have lost its data), and at
-// least the server's clock in milliseconds, so that a write made after
-// Redis was emptied still orders after every write made before it, which
-// instances may write back (restoreMembersScript). Answers the version.
+// older list undoes it. Below base, Redis lost its data and is behind. A
+// value that is not "VERSION DOCUMENT" is refused with "UNREADABLE": only
+// ReplaceUnreadableMembers writes over it. The new version is after()'s,
+// with floor the highest this instance knows (Redis may have lost its
+// data). Answers the version.
 var putMembersScript = rueidis.NewLuaScript(membersLua + `
-local cur = version(redis.call('GET', KEYS[1]))
+local raw = redis.call('GET', KEYS[1])
+if unreadable(raw) then
+  return redis.error_reply('UNREADABLE')
+end
+local cur = version(raw)
 if cur > tonumber(ARGV[4]) then
   return redis.error_reply('CHANGED ' .. string.format('%.0f', cur))
 end
-local v = math.max(cur, tonumber(ARGV[2])) + 1
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now > v then v = now end
-v = string.format('%.0f', v)
+local v = after(cur, tonumber(ARGV[2]))
 redis.call('SET', KEYS[1], v .. ' ' .. ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[1])
+return v
+`)
+
+// replaceMembersScript: KEYS document, index; ARGV pool, the value found
+// unreadable, floor, document. Writes the document over that value, and
+// only over it: anything else is "CHANGED" (another instance replaced it,
+// or wrote a record this build reads). The new version is after()'s; a
+// version beyond any that instances write (2^53, where Lua's numbers stop
+// being exact) counts as none. Answers the version.
+var replaceMembersScript = rueidis.NewLuaScript(membersLua + `
+local raw = redis.call('GET', KEYS[1])
+if raw ~= ARGV[2] then
+  return redis.error_reply('CHANGED ' .. string.format('%.0f', version(raw)))
+end
+local cur = version(raw)
+if cur >= 2^53 then cur = 0 end
+local v = after(cur, tonumber(ARGV[3]))
+redis.call('SET', KEYS[1], v .. ' ' .. ARGV[4])
 redis.call('SADD', KEYS[2], ARGV[1])
 return v
 `)
 
 // restoreMembersScript: KEYS document, index; ARGV pool, version,
 // document. Writes the document back at its version if Redis holds an
-// older one (or none: it lost its data); answers {wrote (0/1), what Redis
-// holds after}.
+// older one (or none: it lost its data), but never over an unreadable
+// value; answers {wrote (0/1), what Redis holds after}.
 var restoreMembersScript = rueidis.NewLuaScript(membersLua + `
 local cur = redis.call('GET', KEYS[1])
 local wrote = 0
-if version(cur) < tonumber(ARGV[2]) then
+if not unreadable(cur) and version(cur) < tonumber(ARGV[2]) then
   cur = ARGV[2] .. ' ' .. ARGV[3]
   redis.call('SET', KEYS[1], cur)
   wrote = 1
@@ -79,7 +140,7 @@ return {wrote, cur}
 // server then tells this instance when another one writes it.
 func (r *redisStore) readMembers(ctx context.Context, pool string) (memberDoc, error) {
 	key := r.ks.members(pool)
-	return decodeMembersReply(key, r.client.DoCache(ctx, r.client.B().Get().Key(key).Cache(), r.cacheTTL))
+	return decodeMembersReply(pool, key, r.client.DoCache(ctx, r.client.B().Get().Key(key).Cache(), r.cacheTTL))
 }
 
 // readMembersFresh reads a pool's document from the server, past the
@@ -88,10 +149,10 @@ func (r *redisStore) readMembers(ctx context.Context, pool string) (memberDoc, e
 // made on what the server holds.
 func (r *redisStore) readMembersFresh(ctx context.Context, pool string) (memberDoc, error) {
 	key := r.ks.members(pool)
-	return decodeMembersReply(key, r.client.Do(ctx, r.client.B().Get().Key(key).Build()))
+	return decodeMembersReply(pool, key, r.client.Do(ctx, r.client.B().Get().Key(key).Build()))
 }
 
-func decodeMembersReply(key string, res rueidis.RedisResult) (memberDoc, error) {
+func decodeMembersReply(pool, key string, res rueidis.RedisResult) (memberDoc, error) {
 	v, err := res.ToString()
 	if rueidis.IsRedisNil(err) {
 		return memberDoc{}, nil
@@ -99,7 +160,7 @@ func decodeMembersReply(key string, res rueidis.RedisResult) (memberDoc, error) 
 	if err != nil {
 		return memberDoc{}, err
 	}
-	return decodeMemberDoc(key, v)
+	return decodeMemberDoc(pool, key, v)
 }
 
 // readMemberPools reads the index through the client-side cache, so that
@@ -110,12 +171,24 @@ func (r *redisStore) readMemberPools(ctx context.Context) ([]string, error) {
 
 // putMembers replaces a pool's document and answers its new version.
 func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, floor, base uint64) (uint64, error) {
+	// A CHANGED or UNREADABLE reply is the error, which PutMembers reads:
+	// as an error reply it keeps the Store with the fleet (unreachable is
+	// false).
+	return r.writeMembers(ctx, putMembersScript, pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10))
+}
+
+// replaceMembers writes doc over raw, the unreadable value of pool's
+// document, and answers its version.
+func (r *redisStore) replaceMembers(ctx context.Context, pool, raw string, doc []byte, floor uint64) (uint64, error) {
+	return r.writeMembers(ctx, replaceMembersScript, pool, raw, strconv.FormatUint(floor, 10), string(doc))
+}
+
+// writeMembers runs a script that writes pool's document (KEYS document,
+// index; ARGV pool, then args) and answers the version it wrote.
+func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool string, args ...string) (uint64, error) {
 	key := r.ks.members(pool)
-	v, err := putMembersScript.Exec(ctx, r.client, []string{key, r.ks.membersIndex()},
-		[]string{pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10)}).ToString()
+	v, err := script.Exec(ctx, r.client, []string{key, r.ks.membersIndex()}, append([]string{pool}, args...)).ToString()
 	if err != nil {
-		// A CHANGED reply too, which PutMembers reads: as an error reply
-		// it keeps the Store with the fleet (unreachable is false).
 		return 0, err
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
@@ -128,14 +201,20 @@ func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, fl
 // changedMembers turns the putMembersScript's CHANGED reply into
 // ErrMembersChanged; other errors are as they are.
 func changedMembers(err error, base uint64) error {
-	rerr, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return err
-	}
-	if ver, changed := strings.CutPrefix(rerr.Error(), "CHANGED "); changed {
+	if ver, changed := scriptRefusal(err, "CHANGED "); changed {
 		return fmt.Errorf("%w (it is at version %s, the change was made on %d)", ErrMembersChanged, ver, base)
 	}
 	return err
+}
+
+// scriptRefusal reports whether err is a script's error reply that begins
+// with code, and what follows it.
+func scriptRefusal(err error, code string) (rest string, ok bool) {
+	rerr, isRedis := rueidis.IsRedisErr(err)
+	if !isRedis {
+		return "", false
+	}
+	return strings.CutPrefix(rerr.Error(), code)
 }
 
 // restoreMembers writes d back where Redis holds an older version of the
@@ -159,6 +238,6 @@ func (r *redisStore) restoreMembers(ctx context.Context, pool string, d memberDo
 	if err != nil {
 		return memberDoc{}, false, fmt.Errorf("%w: restore of %s: %w", errBadReply, key, err)
 	}
-	now, err := decodeMemberDoc(key, v)
+	now, err := decodeMemberDoc(pool, key, v)
 	return now, wrote == 1, err
 }

@@ -26,6 +26,9 @@ type cutProxy struct {
 	addr   string
 
 	stalled atomic.Bool
+	// held counts the bytes a stall kept from the server: a call the
+	// stall holds has been sent once it grows.
+	held atomic.Int64
 
 	mu     sync.Mutex
 	ln     net.Listener // nil while cut
@@ -122,7 +125,9 @@ func (p *cutProxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.stalled.Load() {
+		if n > 0 && p.stalled.Load() {
+			p.held.Add(int64(n))
+		} else if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -103,15 +103,21 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 // it, or st when it could not tell, and lost: Redis was behind the copy
 // (what an operation asked of the key is then moot), not merely a read
 // crossing a newer one.
+//
+// No Redis call is made under s.mu: catchUp runs when Redis is slow or
+// failing over, and every other key's answers wait for s.mu. What the
+// lock ordered still holds without it. A key decided here while apart is
+// the rejoin's to merge: it is checked before each call, and mirror
+// leaves it alone after. The answers go to the local copy by mirror,
+// ordered by the s.seq number taken before each call, as every other
+// answer is. And the merge writes only where Redis is behind the copy
+// (apart false), one script at a time, so a merge that crossed another
+// (a second catchUp, the rejoin's) finds Redis caught up and changes
+// nothing.
 func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ breaker.State, lost bool) {
 	local, err := s.local.Read(ctx, key)
-	if err != nil || st.Generation >= local.Generation {
+	if err != nil || st.Generation >= local.Generation || s.isApart(key) {
 		return st, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, apart := s.apart[key]; apart {
-		return st, false // decided here while apart: the rejoin's merge writes it back
 	}
 	// The answer may be older than the one the local copy took (two calls
 	// crossing, a cached read): the server's own answer, to a read begun
@@ -125,8 +131,13 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ br
 		return st, false
 	}
 	if fresh.Generation >= local.Generation {
-		s.mirrorLocked(key, fresh, at)
+		s.mirror(key, fresh, at)
 		return fresh, false
+	}
+	// What the copy holds now: answers mirrored during the read (an
+	// operator's enable) are part of what is written back.
+	if local, err = s.local.Read(ctx, key); err != nil || s.isApart(key) {
+		return st, false
 	}
 	var merged breaker.State
 	var changed bool
@@ -143,6 +154,15 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ br
 			"generation", merged.Generation, "open", merged.Open)
 		s.reconciled.Add(1)
 	}
-	s.mirrorLocked(key, merged, at)
+	s.mirror(key, merged, at)
 	return merged, true
+}
+
+// isApart reports whether key was decided on here while apart and is not
+// merged back yet.
+func (s *Store) isApart(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, apart := s.apart[key]
+	return apart
 }

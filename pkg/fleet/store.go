@@ -36,6 +36,11 @@ type Options struct {
 	// Redis's clock, and Redis calls are bounded and measured in real
 	// time. nil: clock.Real.
 	Clock clock.Clock
+	// CheckMembers tells a pool's members document this build can read
+	// (nil error) from one it cannot, such as one edited by hand or
+	// truncated: a record it refuses is unreadable (ErrMembersUnreadable)
+	// and never taken. nil: every document is readable.
+	CheckMembers func(doc []byte) error
 }
 
 // Store is the breaker.Store of an instance in a fleet. While Redis answers
@@ -55,6 +60,8 @@ type Store struct {
 	clock clock.Clock
 	// voter is this instance's name in the trip quorum's votes (quorum.go).
 	voter string
+	// checkMembers is Options.CheckMembers.
+	checkMembers func(doc []byte) error
 
 	remote atomic.Pointer[redisStore] // nil until the first connect
 	up     atomic.Bool
@@ -116,21 +123,22 @@ func New(cfg Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		cfg:      cfg,
-		ks:       keyspace{prefix: cfg.KeyPrefix},
-		voter:    voter(cfg),
-		log:      opts.Logger,
-		obs:      opts.Observe,
-		clock:    clock.Or(opts.Clock),
-		local:    breaker.NewMemoryStore(nil),
-		kick:     make(chan struct{}, 1),
-		apart:    map[string]bool{},
-		seen:     map[string]uint64{},
-		probes:   map[probeID]time.Time{},
-		owed:     map[probeID]struct{}{},
-		watchers: map[string]map[*watch]struct{}{},
-		memos:    map[string]*openMemo{},
-		members:  newMemberState(),
+		cfg:          cfg,
+		ks:           keyspace{prefix: cfg.KeyPrefix},
+		voter:        voter(cfg),
+		log:          opts.Logger,
+		obs:          opts.Observe,
+		clock:        clock.Or(opts.Clock),
+		checkMembers: opts.CheckMembers,
+		local:        breaker.NewMemoryStore(nil),
+		kick:         make(chan struct{}, 1),
+		apart:        map[string]bool{},
+		seen:         map[string]uint64{},
+		probes:       map[probeID]time.Time{},
+		owed:         map[probeID]struct{}{},
+		watchers:     map[string]map[*watch]struct{}{},
+		memos:        map[string]*openMemo{},
+		members:      newMemberState(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
