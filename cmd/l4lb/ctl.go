@@ -127,12 +127,17 @@ var ctlVerbs = map[string]ctlVerb{
 		request: func(a []string, f ctlVerbFlags) (string, string, []byte) {
 			return "DELETE", backendPath(a[0], a[1]) + timeoutQuery(f), nil
 		}},
+	"fleet-replace": {args: []string{"POOL"},
+		about: "in a fleet, write the backends this instance's API added to POOL over the fleet's record of them, only when that record is unreadable (an add or remove answered 502)",
+		request: func(a []string, _ ctlVerbFlags) (string, string, []byte) {
+			return "POST", "/api/v1/pools/" + url.PathEscape(a[0]) + "/fleet-members/replace", nil
+		}},
 	"reload": {about: "re-read the configuration file and apply it",
 		request: func([]string, ctlVerbFlags) (string, string, []byte) { return "POST", "/api/v1/reload", nil }},
 }
 
 // ctlVerbOrder is the order usage lists the verbs in.
-var ctlVerbOrder = []string{"pools", "pool", "disable", "enable", "probe", "drain", "weight", "add", "remove", "reload"}
+var ctlVerbOrder = []string{"pools", "pool", "disable", "enable", "probe", "drain", "weight", "add", "remove", "fleet-replace", "reload"}
 
 const ctlSynopsis = "[-admin ADDR] [-config FILE] [-token T] [-json] VERB [ARGS]"
 

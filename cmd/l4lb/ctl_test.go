@@ -39,6 +39,7 @@ func TestCtlRequests(t *testing.T) {
 		{[]string{"remove", "web", "10.0.0.5:80"}, "DELETE", "/api/v1/pools/web/backends/10.0.0.5:80", ""},
 		{[]string{"remove", "web", "10.0.0.5:80", "-timeout", "5s"}, "DELETE", "/api/v1/pools/web/backends/10.0.0.5:80?timeout=5s", ""},
 		{[]string{"-admin", "127.0.0.1:9100", "reload"}, "POST", "/api/v1/reload", ""},
+		{[]string{"-admin", "127.0.0.1:9100", "fleet-replace", "a/b"}, "POST", "/api/v1/pools/a%2Fb/fleet-members/replace", ""},
 	} {
 		var out, errb bytes.Buffer
 		_, req, code, done := parseCtl(tc.args, &out, &errb)
@@ -211,6 +212,17 @@ func TestCtlPoolsTable(t *testing.T) {
 	}
 	if want := "reloaded (0123456789ab): listeners 2 kept, 0 added, 0 removed; 1 pools\n  backends added: p/10.0.0.9:80\nwarning: global.event_loops changed: restart to apply\n"; out.String() != want {
 		t.Errorf("reload says %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	pb, _ := json.Marshal(pools.Pools[0])
+	if err := showCtl(&out, ctlRequest{verb: "fleet-replace", args: []string{"web"}}, pb); err != nil {
+		t.Fatal(err)
+	}
+	if first := strings.SplitN(out.String(), "\n", 2)[0]; first != "the fleet's record of pool web's API-added backends is now this instance's list: every instance follows it" {
+		t.Errorf("fleet-replace says %q", first)
+	}
+	if !strings.Contains(out.String(), "10.0.0.4:80") {
+		t.Errorf("fleet-replace prints no table of the pool: %q", out.String())
 	}
 }
 

@@ -23,7 +23,7 @@ func showCtl(w io.Writer, req ctlRequest, body []byte) error {
 			return err
 		}
 		printPools(w, v.Pools...)
-	case "pool", "add", "remove":
+	case "pool", "add", "remove", "fleet-replace":
 		var v admin.PoolJSON
 		if err := json.Unmarshal(body, &v); err != nil {
 			return err
@@ -89,6 +89,8 @@ func membershipDone(req ctlRequest) string {
 			timeout = req.flags.timeout.String()
 		}
 		return "removing " + req.args[1] + " from pool " + req.args[0] + ": no new clients; connections still open after " + timeout + " are reset"
+	case "fleet-replace":
+		return "the fleet's record of pool " + req.args[0] + "'s API-added backends is now this instance's list: every instance follows it"
 	}
 	return ""
 }

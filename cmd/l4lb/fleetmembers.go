@@ -79,7 +79,7 @@ func (in *instance) shared(ctx context.Context, pool string, ch memberChange) me
 		}
 		if errors.Is(err, fleet.ErrMembersUnreadable) {
 			return statusError{err: fmt.Errorf("no instance makes the change: %w; every instance keeps serving the backends it last read; "+
-				"POST /api/v1/pools/%s/fleet-members/replace writes this instance's over the record", err, pool), status: admin.ErrUnreadable}
+				"POST /api/v1/pools/%s/fleet-members/replace (l4lb ctl fleet-replace %s) writes this instance's over the record", err, pool, pool), status: admin.ErrUnreadable}
 		}
 		if err != nil {
 			return fmt.Errorf("the fleet store did not take the change, so no instance makes it: %w", err)
