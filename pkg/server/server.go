@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.Guard.IsLocal = cfg.IsLocal
 	capLog := newRefusalLog(time.Second, func(k int64) {
-		args := []any{"max_connections", cfg.MaxConnections, "refused", k}
+		args := []any{"max_connections", s.sh.Max.Load(), "refused", k} // as a reload left it
 		if old := s.sh.Elsewhere.Load(); old > 0 { // an upgrade's old process: they count too
 			args = append(args, "held_by_the_old_process", old)
 		}
