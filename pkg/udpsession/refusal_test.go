@@ -80,11 +80,8 @@ func nameOf(ap netip.AddrPort) sockName {
 // state the first call leaves (s.refused set) is made by hand, and the
 // second refusal is the kernel's own, pending on the socket.
 func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
-	c := r.client()
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	name := nameOf(client)
+	rr := newRefusalRig(t)
+	r, c, client, name := rr.udpRig, rr.c, rr.client, rr.name
 	l := r.loops[0]
 	var setupErr error
 	r.on(l, func() {
@@ -125,6 +122,51 @@ func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
 	n, err := c.Read(buf)
 	if err != nil || string(buf[:n]) != "q" {
 		t.Fatalf("reply %q, %v: the first datagram must reach the live backend and its reply the client", buf[:n], err)
+	}
+}
+
+// refusalRig is a rig whose pool is a refusing port then a live backend
+// (round robin: a client's first session dials the refusing one), with
+// one client, its address and socket name as the listener sees them.
+type refusalRig struct {
+	*udpRig
+	live   *testnet.UDPBackend
+	c      *net.UDPConn
+	client netip.AddrPort
+	name   sockName
+}
+
+func newRefusalRig(t *testing.T) *refusalRig {
+	t.Helper()
+	live := testnet.StartUDPBackend(t, "live", "")
+	rr := &refusalRig{udpRig: newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1}), live: live}
+	rr.c = rr.udpRig.client()
+	rr.client = rr.c.LocalAddr().(*net.UDPAddr).AddrPort()
+	rr.name = nameOf(rr.client)
+	return rr
+}
+
+// echoedOnce checks that the live backend was sent each of sent once, in
+// that order: it echoes in order, so a datagram sent it twice would be
+// answered before the one the client sends after them.
+func (rr *refusalRig) echoedOnce(sent ...string) {
+	t := rr.t
+	t.Helper()
+	buf := make([]byte, 64)
+	for i, want := range append(sent[:len(sent):len(sent)], "after") {
+		if i == len(sent) {
+			if _, err := rr.c.Write([]byte(want)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rr.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		n, err := rr.c.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("reply %q, %v, want %q: the live backend must get each datagram once, in order", buf[:max(n, 0)], err, want)
+		}
+	}
+	if n := rr.live.Received(); n != int64(len(sent)+1) {
+		t.Errorf("the live backend received %d datagrams, want %d", n, len(sent)+1)
 	}
 }
 
@@ -245,12 +287,8 @@ func TestUDPRetriedFirstDatagramCountsOnceForTheListener(t *testing.T) {
 // beforeFirstSend draws a real one there: a datagram sent on the
 // session's socket to the refusing port, its ICMP reported on the socket.
 func TestUDPFirstSendMeetingARefusalReachesTheNextBackendOnce(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
-	c := r.client()
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	name := nameOf(client)
-	l := r.loops[0]
+	rr := newRefusalRig(t)
+	r, l := rr.udpRig, rr.loops[0]
 	refusing, alive := r.pool.Backends()[0], r.pool.Backends()[1]
 	const query = "query"
 	var setupErr error
@@ -270,8 +308,8 @@ func TestUDPFirstSendMeetingARefusalReachesTheNextBackendOnce(t *testing.T) {
 			setupErr = awaitRefusal(s.fd)
 		}
 		u := l.udps[0]
-		u.datagram([]byte(query), &name, nil) // round robin: the refusing backend first
-		s := u.sessions[client]
+		u.datagram([]byte(query), &rr.name, nil) // round robin: the refusing backend first
+		s := u.sessions[rr.client]
 		if s == nil || s.backend != alive {
 			setupErr = errors.Join(setupErr, errors.New("the session did not move to the live backend"))
 			return
@@ -302,43 +340,21 @@ func TestUDPFirstSendMeetingARefusalReachesTheNextBackendOnce(t *testing.T) {
 			t.Errorf("%d datagrams counted dropped (%s): the client's one reached the live backend", n, DropReason(why))
 		}
 	}
-	// The live backend echoes in order: a copy of the query sent twice
-	// would be answered before the datagram that follows it.
-	buf := make([]byte, 64)
-	for _, want := range []string{query, "after"} {
-		if want != query {
-			if _, err := c.Write([]byte(want)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("reply %q, %v, want %q: the live backend must get the client's datagram once", buf[:max(n, 0)], err, want)
-		}
-	}
-	if n := live.Received(); n != 2 {
-		t.Errorf("the live backend received %d datagrams, want 2: the query once, then the next", n)
-	}
+	rr.echoedOnce(query)
 }
 
 // A datagram of an open session whose send finds the refusal of the
 // session's first datagram: the first goes to the next candidate, and
 // this one follows it there; each reaches it once.
 func TestUDPSecondDatagramMeetingTheFirstOnesRefusalFollowsIt(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
-	c := r.client()
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	name := nameOf(client)
-	l := r.loops[0]
-	alive := r.pool.Backends()[1]
+	rr := newRefusalRig(t)
+	r, l := rr.udpRig, rr.loops[0]
 	var setupErr error
 	var requests int
 	r.on(l, func() {
 		u := l.udps[0]
-		u.datagram([]byte("one"), &name, nil) // round robin: the refusing backend first
-		s := u.sessions[client]
+		u.datagram([]byte("one"), &rr.name, nil) // round robin: the refusing backend first
+		s := u.sessions[rr.client]
 		if s == nil || s.dial == nil || s.backend != r.pool.Backends()[0] {
 			setupErr = errors.New("the first session is not dialing the refusing backend")
 			return
@@ -346,8 +362,8 @@ func TestUDPSecondDatagramMeetingTheFirstOnesRefusalFollowsIt(t *testing.T) {
 		if setupErr = awaitRefusal(s.fd); setupErr != nil {
 			return
 		}
-		u.datagram([]byte("two"), &name, nil) // its send reports the refusal of "one"
-		if s = u.sessions[client]; s == nil || s.backend != alive {
+		u.datagram([]byte("two"), &rr.name, nil) // its send reports the refusal of "one"
+		if s = u.sessions[rr.client]; s == nil || s.backend != r.pool.Backends()[1] {
 			setupErr = errors.New("the session did not move to the live backend")
 			return
 		}
@@ -359,24 +375,9 @@ func TestUDPSecondDatagramMeetingTheFirstOnesRefusalFollowsIt(t *testing.T) {
 	if requests != 2 {
 		t.Errorf("the session counts %d datagrams to its backend, want 2", requests)
 	}
-	buf := make([]byte, 64)
-	for _, want := range []string{"one", "two", "after"} {
-		if want == "after" {
-			if _, err := c.Write([]byte(want)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("reply %q, %v, want %q: each datagram reaches the live backend once, in order", buf[:max(n, 0)], err, want)
-		}
-	}
-	if n := live.Received(); n != 3 {
-		t.Errorf("the live backend received %d datagrams, want 3", n)
-	}
+	rr.echoedOnce("one", "two")
 	r.on(l, func() {}) // the turn that relayed the last reply has flushed its counts
 	if n := r.front.DatagramsToBackend.Load(); n != 3 {
-		t.Errorf("the listener counts %d datagrams to backends, want 3", n)
+		t.Errorf("the listener counts %d datagrams to backends, want 3: one, two, after", n)
 	}
 }
