@@ -36,6 +36,11 @@ type Loop struct {
 	access       *accesslog.Sink
 	interim      accesslog.Schedule[*session]
 	interimTimer reactor.Timer
+
+	// beforeFirstSend, when set, runs between a new session's dial and its
+	// first send: tests make a refusal land there (as one can between
+	// unpark's check and the send), a window no socket can be aimed at.
+	beforeFirstSend func(s *session)
 }
 
 // New adds UDP sessions to loop r; guard is the server's loop detection,

@@ -80,11 +80,8 @@ func nameOf(ap netip.AddrPort) sockName {
 // state the first call leaves (s.refused set) is made by hand, and the
 // second refusal is the kernel's own, pending on the socket.
 func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
-	live := testnet.StartUDPBackend(t, "live", "")
-	r := newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1})
-	c := r.client()
-	client := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	name := nameOf(client)
+	rr := newRefusalRig(t)
+	r, c, client, name := rr.udpRig, rr.c, rr.client, rr.name
 	l := r.loops[0]
 	var setupErr error
 	r.on(l, func() {
@@ -96,16 +93,8 @@ func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
 			return
 		}
 		// Its refusal (ICMP port unreachable) is pending on the socket.
-		fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			if n, err := unix.Poll(fds, 0); err == nil && n == 1 && fds[0].Revents&unix.POLLERR != 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				setupErr = errors.New("no refusal reported on the session's socket")
-				return
-			}
-			time.Sleep(time.Millisecond)
+		if setupErr = awaitRefusal(s.fd); setupErr != nil {
+			return
 		}
 		s.refused = unix.ECONNREFUSED // read earlier in this call, acted on at its end
 		s.readReplies()
@@ -134,6 +123,63 @@ func TestUDPSecondRefusalInOneReadBlamesTheFirstBackend(t *testing.T) {
 	if err != nil || string(buf[:n]) != "q" {
 		t.Fatalf("reply %q, %v: the first datagram must reach the live backend and its reply the client", buf[:n], err)
 	}
+}
+
+// refusalRig is a rig whose pool is a refusing port then a live backend
+// (round robin: a client's first session dials the refusing one), with
+// one client, its address and socket name as the listener sees them.
+type refusalRig struct {
+	*udpRig
+	live   *testnet.UDPBackend
+	c      *net.UDPConn
+	client netip.AddrPort
+	name   sockName
+}
+
+func newRefusalRig(t *testing.T) *refusalRig {
+	t.Helper()
+	live := testnet.StartUDPBackend(t, "live", "")
+	rr := &refusalRig{udpRig: newUDPRig(t, []string{refusingAddr(t), live.Addr}, udpRigOpts{retries: 1}), live: live}
+	rr.c = rr.udpRig.client()
+	rr.client = rr.c.LocalAddr().(*net.UDPAddr).AddrPort()
+	rr.name = nameOf(rr.client)
+	return rr
+}
+
+// echoedOnce checks that the live backend was sent each of sent once, in
+// that order: it echoes in order, so a datagram sent it twice would be
+// answered before the one the client sends after them.
+func (rr *refusalRig) echoedOnce(sent ...string) {
+	t := rr.t
+	t.Helper()
+	buf := make([]byte, 64)
+	for i, want := range append(sent[:len(sent):len(sent)], "after") {
+		if i == len(sent) {
+			if _, err := rr.c.Write([]byte(want)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rr.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		n, err := rr.c.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("reply %q, %v, want %q: the live backend must get each datagram once, in order", buf[:max(n, 0)], err, want)
+		}
+	}
+	if n := rr.live.Received(); n != int64(len(sent)+1) {
+		t.Errorf("the live backend received %d datagrams, want %d", n, len(sent)+1)
+	}
+}
+
+// awaitRefusal waits until a refusal (the kernel's report of an ICMP
+// port unreachable) is pending on fd, unread.
+func awaitRefusal(fd int) error {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if n, err := unix.Poll(fds, 0); err == nil && n == 1 && fds[0].Revents&unix.POLLERR != 0 {
+			return nil
+		}
+	}
+	return errors.New("no refusal reported on the session's socket")
 }
 
 // A burst to a session whose backend has gone: the first datagram draws
@@ -228,5 +274,110 @@ func TestUDPRetriedFirstDatagramCountsOnceForTheListener(t *testing.T) {
 	}
 	if n := refusing.Meter.ToBackend.Load(); n != refusals*int64(len(query)) {
 		t.Errorf("the refusing backend counts %d bytes sent it, want %d: one datagram per refusal", n, refusals*int64(len(query)))
+	}
+}
+
+// A new session whose very first send finds a refusal already pending on
+// its socket (one that landed between unpark's check and the send, or
+// between the dial and the send) moves to the next candidate, which gets
+// the client's datagram once: the re-send of its copy is its only send,
+// and the datagram is counted once, for the listener and the session.
+//
+// Nothing aims a refusal into that window on its own, so the test seam
+// beforeFirstSend draws a real one there: a datagram sent on the
+// session's socket to the refusing port, its ICMP reported on the socket.
+func TestUDPFirstSendMeetingARefusalReachesTheNextBackendOnce(t *testing.T) {
+	rr := newRefusalRig(t)
+	r, l := rr.udpRig, rr.loops[0]
+	refusing, alive := r.pool.Backends()[0], r.pool.Backends()[1]
+	const query = "query"
+	var setupErr error
+	var requests int
+	var bytes int64
+	r.on(l, func() {
+		l.beforeFirstSend = func(s *session) {
+			l.beforeFirstSend = nil // the session moving on sends to the live backend undisturbed
+			if s.backend != refusing {
+				setupErr = errors.New("the new session is not dialing the refusing backend")
+				return
+			}
+			if err := sendDatagram(s.fd, []byte("before")); err != nil {
+				setupErr = err
+				return
+			}
+			setupErr = awaitRefusal(s.fd)
+		}
+		u := l.udps[0]
+		u.datagram([]byte(query), &rr.name, nil) // round robin: the refusing backend first
+		s := u.sessions[rr.client]
+		if s == nil || s.backend != alive {
+			setupErr = errors.Join(setupErr, errors.New("the session did not move to the live backend"))
+			return
+		}
+		requests, bytes = s.requests, s.bytesToBackend
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	r.on(l, func() {}) // the turn that sent the query has flushed its counts
+	if _, failed := refusing.Dials(pool.DialClient); failed != 1 {
+		t.Errorf("the refusing backend has %d failed dials, want 1", failed)
+	}
+	if requests != 1 || bytes != int64(len(query)) {
+		t.Errorf("the session counts %d datagrams, %d bytes to its backend, want 1, %d", requests, bytes, len(query))
+	}
+	if n := r.front.DatagramsToBackend.Load(); n != 1 {
+		t.Errorf("the listener counts %d datagrams to backends, want 1", n)
+	}
+	if n := r.front.BytesToBackend.Load(); n != int64(len(query)) {
+		t.Errorf("the listener counts %d bytes to backends, want %d", n, len(query))
+	}
+	if n := alive.Meter.ToBackend.Load(); n != int64(len(query)) {
+		t.Errorf("the live backend counts %d bytes sent it, want %d", n, len(query))
+	}
+	for why := range r.front.Drops {
+		if n := r.front.Drops[why].Load(); n != 0 {
+			t.Errorf("%d datagrams counted dropped (%s): the client's one reached the live backend", n, DropReason(why))
+		}
+	}
+	rr.echoedOnce(query)
+}
+
+// A datagram of an open session whose send finds the refusal of the
+// session's first datagram: the first goes to the next candidate, and
+// this one follows it there; each reaches it once.
+func TestUDPSecondDatagramMeetingTheFirstOnesRefusalFollowsIt(t *testing.T) {
+	rr := newRefusalRig(t)
+	r, l := rr.udpRig, rr.loops[0]
+	var setupErr error
+	var requests int
+	r.on(l, func() {
+		u := l.udps[0]
+		u.datagram([]byte("one"), &rr.name, nil) // round robin: the refusing backend first
+		s := u.sessions[rr.client]
+		if s == nil || s.dial == nil || s.backend != r.pool.Backends()[0] {
+			setupErr = errors.New("the first session is not dialing the refusing backend")
+			return
+		}
+		if setupErr = awaitRefusal(s.fd); setupErr != nil {
+			return
+		}
+		u.datagram([]byte("two"), &rr.name, nil) // its send reports the refusal of "one"
+		if s = u.sessions[rr.client]; s == nil || s.backend != r.pool.Backends()[1] {
+			setupErr = errors.New("the session did not move to the live backend")
+			return
+		}
+		requests = s.requests
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	if requests != 2 {
+		t.Errorf("the session counts %d datagrams to its backend, want 2", requests)
+	}
+	rr.echoedOnce("one", "two")
+	r.on(l, func() {}) // the turn that relayed the last reply has flushed its counts
+	if n := r.front.DatagramsToBackend.Load(); n != 3 {
+		t.Errorf("the listener counts %d datagrams to backends, want 3: one, two, after", n)
 	}
 }

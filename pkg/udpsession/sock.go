@@ -261,7 +261,11 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 			if s = u.open(src, name, ctl, p); s == nil {
 				return // dropped and counted
 			}
+			if u.l.beforeFirstSend != nil {
+				u.l.beforeFirstSend(s)
+			}
 		}
+		first := s.requests == 0 // p is the session's first datagram, the one failed re-sends
 		err := s.send(p)
 		if err == nil {
 			s.sent(len(p))
@@ -269,11 +273,14 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 		}
 		if !s.failed(err) {
 			u.drop(DropBackendSend)
-			if s.requests == 0 {
+			if first {
 				// Nothing went to the backend: no dial to judge it by.
 				s.end(EndError)
 			}
 			return
+		}
+		if first && s.requests > 0 {
+			return // failed sent p's copy to the next candidate (and counted it): p went
 		}
 	}
 	u.drop(DropRefused) // refused twice over: give up on this one
