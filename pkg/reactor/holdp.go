@@ -59,8 +59,9 @@ func releaseHold() { holders.Add(-1) }
 // overHeld reports whether more loops hold a P than tokens exist now:
 // GOMAXPROCS went down since they took theirs (the runtime follows a
 // container's CPU limit unless GOMAXPROCS was set). A holding loop checks
-// each time it yields to the runtime and every overHeldEvery waits (the
-// check takes the scheduler's lock), so a busy one lets go within a few
+// each time it yields to the runtime (every yieldEvery while busy, and
+// after an interrupted wait) and every overHeldEvery waits (the check
+// takes the scheduler's lock), so a busy one lets go within a few
 // milliseconds and an idle one within holdIdle.
 func overHeld() bool { return int(holders.Load()) > runtime.GOMAXPROCS(0)-1 }
 
@@ -83,11 +84,19 @@ const yieldEvery = int64(4 * time.Millisecond)
 
 // yieldIfDue passes a holding loop through the scheduler when yieldEvery
 // has gone by on its clock since it last did (l.now: this turn's
-// reading, no clock read of its own).
+// reading, no clock read of its own), and gives its P token back if
+// GOMAXPROCS went down meanwhile. That check is needed here: these yields
+// keep sysmon from ever interrupting a busy loop's raw wait, and the
+// EINTR it caused was how a busy loop used to learn of a lower
+// GOMAXPROCS (a world stop that finds the loop running Go code, not
+// waiting, interrupts no wait).
 func (l *Loop) yieldIfDue() {
 	if l.poll.holding && l.now-l.yieldedAt >= yieldEvery {
 		yield()
 		l.yieldedAt = l.now
+		if overHeld() {
+			l.poll.release() // the next wait is the runtime's
+		}
 	}
 }
 

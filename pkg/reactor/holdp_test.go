@@ -262,15 +262,20 @@ func TestIdleLoopLetsGoUnderCollections(t *testing.T) {
 
 // A holding loop passes through the scheduler every yieldEvery of its
 // clock, and a loop that waits the runtime's way never needs to (its
-// waits are scheduling points already). On the loop's clock, moved by
+// waits are scheduling points already); a due yield that finds
+// GOMAXPROCS lowered gives the P token back. On the loop's clock, moved by
 // hand.
 func TestHoldingLoopYieldsBeforeItsSliceEnds(t *testing.T) {
+	withProcs(t, 2)
 	clk := clock.NewFake(time.Now())
 	l, err := New(Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.poll.close()
+	if l.poll.holding = acquireHold(); !l.poll.holding {
+		t.Skip("no spare P token (another loop of this process holds it)")
+	}
 	yields := 0
 	prev := yield
 	yield = func() { yields++ }
@@ -281,7 +286,6 @@ func TestHoldingLoopYieldsBeforeItsSliceEnds(t *testing.T) {
 		l.yieldIfDue()
 	}
 
-	l.poll.holding = true
 	l.yieldedAt = l.Clock()
 	for range 39 { // 3.9 ms of turns
 		turn(100 * time.Microsecond)
@@ -298,13 +302,73 @@ func TestHoldingLoopYieldsBeforeItsSliceEnds(t *testing.T) {
 		t.Fatalf("%d yields just short of the next yieldEvery, want still one", yields)
 	}
 	turn(20 * time.Millisecond) // one long turn: one yield, not one per slice missed
-	if yields != 2 {
-		t.Fatalf("%d yields after a long turn, want two", yields)
+	if yields != 2 || !l.poll.holding {
+		t.Fatalf("after a long turn: %d yields, holding %v; want two, and the P still held", yields, l.poll.holding)
 	}
 
-	l.poll.holding = false
+	runtime.GOMAXPROCS(1) // no token is spare any more
+	turn(time.Duration(yieldEvery))
+	if yields != 3 || l.poll.holding {
+		t.Fatalf("a due yield after GOMAXPROCS went to 1: %d yields, holding %v; want three, and the token given back", yields, l.poll.holding)
+	}
 	turn(time.Second)
-	if yields != 2 {
+	if yields != 3 {
 		t.Fatalf("a loop that does not hold a P yielded (%d), want no yield", yields)
 	}
+}
+
+// A busy loop that is running Go code when GOMAXPROCS goes down (so the
+// world stop interrupts no wait of its) still gives its P token back
+// within a few of its yields. Its events come from a timerfd, every 4 ms,
+// so it never idles holdIdle; the 256-wait check alone would take about a
+// second. Review finding: the loop kept the only P for 0.5-1.25 s.
+func TestBusyLoopRunningCodeLetsGoSoonAfterGOMAXPROCSDrops(t *testing.T) {
+	withProcs(t, 2)
+	base := holders.Load()
+	l, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start()
+	defer func() { l.Stop(); l.Wait() }()
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every := unix.NsecToTimespec(int64(4 * time.Millisecond))
+	if err := unix.TimerfdSettime(tfd, 0, &unix.ItimerSpec{Interval: every, Value: every}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.Do(func() {
+		if err := l.Register(tfd, timerfdOwner(tfd), unix.EPOLLIN|unix.EPOLLET); err != nil {
+			t.Error(err)
+		}
+	})
+	defer l.Do(func() { l.Forget(tfd); unix.Close(tfd) })
+	if !testnet.WaitUntil(10*time.Second, func() bool { return holders.Load() == base+1 }) {
+		t.Skipf("the loop never held a P (holders %d, base %d): another loop holds the spare token", holders.Load(), base)
+	}
+	running := make(chan struct{})
+	l.Post(func() { // Go code, not a wait, while the world stops
+		close(running)
+		for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+		}
+	})
+	<-running
+	dropped := time.Now()
+	runtime.GOMAXPROCS(1)
+	if !testnet.WaitUntil(10*time.Second, func() bool { return holders.Load() == base }) {
+		t.Fatal("the busy loop never gave its token back after GOMAXPROCS went to 1")
+	}
+	if took := time.Since(dropped); took > 500*time.Millisecond {
+		t.Fatalf("the busy loop held its P %v after GOMAXPROCS went to 1, want a few of its 4 ms yields", took)
+	}
+}
+
+// timerfdOwner reads its timerfd's expirations.
+type timerfdOwner int
+
+func (fd timerfdOwner) Event(uint32) {
+	var b [8]byte
+	unix.Read(int(fd), b[:])
 }
