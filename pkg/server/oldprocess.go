@@ -102,6 +102,17 @@ func (s *Server) AwaitOldProcess(ctx context.Context) error {
 	}
 }
 
+// oldCounted is how many of the old process's connections new clients
+// count now (the cap's refusal line).
+func (s *Server) oldCounted() int64 {
+	s.old.mu.Lock()
+	defer s.old.mu.Unlock()
+	if s.old.derived {
+		return 0
+	}
+	return s.old.reported
+}
+
 // HeldByOldProcess is how many client connections the previous process of
 // an upgrade holds, as it last reported them.
 func (s *Server) HeldByOldProcess() int64 {

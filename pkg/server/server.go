@@ -151,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 	capLog := newRefusalLog(time.Second, func(k int64) {
 		args := []any{"max_connections", s.sh.Max.Load(), "refused", k} // as a reload left it
 		// An upgrade's old process: what it holds counts too.
-		if old := s.sh.Elsewhere.Load(); old > 0 {
+		if old := s.oldCounted(); old > 0 {
 			args = append(args, "held_by_the_old_process", old)
 		}
 		log.Warn("clients refused: connection cap reached", args...)
