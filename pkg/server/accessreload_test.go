@@ -73,19 +73,7 @@ addr = %[5]q
 			t.Fatalf("UDP reply %q, %v", got, err)
 		}
 	}
-	// A TCP connection through web is open once 4 bytes crossed it.
-	type tcpPair struct{ client, backend *net.TCPConn }
-	openTCP := func() tcpPair {
-		t.Helper()
-		p := tcpPair{client: dial(t, tcpBind)}
-		p.backend = k.Next(t)
-		p.client.Write([]byte("ping"))
-		p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	openTCP := func() tcpPair { return openVia(t, tcpBind, k) }
 	// end closes a TCP connection and ends a UDP session, and waits until
 	// their loops have done with them (their records pushed, if any).
 	var ended int64
@@ -163,19 +151,7 @@ func TestReloadMovedListenerCarriesAccessLog(t *testing.T) {
 			t.Fatalf("reload to %s, access_log = %v: %+v, %v; want %+v", bind, accessLog, st, err, want)
 		}
 	}
-	type pair struct{ client, backend *net.TCPConn }
-	open := func(addr string) pair {
-		t.Helper()
-		p := pair{client: dial(t, addr)}
-		p.backend = k.Next(t)
-		p.client.Write([]byte("ping"))
-		p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	end := func(p pair) string {
+	end := func(p tcpPair) string {
 		t.Helper()
 		client := p.client.LocalAddr().String()
 		open := s.Active()
@@ -186,7 +162,7 @@ func TestReloadMovedListenerCarriesAccessLog(t *testing.T) {
 		return client
 	}
 
-	a1, a2 := open(first), open(first)
+	a1, a2 := openVia(t, first, k), openVia(t, first, k)
 	reload(moved, false, ReloadStats{Added: 1, Removed: 1})
 	silent := end(a1) // accepted at the old address, ends while web is out of the log
 	reload(moved, true, ReloadStats{Kept: 1})
@@ -199,4 +175,21 @@ func TestReloadMovedListenerCarriesAccessLog(t *testing.T) {
 			t.Errorf("client %s ended while its moved listener was out of the access log, and wrote %v", silent, m)
 		}
 	}
+}
+
+// tcpPair is a client connection through l4lb and its backend's end.
+type tcpPair struct{ client, backend *net.TCPConn }
+
+// openVia opens a connection through addr to the taker k, open once 4
+// bytes crossed it.
+func openVia(t *testing.T, addr string, k *testnet.Taker) tcpPair {
+	t.Helper()
+	p := tcpPair{client: dial(t, addr)}
+	p.backend = k.Next(t)
+	p.client.Write([]byte("ping"))
+	p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -107,16 +107,8 @@ func TestAdoptedConnectionsCountOnceRunReturns(t *testing.T) {
 		old.server.DetachFlows(b)
 		return len(b.Relays) == 1 && len(b.Queued) == 1
 	})
-	sent := *b // as SCM_RIGHTS passes them: the same files, new descriptors
-	sent.FDs = nil
-	for _, fd := range b.FDs {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent.FDs = append(sent.FDs, d)
-	}
-	run, refused := next.server.AdoptFlows(&sent, false)
+	sent := passed(t, b)
+	run, refused := next.server.AdoptFlows(sent, false)
 	if refused.Len() != 0 {
 		t.Fatalf("refused %+v", refused)
 	}
