@@ -24,34 +24,15 @@ import (
 // while the old ones flow on byte for byte, and each old connection that
 // closes lets one new client in.
 func TestUpgradeHoldsTheConnectionCap(t *testing.T) {
-	testnet.CheckLeaks(t)
 	const capN = 3
-	a := testnet.StartBackend(t, "a", "")
-	b := testnet.StartBackend(t, "b", "")
-	path, listen, adminAddr := e2eutil.WriteConfig(t, "", nil, fmt.Sprintf("[global]\nmax_connections = %d", capN))
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeBackend := func(addr string) {
-		installBytes(t, fmt.Appendf(append([]byte(nil), text...), "[pool.p.health]\nenabled = false\n%s", backendTOML(addr)), path, 0o644)
-	}
-	writeBackend(a.Addr)
-	chain := startChain(t, l4lbBin, path)
-
-	old := make([]*net.TCPConn, capN)
-	for i := range old {
-		old[i] = dialTCP(t, listen)
-		if !admittedBy(t, old[i], "a") {
-			t.Fatalf("client %d of %d refused before the upgrade", i+1, capN)
-		}
-	}
+	r := startCapped(t, capN)
+	chain, listen, adminAddr, old := r.chain, r.listen, r.admin, r.old
 	if c := dialTCP(t, listen); admittedBy(t, c, "a") {
 		t.Fatalf("a client past max_connections = %d admitted before the upgrade", capN)
 	}
 	echoEach(t, old, "before the upgrade")
 
-	writeBackend(b.Addr) // the old connections' backend is gone: they stay with the old process
+	r.leaveBackendA() // the old connections' backend is gone: they stay with the old process
 	oldPID, _ := chain.upgrade(t)
 	testnet.Eventually(t, "the new process's adoption line", func() bool {
 		return strings.Contains(chain.logText(), logAdopted)
@@ -163,4 +144,85 @@ func dialUntilAdmitted(t *testing.T, listen, what string) *net.TCPConn {
 		return false
 	})
 	return c
+}
+
+// Two upgrades in a row while the first process still drains: the middle
+// one, with nothing of its own left, stays until the first holds no
+// connection, reporting that count, so the newest process goes on
+// refusing clients past max_connections; once the first process's
+// connections close, both old processes exit and the room is the newest
+// one's.
+func TestUpgradeHoldsTheConnectionCapTwice(t *testing.T) {
+	const capN = 2
+	r := startCapped(t, capN)
+	chain, listen, old := r.chain, r.listen, r.old
+
+	r.leaveBackendA() // the first process keeps its connections
+	first, _ := chain.upgrade(t)
+	testnet.Eventually(t, "the middle process's adoption line", func() bool {
+		return strings.Count(chain.logText(), logAdopted) == 1
+	})
+	middle, _ := chain.upgrade(t)
+	testnet.Eventually(t, "the middle process's line that it waits for the first", func() bool {
+		return strings.Contains(chain.logText(), "upgrade: exiting once the previous process's connections are closed")
+	})
+	if processGone(first) || processGone(middle) {
+		t.Fatalf("an old process exited (first: %v, middle: %v) while the first still holds its connections", processGone(first), processGone(middle))
+	}
+	for i := range 2 * capN {
+		if c := dialTCP(t, listen); admittedBy(t, c, "b") {
+			t.Fatalf("client %d admitted by the newest process while the first still holds %d connections (max_connections = %d)", i+1, capN, capN)
+		}
+	}
+	echoEach(t, old, "after the second upgrade")
+
+	for _, c := range old {
+		endAndClose(t, c)
+	}
+	closed := time.Now()
+	waitOldGone(t, first, closed)
+	waitOldGone(t, middle, closed)
+	var fresh []*net.TCPConn
+	for i := range capN {
+		fresh = append(fresh, dialUntilAdmitted(t, listen, fmt.Sprintf("new client %d once the old processes are gone", i+1)))
+	}
+	if c := dialTCP(t, listen); admittedBy(t, c, "b") {
+		t.Fatal("a client past the cap admitted by the newest process alone")
+	}
+	echoEach(t, fresh, "the newest process alone")
+}
+
+// cappedRig is an l4lb with max_connections = capN in front of backend
+// a, holding capN clients admitted there; backend b waits for the
+// configuration that moves the pool to it.
+type cappedRig struct {
+	chain         *upgradeChain
+	listen, admin string
+	old           []*net.TCPConn
+	leaveBackendA func() // the file's pool has b only from now
+}
+
+func startCapped(t *testing.T, capN int) *cappedRig {
+	t.Helper()
+	testnet.CheckLeaks(t)
+	a := testnet.StartBackend(t, "a", "")
+	b := testnet.StartBackend(t, "b", "")
+	path, listen, adminAddr := e2eutil.WriteConfig(t, "", nil, fmt.Sprintf("[global]\nmax_connections = %d", capN))
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBackend := func(addr string) {
+		installBytes(t, fmt.Appendf(append([]byte(nil), text...), "[pool.p.health]\nenabled = false\n%s", backendTOML(addr)), path, 0o644)
+	}
+	writeBackend(a.Addr)
+	r := &cappedRig{chain: startChain(t, l4lbBin, path), listen: listen, admin: adminAddr,
+		old: make([]*net.TCPConn, capN), leaveBackendA: func() { writeBackend(b.Addr) }}
+	for i := range r.old {
+		r.old[i] = dialTCP(t, listen)
+		if !admittedBy(t, r.old[i], "a") {
+			t.Fatalf("client %d of %d refused before the upgrade", i+1, capN)
+		}
+	}
+	return r
 }

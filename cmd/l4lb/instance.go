@@ -180,7 +180,8 @@ func startInherited(cfg *config.Config, log *slog.Logger, inh *handoff.Inheritan
 	}
 	inh.Frontends(fronts, log)
 	in.server, err = server.New(server.Config{
-		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections, Pipes: in.pipes,
+		Frontends: fronts, Loops: loops, MaxConnections: in.budget.MaxConnections,
+		MaxConnectionsDerived: in.budget.Derived, Pipes: in.pipes,
 		IsLocal: server.HostAddrs(), BusyPoll: cfg.Global.BusyPoll, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log,
 		// The inherited sockets no listener took close once this process
 		// serves (CloseRest; the old process's copies at its hand-over):

@@ -111,15 +111,28 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			return &secondSignal{sig: s, open: in.server.Active()}
 		})
 		start := time.Now()
+		reporting := false // to the new process, what this one holds
 		if handed {
 			// Before the drain closes the listeners (UDP sessions close
 			// with them), and before upgrade_drain_timeout starts: it is
 			// for what stays here, not for the hand-over.
 			res := up.HandOverFlows(cut, in.server)
 			handoff.LogFlows(log, res, in.server.Active(), timeout)
+			reporting = res.Err == nil
 		}
 		ctx, cancel := drainContext(cut, timeout, handed)
 		err := in.shutdown(ctx)
+		if held := in.server.HeldByOldProcess(); reporting && err == nil && held > 0 {
+			// Two upgrades in a row: the new process counts the
+			// connections the one before this still holds through this
+			// one's reports, which end when this one exits.
+			log.Info("upgrade: exiting once the previous process's connections are closed: the new process counts them through this one",
+				"still_open_there", held)
+			if werr := in.server.AwaitOldProcess(ctx); werr != nil {
+				log.Warn("upgrade: exiting before the previous process's connections are closed; the new process no longer counts them",
+					"still_open_there", in.server.HeldByOldProcess(), "reason", werr)
+			}
+		}
 		drained()
 		cancel()
 		var second *secondSignal

@@ -42,9 +42,10 @@ type FlowHolder interface {
 	// nothing more is left to hand over.
 	DetachFlows(b *flow.Batch) (pending int)
 	// AdoptFlows puts b's connections together held still and returns the
-	// function that lets them run, and the records it refuses (whose
-	// descriptors it did not take). stay: adopted back, never detached
-	// again.
+	// function that lets them run (it returns once they count in
+	// Holding, so a report or a lowered HeldElsewhere after it misses
+	// none), and the records it refuses (whose descriptors it did not
+	// take). stay: adopted back, never detached again.
 	AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.Refused)
 	// FlowsDone says the new process's hand-over is over: what waited
 	// for all of it (clients queued for a slot, which must find every

@@ -41,8 +41,9 @@ type Front struct {
 	policy  atomic.Pointer[Policy]
 	routing atomic.Pointer[Routing] // nil: no SNI routes (inspect.go)
 	// noAccessLog: the listener keeps out of the access log (its
-	// access_log = false; access.go).
-	noAccessLog atomic.Bool
+	// access_log = false; access.go). Shared with the Front of the
+	// listener a reload moved (FollowAccessLog); NewFront makes it.
+	noAccessLog *atomic.Bool
 	// HandedOut counts connections this process passed to the next in a
 	// binary upgrade (relays and queued clients), HandedIn the ones it
 	// took from the previous process; neither is a client's result.
@@ -59,7 +60,7 @@ type Front struct {
 
 // NewFront returns the listener name feeding pool p.
 func NewFront(name string, p *pool.Pool) *Front {
-	f := &Front{Name: name}
+	f := &Front{Name: name, noAccessLog: new(atomic.Bool)}
 	f.pool.Store(p)
 	return f
 }
@@ -75,6 +76,15 @@ func (f *Front) SetPool(p *pool.Pool) { f.pool.Store(p) }
 // records of connections open then follow it too (accesslog.Sink.For).
 func (f *Front) SetAccessLog(on bool) { f.noAccessLog.Store(!on) }
 
+// FollowAccessLog makes prev's connections follow f's access_log from now
+// on, through this reload and every later one: f is the listener a
+// reload moved to another address under prev's name. Before f serves.
+func (f *Front) FollowAccessLog(prev *Front) {
+	on := !f.noAccessLog.Load()
+	f.noAccessLog = prev.noAccessLog
+	f.SetAccessLog(on)
+}
+
 // Shared is the state every loop's relay of one server shares.
 type Shared struct {
 	// Max caps client connections open at once across all loops; past
@@ -84,10 +94,11 @@ type Shared struct {
 	// Active counts client connections from accept to close.
 	Active atomic.Int64
 	// Elsewhere counts the client connections an upgrade's old process
-	// still holds, as it last reported them (pkg/handoff): new clients
-	// are admitted while Active+Elsewhere is below Max, so the cap holds
-	// for the service while two processes serve. Connections handed over
-	// leave it as they join Active.
+	// still holds, as it last reported them (pkg/handoff), when the cap
+	// is set in the file (pkg/server's oldprocess.go says which count):
+	// new clients are admitted while Active+Elsewhere is below Max, so
+	// the cap holds for the service while two processes serve.
+	// Connections handed over leave it as they join Active.
 	Elsewhere atomic.Int64
 	// OnCap is called for each client refused at the cap (cheap).
 	OnCap func()

@@ -73,19 +73,7 @@ addr = %[5]q
 			t.Fatalf("UDP reply %q, %v", got, err)
 		}
 	}
-	// A TCP connection through web is open once 4 bytes crossed it.
-	type tcpPair struct{ client, backend *net.TCPConn }
-	openTCP := func() tcpPair {
-		t.Helper()
-		p := tcpPair{client: dial(t, tcpBind)}
-		p.backend = k.Next(t)
-		p.client.Write([]byte("ping"))
-		p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	openTCP := func() tcpPair { return openVia(t, tcpBind, k) }
 	// end closes a TCP connection and ends a UDP session, and waits until
 	// their loops have done with them (their records pushed, if any).
 	var ended int64
@@ -133,4 +121,75 @@ addr = %[5]q
 			}
 		}
 	}
+}
+
+// A reload that moves a TCP listener to another address (a removed
+// listener and a new one of its name) carries its access_log to the
+// connections the old address accepted, at this reload and at every later
+// one: they follow the listener of their name as a kept one's do.
+func TestReloadMovedListenerCarriesAccessLog(t *testing.T) {
+	noLeaks(t)
+	k := testnet.StartTaker(t)
+	first, moved := testnet.FreeAddr(t), testnet.FreeAddr(t)
+	for moved == first {
+		moved = testnet.FreeAddr(t)
+	}
+	text := func(bind string, accessLog bool) string {
+		return fmt.Sprintf("[admin]\nlisten = \"\"\n[[listener]]\nname = \"web\"\nbind = %q\npool = \"web\"\naccess_log = %v\n"+
+			"[pool.web]\n[pool.web.health]\nenabled = false\n[[pool.web.backend]]\naddr = %q\n", bind, accessLog, k.Addr)
+	}
+	l := startLB(t, text(first, true), 0)
+	s := l.server
+	_, buf := startAccessLog(t, s, "json")
+	reload := func(bind string, accessLog bool, want ReloadStats) {
+		t.Helper()
+		cfg, err := config.Parse("test.toml", []byte(text(bind, accessLog)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := s.Reload(l.frontends(t, cfg), 100); err != nil || st != want {
+			t.Fatalf("reload to %s, access_log = %v: %+v, %v; want %+v", bind, accessLog, st, err, want)
+		}
+	}
+	end := func(p tcpPair) string {
+		t.Helper()
+		client := p.client.LocalAddr().String()
+		open := s.Active()
+		p.client.Close()
+		p.backend.Close()
+		testnet.Eventually(t, "the connection to end", func() bool { return s.Active() == open-1 })
+		l.barrier() // its record pushed, if any
+		return client
+	}
+
+	a1, a2 := openVia(t, first, k), openVia(t, first, k)
+	reload(moved, false, ReloadStats{Added: 1, Removed: 1})
+	silent := end(a1) // accepted at the old address, ends while web is out of the log
+	reload(moved, true, ReloadStats{Kept: 1})
+	logged := end(a2) // and ends once web is back, a reload later
+	if m := lineFor(t, buf, logged); m["event"] != "close" {
+		t.Errorf("client %s: line %v, want its close line", logged, m)
+	}
+	for _, m := range jsonLines(t, buf) {
+		if m["client"] == silent {
+			t.Errorf("client %s ended while its moved listener was out of the access log, and wrote %v", silent, m)
+		}
+	}
+}
+
+// tcpPair is a client connection through l4lb and its backend's end.
+type tcpPair struct{ client, backend *net.TCPConn }
+
+// openVia opens a connection through addr to the taker k, open once 4
+// bytes crossed it.
+func openVia(t *testing.T, addr string, k *testnet.Taker) tcpPair {
+	t.Helper()
+	p := tcpPair{client: dial(t, addr)}
+	p.backend = k.Next(t)
+	p.client.Write([]byte("ping"))
+	p.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(p.backend, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

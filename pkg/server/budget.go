@@ -14,6 +14,9 @@ type FDBudget struct {
 	Sessions       int // UDP sessions at most, over all UDP listeners (1 fd each); part of Reserved
 	Reserved       int // fds kept for everything but relayed connections
 	MaxConnections int // client connections (2 fds each: client + backend)
+	// Derived: MaxConnections came from Limit (max_connections = 0), this
+	// process's fds alone (Server.SetCapFromFDLimit).
+	Derived bool
 }
 
 // baseReserve covers stdio, the netpoller, the admin endpoint's listening
@@ -37,8 +40,8 @@ const maxPipes = 256
 func DeriveBudget(limit, configured, sockets, backends, adminConns, sessions int) FDBudget {
 	b := FDBudget{Limit: limit, MaxPipes: min(maxPipes, max(limit/16, 8)), Sessions: sessions}
 	b.Reserved = baseReserve + sockets + 2*backends + 2*b.MaxPipes + adminConns + sessions
-	b.MaxConnections = configured
-	if configured == 0 {
+	b.MaxConnections, b.Derived = configured, configured == 0
+	if b.Derived {
 		b.MaxConnections = max((limit-b.Reserved)/2, 1)
 	}
 	return b

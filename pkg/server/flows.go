@@ -146,9 +146,12 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 		if s.held == nil {
 			s.held = make([][]adopted, len(s.loops))
 		}
+		n := 0
 		for k := range later {
 			s.held[k] = append(s.held[k], later[k]...)
+			n += len(later[k])
 		}
+		s.holdQueued(n) // before the caller lowers what the old process holds
 		s.heldMu.Unlock()
 	}, refused
 }
@@ -162,19 +165,30 @@ func (s *Server) FlowsDone() {
 	s.held = nil
 	s.heldMu.Unlock()
 	s.goAll(held)
+	n := 0
+	for _, as := range held {
+		n += len(as)
+	}
+	s.holdQueued(-n) // counted in Active now
 }
 
-// goAll lets adopted connections go, each on its loop.
+// goAll lets adopted connections go, each on its loop, and returns once
+// they have (each counts in Active from then: the caller may lower the
+// count of what the old process holds), or their loop stopped.
 func (s *Server) goAll(byLoop [][]adopted) {
+	var wg sync.WaitGroup
 	for k, as := range byLoop {
 		if len(as) > 0 {
-			s.loops[k].Post(func() {
-				for _, a := range as {
-					a.Go()
-				}
+			wg.Go(func() {
+				s.loops[k].Do(func() {
+					for _, a := range as {
+						a.Go()
+					}
+				})
 			})
 		}
 	}
+	wg.Wait()
 }
 
 // shuttingDown reports whether Shutdown has begun.
@@ -247,13 +261,3 @@ func home[L, F any](protocol string, listeners []L, see func(L) (string, *pool.P
 	}
 	return f, p, be, nil
 }
-
-// Holding is how many client connections the server counts against
-// max_connections: its own and those an older process of an upgrade still
-// holds (handoff.FlowHolder), which the next process counts in turn.
-func (s *Server) Holding() int64 { return s.sh.Active.Load() + s.sh.Elsewhere.Load() }
-
-// HeldElsewhere makes new clients count n client connections the previous
-// process of an upgrade still holds against max_connections
-// (handoff.FlowHolder); 0 once it holds none, or is gone.
-func (s *Server) HeldElsewhere(n int64) { s.sh.Elsewhere.Store(max(n, 0)) }

@@ -98,16 +98,8 @@ func TestServerHandsConnectionsToAnother(t *testing.T) {
 	clients, backends = openThrough(t, old.addr, k, n)
 	b = &flow.Batch{}
 	old.server.DetachFlows(b)
-	sent := *b // as SCM_RIGHTS passes them: the same files, new descriptors
-	sent.FDs = nil
-	for _, fd := range b.FDs {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent.FDs = append(sent.FDs, d)
-	}
-	run, refused = next.server.AdoptFlows(&sent, false)
+	sent := passed(t, b)
+	run, refused = next.server.AdoptFlows(sent, false)
 	if refused.Len() != 0 {
 		t.Fatalf("refused %+v", refused)
 	}
@@ -157,4 +149,20 @@ func TestConnectionCapCountsThePreviousProcess(t *testing.T) {
 	if tag, err := testnet.Hello(l.addr, ""); err != nil || tag != "b" {
 		t.Fatalf("once the old process holds none: %q, %v", tag, err)
 	}
+}
+
+// passed is b as SCM_RIGHTS passes it to another process: the same
+// files, new descriptors.
+func passed(t *testing.T, b *flow.Batch) *flow.Batch {
+	t.Helper()
+	sent := *b
+	sent.FDs = nil
+	for _, fd := range b.FDs {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent.FDs = append(sent.FDs, d)
+	}
+	return &sent
 }

@@ -22,8 +22,9 @@ type ReloadStats struct {
 // new ones are bound first, so a busy address fails the reload before
 // anything changed; removed ones stop accepting while their connections
 // finish (a removed UDP listener ends its sessions). Connections already
-// open keep the pool they were accepted with. maxConns becomes the cap on
-// client connections.
+// open keep the pool they were accepted with, and follow their listener's
+// access_log (a moved one's: the new listener of its name). maxConns
+// becomes the cap on client connections.
 //
 // A listener moved to an overlapping address of the same port
 // ("127.0.0.1:P" to "0.0.0.0:P", or back) is a removed one and a new one:
@@ -126,6 +127,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 			ti++
 		}
 	}
+	s.followAccessLog(opened, tcpNow, seen)
 	for _, b := range opened {
 		if err := s.attach(b, true); err != nil {
 			// A loop refused to watch the socket (epoll out of memory):
@@ -161,6 +163,23 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 	}
 	s.logListeners(opened)
 	return st, nil
+}
+
+// followAccessLog makes the connections of a TCP listener this reload
+// removes follow the new listener of its name (its address changed), so
+// that access_log applies to them as to a kept listener's. Before the
+// new ones serve.
+func (s *Server) followAccessLog(opened []*bound, tcpNow map[string]*front, seen map[string]bool) {
+	for _, b := range opened {
+		if b.tcp == nil {
+			continue
+		}
+		for k, f := range tcpNow {
+			if !seen[k] && f.Name == b.tcp.Name {
+				b.tcp.FollowAccessLog(f.Front)
+			}
+		}
+	}
 }
 
 // drop forgets a removed listener.

@@ -65,6 +65,9 @@ type Config struct {
 	// MaxConnections caps client connections open at once; past it new
 	// clients are accepted and closed at once. Must be > 0.
 	MaxConnections int
+	// MaxConnectionsDerived: MaxConnections came from the fd limit
+	// (max_connections = 0); see SetCapFromFDLimit.
+	MaxConnectionsDerived bool
 	// Pipes supplies splice pipes; nil relays by copy only.
 	Pipes *splice.PipePool
 	// IsLocal reports whether an address belongs to this host (loop
@@ -108,6 +111,9 @@ type Server struct {
 	adoptNext atomic.Uint64
 	heldMu    sync.Mutex
 	held      [][]adopted
+	// What the old process of an upgrade holds, as the cap counts it
+	// (oldprocess.go).
+	old oldProcess
 }
 
 type front struct {
@@ -141,9 +147,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.Guard.IsLocal = cfg.IsLocal
+	s.old.derived = cfg.MaxConnectionsDerived
 	capLog := newRefusalLog(time.Second, func(k int64) {
 		args := []any{"max_connections", s.sh.Max.Load(), "refused", k} // as a reload left it
-		if old := s.sh.Elsewhere.Load(); old > 0 { // an upgrade's old process: they count too
+		// An upgrade's old process: what it holds counts too.
+		if old := s.oldCounted(); old > 0 {
 			args = append(args, "held_by_the_old_process", old)
 		}
 		log.Warn("clients refused: connection cap reached", args...)
