@@ -59,7 +59,7 @@ func TestCatchUpOfAKeyRunsOnceAtATime(t *testing.T) {
 	ops := newOpCounter()
 	held, release := make(chan struct{}), make(chan struct{})
 	let := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(let) // before the harness waits for the held catch-up
+	t.Cleanup(let)       // before the harness waits for the held catch-up
 	var hold atomic.Bool // the next "read" answered waits for release
 	s := h.store(nil, Options{Observe: func(op string, took time.Duration, err error) {
 		ops.observe(op, took, err)
