@@ -21,17 +21,10 @@ import (
 // Now the change fails at once as unreadable (502), and the instance takes
 // the store's last good copy, which is what it keeps serving.
 func TestUnreadableFleetRecordAfterAnUnreadCopyFailsAtOnce(t *testing.T) {
-	srv := testnet.StartRedis(t)
-	back := testnet.StartBackend(t, "b", "")
-	in1, _ := startFile(t, fleetCluster(srv, "r1")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
-	in2, _ := startFile(t, fleetCluster(srv, "r2")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	const y, q, z = "127.0.9.1:80", "127.0.9.3:80", "127.0.9.5:80"
+	srv, in1, in2 := fleetPair(t, y)
 	m1, m2 := apiMembers{in1}, apiMembers{in2}
 	ctx := context.Background()
-	const y, q, z = "127.0.9.1:80", "127.0.9.3:80", "127.0.9.5:80"
-	if err := m1.AddBackend(ctx, "p", admin.NewBackend{Addr: y, Weight: 1}); err != nil {
-		t.Fatal(err)
-	}
-	testnet.Eventually(t, "r2 follows r1's add", func() bool { return slices.Equal(localAddrs(in2, "p"), []string{y}) })
 
 	// The window, held open: r1's store learns r2's record, and r1's
 	// members are not told of it.

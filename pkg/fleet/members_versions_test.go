@@ -55,13 +55,8 @@ func TestMembersVersionPastWhatLuaCountsIsUnreadable(t *testing.T) {
 	} {
 		t.Run(ver, func(t *testing.T) {
 			h := newFleet(t)
-			a := h.store(nil, Options{CheckMembers: checkList})
-			b := h.store(nil, Options{CheckMembers: checkList})
+			a, _, calls, good := h.membersPair(t, new(testnet.LogBuffer), new(testnet.LogBuffer))
 			ctx := context.Background()
-			calls, _ := watchMembers(t, b)
-			put(t, a, "web", docOne)
-			calls.told(t, "B", "web", 1, docOne)
-			good, _ := h.rawMembers("web")
 			key := keyspace{prefix: testPrefix}.members("web")
 			bad := ver + " " + docOne
 			if _, err := h.srv.Do("SET", key, bad); err != nil {
