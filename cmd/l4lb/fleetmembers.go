@@ -140,7 +140,11 @@ func (fb *fleetBases) hold(pool string, v uint64) {
 }
 
 // readFleet takes the fleet's record of pool's API additions into the
-// members; it reports whether that changed them. A pool a reload brings
+// members; it reports whether that changed them. Of a record this build
+// cannot read, it takes the store's last good copy (which the store read
+// before this did): the base of the next change is then the one the
+// store holds, so that change fails as unreadable (502), not as made on
+// an older record (409 after every try). A pool a reload brings
 // back has its record again, which settling on the file without it had
 // dropped here (no instance's change announced it since).
 func (in *instance) readFleet(pool string) bool {
@@ -151,10 +155,11 @@ func (in *instance) readFleet(pool string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	doc, v, err := f.MembersAt(ctx, pool)
-	if errors.Is(err, fleet.ErrMembersUnreadable) {
-		return false // the store logs it, once per record; the pool keeps its own
+	unreadable := errors.Is(err, fleet.ErrMembersUnreadable) // the store logs it, once per record
+	if unreadable && v == 0 {
+		return false // no copy the store serves: the pool keeps its own
 	}
-	if err != nil {
+	if err != nil && !unreadable {
 		in.log.Warn("membership: the fleet's backends of a pool could not be read; the pool keeps its own", "pool", pool, "error", err)
 		return false
 	}

@@ -32,6 +32,21 @@ func serves(in *instance, pool, addr string) bool {
 	return false
 }
 
+// fleetPair is two instances, r1 and r2, in a fleet on a new Redis with
+// one pool p, to which r1 added y through the API and which r2 follows.
+func fleetPair(t *testing.T, y string) (srv *testnet.Redis, in1, in2 *instance) {
+	t.Helper()
+	srv = testnet.StartRedis(t)
+	back := testnet.StartBackend(t, "b", "")
+	in1, _ = startFile(t, fleetCluster(srv, "r1")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	in2, _ = startFile(t, fleetCluster(srv, "r2")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	if err := (apiMembers{in1}).AddBackend(context.Background(), "p", admin.NewBackend{Addr: y, Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "r2 follows r1's add", func() bool { return slices.Equal(localAddrs(in2, "p"), []string{y}) })
+	return srv, in1, in2
+}
+
 // A fleet record of a pool's API additions that this build cannot read:
 // every change fails at once as unreadable (502, naming the pool and the
 // key), not 409 after 8 tries, as every change did, forever; both
@@ -39,17 +54,10 @@ func serves(in *instance, pool, addr string) bool {
 // API's fleet-members/replace) writes one instance's list over it, which
 // the other follows, and changes work again.
 func TestUnreadableFleetRecordKeepsTheMembersUntilReplaced(t *testing.T) {
-	srv := testnet.StartRedis(t)
-	back := testnet.StartBackend(t, "b", "")
-	in1, _ := startFile(t, fleetCluster(srv, "r1")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
-	in2, _ := startFile(t, fleetCluster(srv, "r2")+membersTestConfig(map[string]string{"fp": testnet.FreeAddr(t)}, []string{"p"}, back.Addr))
+	const y, q = "127.0.9.1:80", "127.0.9.3:80"
+	srv, in1, in2 := fleetPair(t, y)
 	m1, m2 := apiMembers{in1}, apiMembers{in2}
 	ctx := context.Background()
-	const y, q = "127.0.9.1:80", "127.0.9.3:80"
-	if err := m1.AddBackend(ctx, "p", admin.NewBackend{Addr: y, Weight: 1}); err != nil {
-		t.Fatal(err)
-	}
-	testnet.Eventually(t, "r2 follows r1's add", func() bool { return slices.Equal(localAddrs(in2, "p"), []string{y}) })
 
 	key := config.DefaultCluster().KeyPrefix + "{members}:p"
 	_, good, err := in1.store.fleet.MembersAt(ctx, "p")

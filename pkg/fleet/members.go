@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // memberState is what a Store knows of the backends operators added
@@ -76,8 +78,9 @@ type memberState struct {
 	dirty    map[string]struct{}
 	all      bool
 	watchers map[*memberWatch]struct{}
-	// unreadable is, per pool, the unreadable value last logged.
-	unreadable map[string]string
+	// unreadable is, per pool, the hash (xxhash) of the unreadable value
+	// last logged: a value may be large, and only its sameness counts.
+	unreadable map[string]uint64
 	// kick wakes Run to sync (syncMembers).
 	kick chan struct{}
 }
@@ -94,7 +97,7 @@ func newMemberState() memberState {
 		announced:  map[string]uint64{},
 		dirty:      map[string]struct{}{},
 		watchers:   map[*memberWatch]struct{}{},
-		unreadable: map[string]string{},
+		unreadable: map[string]uint64{},
 		kick:       make(chan struct{}, 1),
 	}
 }
@@ -164,13 +167,23 @@ func (m *memberState) markAll() {
 // firstUnreadable records e's value as pool's unreadable record, and
 // reports whether it is another than the one recorded before (to log).
 func (m *memberState) firstUnreadable(e *unreadableMembers) bool {
+	h := xxhash.Sum64String(e.raw)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if was, ok := m.unreadable[e.pool]; ok && was == e.raw {
+	if was, ok := m.unreadable[e.pool]; ok && was == h {
 		return false
 	}
-	m.unreadable[e.pool] = e.raw
+	m.unreadable[e.pool] = h
 	return true
+}
+
+// isUnreadable reports whether pool's record was unreadable when last
+// read.
+func (m *memberState) isUnreadable(pool string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.unreadable[pool]
+	return ok
 }
 
 // readable records that pool's record was read: the next unreadable one
@@ -249,7 +262,15 @@ func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base ui
 	if floor.version > base {
 		// This Store knows a newer document than the change was made on:
 		// Redis may have lost it (and be behind, so the script would take
-		// the change), but it was acknowledged to someone.
+		// the change), but it was acknowledged to someone. Unless the
+		// record is unreadable: no try would be made on it, and the
+		// caller's base may be behind only because its read of the record
+		// failed. The server says whether it still is.
+		if s.members.isUnreadable(pool) {
+			if _, ok, err := s.fetchDoc(ctx, pool, true); ok && errors.Is(err, ErrMembersUnreadable) {
+				return 0, err
+			}
+		}
 		return 0, fmt.Errorf("members of pool %s: %w (this instance knows version %d, the change was made on %d)", pool, ErrMembersChanged, floor.version, base)
 	}
 	var v uint64
@@ -302,12 +323,17 @@ func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
 // the base of a change made on it (PutMembers).
 //
 // A record this build cannot read is an error wrapping
-// ErrMembersUnreadable, which names the pool, the key and why.
+// ErrMembersUnreadable, which names the pool, the key and why, with the
+// copy this Store keeps serving (the last good document read or written
+// here; nil and 0 if none): a caller that takes it holds the base every
+// change is made on, which then fails as unreadable rather than as made
+// on an older document.
 func (s *Store) MembersAt(ctx context.Context, pool string) ([]byte, uint64, error) {
 	d, ok, err := s.fetchDoc(ctx, pool, false)
 	if ok {
 		if errors.Is(err, ErrMembersUnreadable) {
-			return nil, 0, err
+			last, _ := s.members.known(pool)
+			return bytes.Clone(last.doc), last.version, err
 		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("members of pool %s: %w", pool, err)

@@ -17,14 +17,29 @@ type memberDoc struct {
 	doc     []byte
 }
 
+// A document key's value is "VERSION DOCUMENT", and Go (decodeMemberDoc)
+// and the scripts (membersLua's version) must read it alike, or a record
+// every instance logs as unreadable is written over by a plain change, or
+// a change is acknowledged that no instance takes. The rule, in both:
+// VERSION is the decimal digits before the first space, from 1 and without
+// leading zeros (so one number has one spelling, and a script's compare
+// of values is a compare of versions), and below memberVersionLimit;
+// anything else is unreadable.
+//
+// memberVersionLimit is 2^53: Lua's numbers are doubles, exact up to it,
+// so at or past it a script's +1 rounds back to the version it was made
+// on. No write reaches it (versions are the server's clock in ms, or one
+// above the last); only a hand edit does.
+const memberVersionLimit = 1 << 53
+
 // decodeMemberDoc reads "VERSION DOC", the value of a document key; a value
 // that is not is an unreadableMembers.
 func decodeMemberDoc(pool, key, v string) (memberDoc, error) {
 	ver, doc, ok := strings.Cut(v, " ")
 	n, err := strconv.ParseUint(ver, 10, 64)
-	if !ok || err != nil || n == 0 || ver != strconv.FormatUint(n, 10) {
+	if !ok || err != nil || n == 0 || ver != strconv.FormatUint(n, 10) || n >= memberVersionLimit {
 		return memberDoc{}, &unreadableMembers{pool: pool, key: key, raw: v,
-			err: fmt.Errorf("it holds %.40q, not \"VERSION DOCUMENT\" (VERSION a number from 1, without leading zeros)", v)}
+			err: fmt.Errorf("it holds %.40q, not \"VERSION DOCUMENT\" (VERSION a number from 1 to 2^53-1, without leading zeros)", v)}
 	}
 	return memberDoc{version: n, doc: []byte(doc)}, nil
 }
@@ -55,20 +70,26 @@ func (e *unreadableMembers) Unwrap() []error {
 }
 
 // membersLua reads the version of a document key's value (0: absent, or
-// not "VERSION DOCUMENT": unreadable), and gives the version of a write
+// not "VERSION DOCUMENT": unreadable, by the rule above memberVersionLimit,
+// which decodeMemberDoc follows too), and gives the version of a write
 // over one at cur by an instance that knows floor: above both, and at
 // least the server's clock in milliseconds, so that a write made after
 // Redis was emptied still orders after every write made before it, which
-// instances may write back (restoreMembersScript).
-const membersLua = `
+// instances may write back (restoreMembersScript). A floor past the limit
+// (no readable version is) counts as none, as an unreadable cur does.
+var membersLua = `
+local limit = ` + strconv.FormatUint(memberVersionLimit, 10) + `
 local function version(v)
   if not v then return 0 end
-  return tonumber(string.match(v, '^(%d+) ')) or 0
+  local n = tonumber(string.match(v, '^([1-9]%d*) '))
+  if not n or n >= limit then return 0 end
+  return n
 end
 local function unreadable(v)
   return v and version(v) == 0
 end
 local function after(cur, floor)
+  if floor >= limit then floor = 0 end
   local v = math.max(cur, floor) + 1
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -104,17 +125,14 @@ return v
 // replaceMembersScript: KEYS document, index; ARGV pool, the value found
 // unreadable, floor, document. Writes the document over that value, and
 // only over it: anything else is "CHANGED" (another instance replaced it,
-// or wrote a record this build reads). The new version is after()'s; a
-// version beyond any that instances write (2^53, where Lua's numbers stop
-// being exact) counts as none. Answers the version.
+// or wrote a record this build reads). The new version is after()'s.
+// Answers the version.
 var replaceMembersScript = rueidis.NewLuaScript(membersLua + `
 local raw = redis.call('GET', KEYS[1])
 if raw ~= ARGV[2] then
   return redis.error_reply('CHANGED ' .. string.format('%.0f', version(raw)))
 end
-local cur = version(raw)
-if cur >= 2^53 then cur = 0 end
-local v = after(cur, tonumber(ARGV[3]))
+local v = after(version(raw), tonumber(ARGV[3]))
 redis.call('SET', KEYS[1], v .. ' ' .. ARGV[4])
 redis.call('SADD', KEYS[2], ARGV[1])
 return v
@@ -174,18 +192,18 @@ func (r *redisStore) putMembers(ctx context.Context, pool string, doc []byte, fl
 	// A CHANGED or UNREADABLE reply is the error, which PutMembers reads:
 	// as an error reply it keeps the Store with the fleet (unreachable is
 	// false).
-	return r.writeMembers(ctx, putMembersScript, pool, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10))
+	return r.writeMembers(ctx, putMembersScript, pool, doc, strconv.FormatUint(floor, 10), string(doc), strconv.FormatUint(base, 10))
 }
 
 // replaceMembers writes doc over raw, the unreadable value of pool's
 // document, and answers its version.
 func (r *redisStore) replaceMembers(ctx context.Context, pool, raw string, doc []byte, floor uint64) (uint64, error) {
-	return r.writeMembers(ctx, replaceMembersScript, pool, raw, strconv.FormatUint(floor, 10), string(doc))
+	return r.writeMembers(ctx, replaceMembersScript, pool, doc, raw, strconv.FormatUint(floor, 10), string(doc))
 }
 
-// writeMembers runs a script that writes pool's document (KEYS document,
-// index; ARGV pool, then args) and answers the version it wrote.
-func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool string, args ...string) (uint64, error) {
+// writeMembers runs a script that writes doc as pool's document (KEYS
+// document, index; ARGV pool, then args) and answers the version it wrote.
+func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool string, doc []byte, args ...string) (uint64, error) {
 	key := r.ks.members(pool)
 	v, err := script.Exec(ctx, r.client, []string{key, r.ks.membersIndex()}, append([]string{pool}, args...)).ToString()
 	if err != nil {
@@ -194,6 +212,13 @@ func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: the version of %s: %q", errBadReply, key, v)
+	}
+	if n >= memberVersionLimit {
+		// Written over a hand-edited record at 2^53-1: no instance takes
+		// it, so the change is not acknowledged, and the record is one to
+		// replace.
+		return 0, &unreadableMembers{pool: pool, key: key, raw: v + " " + string(doc),
+			err: fmt.Errorf("the change was written at version %s, past the last one instances read (2^53-1): the record it was written over was at 2^53-1, which no instance writes", v)}
 	}
 	return n, nil
 }

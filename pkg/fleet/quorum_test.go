@@ -138,7 +138,7 @@ func TestVote_UnvoteCloseAndMergeEndVotes(t *testing.T) {
 	const merged = "web/10.0.9.5:80"
 	vote(t, a, merged, 0, time.Minute)
 	r := a.remote.Load()
-	if _, _, err := r.merge(ctx, merged, breaker.State{Generation: 0}, true); err != nil {
+	if _, _, err := r.merge(ctx, merged, breaker.State{Generation: 0}, mergeApart); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.votes(merged); got != nil {

@@ -62,8 +62,12 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 		}
 		var st breaker.State
 		var changed bool
+		mode := mergeLost
+		if apart {
+			mode = mergeApart
+		}
 		err = s.rejoinOp(ctx, "merge", func(ctx context.Context) (err error) {
-			st, changed, err = r.merge(ctx, key, local, apart)
+			st, changed, err = r.merge(ctx, key, local, mode)
 			return err
 		})
 		if err != nil && unreachable(err) {
@@ -110,15 +114,19 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 // the rejoin's to merge: it is checked before each call, and mirror
 // leaves it alone after. The answers go to the local copy by mirror,
 // ordered by the s.seq number taken before each call, as every other
-// answer is. And the merge writes only where Redis is behind the copy
-// (apart false), one script at a time, so a merge that crossed another
-// (a second catchUp, the rejoin's) finds Redis caught up and changes
-// nothing.
+// answer is. One catchUp of a key runs at a time here (s.catching): a
+// second caller returns what it has, as a read that found Redis behind
+// would. And the merge writes only where Redis's generation is still
+// below the copy's (mergeBehind), one script at a time, so a merge that
+// crossed another (another instance's catchUp, the rejoin's) finds Redis
+// caught up and changes nothing: not even the disable, so an operator's
+// enable made after the first merge stands.
 func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ breaker.State, lost bool) {
 	local, err := s.local.Read(ctx, key)
-	if err != nil || st.Generation >= local.Generation || s.isApart(key) {
+	if err != nil || st.Generation >= local.Generation || !s.beginCatchUp(key) {
 		return st, false
 	}
+	defer s.endCatchUp(key)
 	// The answer may be older than the one the local copy took (two calls
 	// crossing, a cached read): the server's own answer, to a read begun
 	// now, says whether Redis is behind.
@@ -143,7 +151,7 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ br
 	var changed bool
 	at = s.seq.Add(1)
 	if ok, err := s.call(ctx, "merge", func(ctx context.Context, r *redisStore) (err error) {
-		merged, changed, err = r.merge(ctx, key, local, false)
+		merged, changed, err = r.merge(ctx, key, local, mergeBehind)
 		return err
 	}); !ok || err != nil {
 		return st, false // behind, but not written back: the next read tries again
@@ -156,6 +164,26 @@ func (s *Store) catchUp(ctx context.Context, key string, st breaker.State) (_ br
 	}
 	s.mirror(key, merged, at)
 	return merged, true
+}
+
+// beginCatchUp takes key for a catchUp, unless one is under way or the
+// key was decided on here while apart (the rejoin's to merge).
+func (s *Store) beginCatchUp(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, apart := s.apart[key]
+	_, busy := s.catching[key]
+	if apart || busy {
+		return false
+	}
+	s.catching[key] = struct{}{}
+	return true
+}
+
+func (s *Store) endCatchUp(key string) {
+	s.mu.Lock()
+	delete(s.catching, key)
+	s.mu.Unlock()
 }
 
 // isApart reports whether key was decided on here while apart and is not

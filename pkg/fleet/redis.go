@@ -273,11 +273,26 @@ func (r *redisStore) Enable(ctx context.Context, key string) error {
 	return r.client.Do(ctx, r.client.B().Del().Key(r.ks.key(key, fieldDisabled)).Build()).Error()
 }
 
-// merge applies the reconcile rule to key with the local copy's state:
-// always when the key was decided on locally (apart), else only where
-// Redis is behind the local copy (it lost its data). ok reports whether
-// Redis changed.
-func (r *redisStore) merge(ctx context.Context, key string, local breaker.State, apart bool) (breaker.State, bool, error) {
+// mergeMode is which keys a merge writes (mergeScript's ARGV[6]).
+type mergeMode string
+
+const (
+	// mergeApart: a key decided on locally while apart, always.
+	mergeApart mergeMode = "apart"
+	// mergeLost: after Redis lost its data, where Redis is behind the
+	// local copy, or holds no disable the copy holds (a replica that
+	// missed only the disable).
+	mergeLost mergeMode = "lost"
+	// mergeBehind: a key a read found behind (catchUp), only where Redis's
+	// generation still is below the copy's: any merge since (a crossing
+	// one, another instance's) raised it above, and an operator's enable
+	// made after that merge is then not undone by a copy read before it.
+	mergeBehind mergeMode = "behind"
+)
+
+// merge applies the reconcile rule to key with the local copy's state,
+// where mode says. ok reports whether Redis changed.
+func (r *redisStore) merge(ctx context.Context, key string, local breaker.State, mode mergeMode) (breaker.State, bool, error) {
 	defer r.wrote(key)
 	flag := func(b bool) string {
 		if b {
@@ -286,7 +301,7 @@ func (r *redisStore) merge(ctx context.Context, key string, local breaker.State,
 		return "0"
 	}
 	return decodeState(mergeScript.Exec(ctx, r.client, r.ks.voting(key), []string{
-		strconv.FormatUint(local.Generation, 10), flag(local.Open), ms(local.Cooldown), ms(local.CooldownLeft), flag(local.Disabled), flag(apart),
+		strconv.FormatUint(local.Generation, 10), flag(local.Open), ms(local.Cooldown), ms(local.CooldownLeft), flag(local.Disabled), string(mode),
 	}))
 }
 

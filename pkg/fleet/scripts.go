@@ -121,17 +121,21 @@ return ARGV[1]
 `)
 
 // mergeScript: ARGV local generation, local open (0/1), local cooldown_ms,
-// local cooldown_left_ms, local disabled (0/1), apart (0/1). The reconcile
-// rule (reconcile.go): the generation becomes one above both sides; an
-// open entry on either side stays or becomes open (Redis's own cooldown is
-// kept when Redis had one); a local disable is added, never an enable.
-// A key not decided on locally (apart 0) is merged only where Redis is
-// behind the local copy: it lost its data. KEYS are keyspace.voting's: a
-// merge raises the generation, so the votes of the one before go.
+// local cooldown_left_ms, local disabled (0/1), mode (mergeMode: apart,
+// lost, behind). The reconcile rule (reconcile.go): the generation becomes
+// one above both sides; an open entry on either side stays or becomes
+// open (Redis's own cooldown is kept when Redis had one); a local disable
+// is added, never an enable. A key not decided on locally is merged only
+// where Redis is behind the local copy (lost: or lacks its disable).
+// KEYS are keyspace.voting's: a merge raises the generation, so the votes
+// of the one before go.
 var mergeScript = rueidis.NewLuaScript(stateLua + `
 local rg = tonumber(redis.call('GET', KEYS[1]) or '0')
 local lg = tonumber(ARGV[1])
-if ARGV[6] == '0' and rg >= lg and (ARGV[5] == '0' or redis.call('EXISTS', KEYS[4]) == 1) then
+if ARGV[6] == 'behind' and rg >= lg then
+  return state(0)
+end
+if ARGV[6] == 'lost' and rg >= lg and (ARGV[5] == '0' or redis.call('EXISTS', KEYS[4]) == 1) then
   return state(0)
 end
 local g = math.max(rg, lg) + 1

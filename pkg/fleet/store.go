@@ -86,6 +86,9 @@ type Store struct {
 	// merge, the releases after it (takeRunningProbes, releaseOwedProbes).
 	probes map[probeID]time.Time
 	owed   map[probeID]struct{}
+	// catching are the keys a catchUp is under way for, under mu: one at
+	// a time per key (catchUp).
+	catching map[string]struct{}
 
 	wmu      sync.Mutex
 	watchers map[string]map[*watch]struct{}
@@ -136,6 +139,7 @@ func New(cfg Config, opts Options) (*Store, error) {
 		seen:         map[string]uint64{},
 		probes:       map[probeID]time.Time{},
 		owed:         map[probeID]struct{}{},
+		catching:     map[string]struct{}{},
 		watchers:     map[string]map[*watch]struct{}{},
 		memos:        map[string]*openMemo{},
 		members:      newMemberState(),
