@@ -279,18 +279,6 @@ func TestMembershipStress(t *testing.T) {
 	}
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // a DNS change during the shutdown's drain.
 func TestMembershipChangesDuringAShutdownAreRefusedQuietly(t *testing.T) {
 	back := testnet.StartBackend(t, "b", "")
@@ -301,7 +289,7 @@ func TestMembershipChangesDuringAShutdownAreRefusedQuietly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuf
+	var logs testnet.LogBuffer
 	in, err := start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
