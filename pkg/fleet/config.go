@@ -173,5 +173,15 @@ func (c Config) clientOption() (rueidis.ClientOption, error) {
 	// load does not grow with instances × backends (docs/fleet.md,
 	// "Capacity").
 	opt.ClientTrackingOptions = []string{"PREFIX", c.KeyPrefix, "BCAST"}
+	// One pipelined connection per server. Broadcast tracking is per
+	// connection, so each one the client opens is told of every write
+	// again: with rueidis's default (2^log2(GOMAXPROCS), capped at 4, each
+	// dialed when a key first hashes to it) one write reached a watcher
+	// once or twice depending on which keys the instance had touched
+	// (TestProbeLockBurstLeavesNoTrackedConnections, on a loaded machine).
+	// The store's few keys per backend need no second pipe: rueidis
+	// pipelines concurrent commands on the one (a negative value is its
+	// "one connection").
+	opt.PipelineMultiplex = -1
 	return opt, nil
 }
