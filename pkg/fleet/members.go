@@ -312,7 +312,9 @@ func (s *Store) PutMembers(ctx context.Context, pool string, doc []byte, base ui
 
 // Members is pool's document, nil when none is recorded: Redis's, or the
 // copy when it is newer (Redis lost it, and the copy is written back) or
-// when the Store is apart. Apart, a pool this Store never had an answer
+// when the Store is apart. When Redis's record is unreadable the error
+// wraps ErrMembersUnreadable and the document is the last good copy (nil
+// when this Store never read one). Apart, a pool this Store never had an answer
 // about is an error wrapping ErrStoreDown. The caller may keep the slice.
 func (s *Store) Members(ctx context.Context, pool string) ([]byte, error) {
 	doc, _, err := s.MembersAt(ctx, pool)

@@ -28,8 +28,12 @@ type memberDoc struct {
 //
 // memberVersionLimit is 2^53: Lua's numbers are doubles, exact up to it,
 // so at or past it a script's +1 rounds back to the version it was made
-// on. No write reaches it (versions are the server's clock in ms, or one
-// above the last); only a hand edit does.
+// on. Instances' writes stay far below it (versions are the server's
+// clock in ms, or one above the last); only a hand edit gets near it, and
+// a record hand-set to exactly 2^53-1 is readable but outranks every
+// later write (the next one lands at 2^53, and instances that read it
+// write it back over a replacement): DEL the key and restart the
+// instances (docs/fleet.md).
 const memberVersionLimit = 1 << 53
 
 // decodeMemberDoc reads "VERSION DOC", the value of a document key; a value
@@ -218,7 +222,7 @@ func (r *redisStore) writeMembers(ctx context.Context, script *rueidis.Lua, pool
 		// it, so the change is not acknowledged, and the record is one to
 		// replace.
 		return 0, &unreadableMembers{pool: pool, key: key, raw: v + " " + string(doc),
-			err: fmt.Errorf("the change was written at version %s, past the last one instances read (2^53-1): the record it was written over was at 2^53-1, which no instance writes", v)}
+			err: fmt.Errorf("the change was written at version %s, past the last one instances read (2^53-1): the record or copy it was made on was at 2^53-1, which no instance writes", v)}
 	}
 	return n, nil
 }

@@ -115,8 +115,9 @@ func (s *Store) reconcile(ctx context.Context, r *redisStore, lost bool) (int, e
 // leaves it alone after. The answers go to the local copy by mirror,
 // ordered by the s.seq number taken before each call, as every other
 // answer is. One catchUp of a key runs at a time here (s.catching): a
-// second caller returns what it has, as a read that found Redis behind
-// would. And the merge writes only where Redis's generation is still
+// second caller returns the answer it was given (Redis's, behind, with
+// lost false), which the breaker's reader refuses as older than what it
+// holds. And the merge writes only where Redis's generation is still
 // below the copy's (mergeBehind), one script at a time, so a merge that
 // crossed another (another instance's catchUp, the rejoin's) finds Redis
 // caught up and changes nothing: not even the disable, so an operator's
