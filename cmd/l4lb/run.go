@@ -118,10 +118,11 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			// for what stays here, not for the hand-over.
 			res := up.HandOverFlows(cut, in.server)
 			handoff.LogFlows(log, res, in.server.Active(), timeout)
-			reporting = res.Err == nil
+			reporting = res.Reporting // an older new process counts nothing through this one
 		}
 		ctx, cancel := drainContext(cut, timeout, handed)
 		err := in.shutdown(ctx)
+		waitCut := false // a second signal ended the wait, not the drain
 		if held := in.server.HeldByOldProcess(); reporting && err == nil && held > 0 {
 			// Two upgrades in a row: the new process counts the
 			// connections the one before this still holds through this
@@ -129,6 +130,7 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 			log.Info("upgrade: exiting once the previous process's connections are closed: the new process counts them through this one",
 				"still_open_there", held)
 			if werr := in.server.AwaitOldProcess(ctx); werr != nil {
+				waitCut = true
 				log.Warn("upgrade: exiting before the previous process's connections are closed; the new process no longer counts them",
 					"still_open_there", in.server.HeldByOldProcess(), "reason", werr)
 			}
@@ -137,6 +139,9 @@ func serveUntilSignal(cfg *config.Config, path string, log *slog.Logger, ready f
 		cancel()
 		var second *secondSignal
 		switch {
+		case errors.As(context.Cause(ctx), &second) && waitCut:
+			log.Warn("second signal: stopped waiting for the previous process's connections (this one's had all ended)",
+				"signal", second.sig.String())
 		case errors.As(context.Cause(ctx), &second):
 			cutConns := second.open
 			if err == nil { // they all ended before the cut

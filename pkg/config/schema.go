@@ -149,7 +149,7 @@ var schema = []Section{
 		{Name: "shutdown_timeout", Kind: KindDuration, Default: 30 * time.Second, Min: time.Duration(0),
 			Meaning: `How long open relays get to finish after SIGTERM; "0s" cuts them at once.`},
 		{Name: "upgrade_drain_timeout", Kind: KindDuration, Default: time.Duration(0), Min: time.Duration(0), Zero: "until they close",
-			Meaning: "After a binary upgrade, how long the old process keeps the connections the new one did not adopt (an older build, another hand-over version), then resets them."},
+			Meaning: "After a binary upgrade, how long the old process keeps the connections the new one did not adopt (an older build, another hand-over version), then resets them; it also bounds how long a process upgraded in turn waits for the one before it (docs/operations.md)."},
 		{Name: "max_connections", Kind: KindInteger, Default: 0, Min: 0, Max: MaxClientConnections,
 			Meaning: "Client connections at once (two fds each); 0: derived from RLIMIT_NOFILE."},
 		{Name: "event_loops", Kind: KindInteger, Default: 0, Min: 0, Max: MaxEventLoops,

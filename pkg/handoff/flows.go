@@ -78,6 +78,9 @@ type FlowsResult struct {
 	Kept, Lost int
 	Err        error // the hand-over ended early (the new process died)
 	Took       time.Duration
+	// Reporting: the new process counts this one's open connections
+	// (its hello said so) and is sent them until this process exits.
+	Reporting bool
 }
 
 // Handed is the number of connections handed over.
@@ -105,6 +108,7 @@ func (u *Upgrader) HandOverFlows(ctx context.Context, h FlowHolder) FlowsResult 
 	ho.res.Took = time.Since(start)
 	if counts && ho.res.Err == nil {
 		u.reporter = startReporting(c, h, clock.Real{}) // until this process exits: it closes c
+		ho.res.Reporting = true
 	} else {
 		c.close()
 	}

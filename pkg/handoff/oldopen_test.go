@@ -120,8 +120,8 @@ func TestFlowsCountTheOldProcessesConnectionsOnce(t *testing.T) {
 	inh.sayHello(log)
 	inh.AdoptFlows(next, log)
 	res := up.HandOverFlows(context.Background(), old)
-	if res.Relays != 2 || res.Kept != 1 {
-		t.Fatalf("result %+v: want 2 handed, 1 kept", res)
+	if res.Relays != 2 || res.Kept != 1 || !res.Reporting {
+		t.Fatalf("result %+v: want 2 handed, 1 kept, and the rest reported", res)
 	}
 	testnet.Eventually(t, "the new side's adoption line, counting what stayed", func() bool {
 		return strings.Contains(logs.String(), "still_open_there=5")
@@ -179,8 +179,8 @@ func TestFlowsSendNoReportToANewProcessThatDoesNotCount(t *testing.T) {
 	}()
 	res := up.HandOverFlows(context.Background(), &fakeConns{toHand: relays, holding: 9})
 	defer up.Exiting()
-	if res.Err != nil || res.Relays != 3 {
-		t.Fatalf("result %+v: want the 3 handed", res)
+	if res.Err != nil || res.Relays != 3 || res.Reporting {
+		t.Fatalf("result %+v: want the 3 handed, and nothing reported to a process that does not count", res)
 	}
 	select {
 	case <-read:
