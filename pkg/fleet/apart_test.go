@@ -38,6 +38,26 @@ func rejoined(t testing.TB, s *Store, what string) {
 	testnet.Eventually(t, what, s.Up)
 }
 
+// pastTheLoss waits until each store has taken in that Redis lost the
+// fleet's data (it holds the marker Redis holds now) and is on Redis
+// again, its copies merged back. Until then a store that has not looked
+// yet may still leave Redis to merge, under the test's next write. Each
+// poll kicks Run to look, as a watcher told of the flush would.
+func pastTheLoss(t testing.TB, h *fleetHarness, stores ...*Store) {
+	t.Helper()
+	for _, s := range stores {
+		testnet.Eventually(t, "a store takes in the loss and rejoins", func() bool {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+			marker, err := h.srv.Do("GET", testPrefix+"fleet")
+			epoch, _ := s.epoch.Load().(string)
+			return err == nil && epoch == marker && s.Up() // a token is hex, never "(nil)"
+		})
+	}
+}
+
 // cutOff cuts a's proxy and waits until a decides locally.
 func cutOff(t *testing.T, p *cutProxy, a *Store, key string) {
 	t.Helper()

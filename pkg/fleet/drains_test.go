@@ -215,6 +215,7 @@ func TestShared_RedisEmptiedGetsRecordsBack(t *testing.T) {
 		return err1 == nil && err2 == nil && strings.HasPrefix(dv, decimal(int64(d.Version))+" 1 ") &&
 			wv == decimal(int64(w.Version))+" 1 5 1"
 	})
+	pastTheLoss(t, h, a, b)
 	u, err := a.ShareUndrain(ctx, key)
 	if err != nil || u.Version <= d.Version {
 		t.Fatalf("undrain after the loss: %+v %v, want a version above %d", u, err, d.Version)

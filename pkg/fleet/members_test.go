@@ -274,7 +274,7 @@ func TestMembers_RedisEmptiedGetsDocumentsBack(t *testing.T) {
 	if v, err := h.srv.Do("SISMEMBER", keyspace{prefix: testPrefix}.membersIndex(), "web"); err != nil || v != "1" {
 		t.Fatalf("index after the write-back: %q %v", v, err)
 	}
-	testnet.Eventually(t, "both stores rejoin after the loss", func() bool { return a.Up() && b.Up() })
+	pastTheLoss(t, h, a, b)
 
 	put(t, b, "web", docTwo)
 	wa.told(t, "A", "web", 2, docTwo)

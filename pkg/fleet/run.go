@@ -49,39 +49,46 @@ func (s *Store) Run(ctx context.Context) {
 // gone: the local copies must be merged back before Redis decides again.
 var errDataLost = errors.New("the store lost the fleet's state (a restart without persistence, a flush or a failover to an empty replica): merging local copies back")
 
-// mark sets the fleet's marker if it is absent and reports whether Redis
-// lost the fleet's data since this instance last looked: the marker was
-// gone (this call set it), or it is another one than the instance saw
-// last. The second is how every instance learns of a loss, not only the
-// first to look after it: the others find the marker set again already
-// (an instance apart while Redis restarted empty finds it so when it
-// rejoins), and their local copies must be written back all the same, or
-// a breaker whose generation Redis lost would wait for one it will never
-// reach.
-func (s *Store) mark(ctx context.Context, r *redisStore) (lost bool, err error) {
+// mark sets the fleet's marker if it is absent and reports which copy of
+// the fleet's data Redis holds (got) and whether Redis lost the fleet's
+// data since this instance last looked: the marker was gone (this call set
+// it), or it is another one than the instance saw last. The second is how
+// every instance learns of a loss, not only the first to look after it:
+// the others find the marker set again already (an instance apart while
+// Redis restarted empty finds it so when it rejoins), and their local
+// copies must be written back all the same, or a breaker whose generation
+// Redis lost would wait for one it will never reach. The caller records
+// got (s.epoch) once it has acted on the loss, so that an epoch equal to
+// Redis's marker on a Store that is up means the loss is behind it.
+func (s *Store) mark(ctx context.Context, r *redisStore) (got string, lost bool, err error) {
 	var buf [12]byte
 	_, _ = rand.Read(buf[:]) // crypto/rand.Read never fails (Go 1.24+)
 	token := hex.EncodeToString(buf[:])
-	got, err := r.mark(ctx, token)
+	got, err = r.mark(ctx, token)
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	prev, _ := s.epoch.Swap(got).(string)
-	return got == token || (prev != "" && prev != got), nil
+	prev, _ := s.epoch.Load().(string)
+	return got, got == token || (prev != "" && prev != got), nil
 }
 
 // check is the health ping while up: one look at the fleet's marker, which
 // also tells whether Redis still has the fleet's data.
 func (s *Store) check(ctx context.Context) {
+	var epoch string
 	var fresh bool
 	ok, err := s.call(ctx, "ping", func(ctx context.Context, r *redisStore) (err error) {
-		fresh, err = s.mark(ctx, r)
+		epoch, fresh, err = s.mark(ctx, r)
 		return err
 	})
-	if ok && err == nil && fresh {
+	if !ok || err != nil {
+		return
+	}
+	if fresh {
 		s.resync.Store(true)
 		s.lost("ping", errDataLost)
 	}
+	s.epoch.Store(epoch)
 }
 
 // Shutdown closes the Redis client; the Store then decides locally.
@@ -183,7 +190,7 @@ func (s *Store) rejoin(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	start := time.Now()
-	fresh, err := s.mark(mctx, r)
+	epoch, fresh, err := s.mark(mctx, r)
 	cancel()
 	s.observe("ping", time.Since(start), err)
 	if err != nil {
@@ -192,6 +199,7 @@ func (s *Store) rejoin(ctx context.Context) error {
 	if fresh {
 		s.resync.Store(true)
 	}
+	s.epoch.Store(epoch)
 	s.mu.Lock()
 	lost := s.resync.Load()
 	merged := 0
