@@ -55,7 +55,7 @@ func startActivated(t *testing.T, files []*os.File, listenPID string, args ...st
 		pidExpr = listenPID
 	}
 	script := fmt.Sprintf(`LISTEN_PID=%s LISTEN_FDS=%d exec "$0" "$@"`, pidExpr, len(files))
-	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{stdout: &testnet.LogBuffer{}, stderr: &testnet.LogBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command("/bin/sh", append([]string{"-c", script, l4lbBin}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.ExtraFiles = files

@@ -64,7 +64,7 @@ func startBrowser(t *testing.T, width, height int) *browser {
 		fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
 	// Its own process group, so the cleanup ends its helpers with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &syncBuffer{}
+	out := &testnet.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("chromium: %v", err)

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,26 +72,9 @@ func goBuild(out string, flags ...string) ([]byte, error) {
 // proc is an l4lb process started by a test.
 type proc struct {
 	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testnet.LogBuffer
+	stderr *testnet.LogBuffer
 	done   chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startL4LB starts l4lb (bin; "": the binary TestMain built) with args,
@@ -128,7 +110,7 @@ func runL4LB(t *testing.T, args []string, stdout, stderr io.Writer) int {
 // its output and the files in logs are logged.
 func startProc(t *testing.T, name string, cmd *exec.Cmd, logs []string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, stdout: &testnet.LogBuffer{}, stderr: &testnet.LogBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", name, err)

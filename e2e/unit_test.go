@@ -281,7 +281,7 @@ addr = %q
 	// sd_notify and the watchdog's heartbeats are part of the run.
 	systemd := testnet.StartFakeSystemd(t)
 	cmd.Env = append(os.Environ(), systemd.Env(), "WATCHDOG_USEC=100000", "WATCHDOG_PID=")
-	var stderr syncBuffer
+	var stderr testnet.LogBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	// Killing strace leaves l4lb running, detached, with the output pipe
 	// open: Wait must not wait for it.

@@ -1,10 +1,8 @@
 package admin
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,22 +13,7 @@ import (
 )
 
 // logBuffer collects a logger's lines for a test to read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ testnet.LogBuffer }
 
 // lines returns the logged lines that contain every one of want.
 func (l *logBuffer) lines(want ...string) []string {

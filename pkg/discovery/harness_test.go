@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -166,22 +165,7 @@ func be(addr, name string) Backend {
 }
 
 // lockedBuffer is a log sink several goroutines may write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer struct{ testnet.LogBuffer }
 
 // expect fails t unless n log lines have a message beginning with
 // prefix (a text handler quotes a message with spaces).

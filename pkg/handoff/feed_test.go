@@ -118,7 +118,7 @@ func TestFeedFDOnlyFromTheParent(t *testing.T) {
 func TestBreakerFeedOfAnotherVersionIsNotFollowed(t *testing.T) {
 	testnet.CheckLeaks(t)
 	ctx := context.Background()
-	logged := &lockedBuffer{}
+	logged := &testnet.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logged, nil))
 	r, w, err := newFeedPipe()
 	if err != nil {

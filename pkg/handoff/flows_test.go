@@ -139,8 +139,8 @@ func pipeConns(t *testing.T, n int) (relays []flow.Relay, writers []int) {
 }
 
 // recordLog is a logger whose text the test reads.
-func recordLog() (*slog.Logger, *lockedBuffer) {
-	b := &lockedBuffer{}
+func recordLog() (*slog.Logger, *testnet.LogBuffer) {
+	b := &testnet.LogBuffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }
 

@@ -104,7 +104,7 @@ type upgradeCase struct {
 	socks   *listener.Sockets
 	pidfile string
 	report  string
-	logs    *lockedBuffer
+	logs    *testnet.LogBuffer
 
 	mu               sync.Mutex
 	opened, closed   int // refusals made, and allowed again
@@ -116,7 +116,7 @@ func newUpgradeCase(t *testing.T, mode string) *upgradeCase {
 	testnet.CheckLeaks(t)
 	dir := t.TempDir()
 	c := &upgradeCase{t: t, store: breaker.NewMemoryStore(nil), pidfile: filepath.Join(dir, "pid"),
-		report: filepath.Join(dir, "report.json"), logs: &lockedBuffer{}}
+		report: filepath.Join(dir, "report.json"), logs: &testnet.LogBuffer{}}
 	t.Setenv(envSuccessorMode, mode)
 	t.Setenv(envSuccessorReport, c.report)
 	// A variable of an inheritance of this process's own is not passed on.
@@ -252,23 +252,4 @@ func TestUpgradeFailuresKeepThisProcessServing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log both the test and the code under test write,
-// from goroutines of their own.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
