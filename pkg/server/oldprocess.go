@@ -8,7 +8,7 @@ import (
 )
 
 // The client connections an upgrade's old process still holds, as this
-// server counts them against max_connections (relay.Shared.Elsewhere).
+// server counts them against max_connections (relay.Cap.Elsewhere).
 // They count only when max_connections is set in the file: a cap for the
 // service, which the two processes share while both serve. One derived
 // from the fd limit (max_connections = 0) is this process's fd budget,
