@@ -183,11 +183,10 @@ func (in *instance) serve(cfg *config.Config) (applied, error) {
 	if err != nil {
 		return res, err
 	}
-	st, err := in.server.Reload(fronts, budget.MaxConnections)
+	st, err := in.server.Reload(fronts, budget.ConnCap)
 	if err != nil {
 		return res, err
 	}
-	in.server.SetCapFromFDLimit(budget.Derived)
 
 	// Serving the new configuration: its pools' checks start (a backend
 	// the reload added is down until they pass), the old ones' stop; what

@@ -133,7 +133,7 @@ type earlyWatch struct {
 
 // accepted takes a new client connection from a listener of this loop.
 func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
-	if l.sh.Active.Add(1)+l.sh.Elsewhere.Load() > l.sh.Max.Load() {
+	if limit := l.sh.Cap(); l.sh.Active.Add(1)+limit.Elsewhere > limit.Max {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
 		rawsys.Close(fd)

@@ -87,19 +87,11 @@ func (f *Front) FollowAccessLog(prev *Front) {
 
 // Shared is the state every loop's relay of one server shares.
 type Shared struct {
-	// Max caps client connections open at once across all loops; past
-	// it a new client is accepted and closed at once. A reload may change
-	// it.
-	Max atomic.Int64
+	// cap is the cap on client connections and what counts against it
+	// beside Active, as one value (Cap, SetCap).
+	cap atomic.Pointer[Cap]
 	// Active counts client connections from accept to close.
 	Active atomic.Int64
-	// Elsewhere counts the client connections an upgrade's old process
-	// still holds, as it last reported them (pkg/handoff), when the cap
-	// is set in the file (pkg/server's oldprocess.go says which count):
-	// new clients are admitted while Active+Elsewhere is below Max, so
-	// the cap holds for the service while two processes serve.
-	// Connections handed over leave it as they join Active.
-	Elsewhere atomic.Int64
 	// OnCap is called for each client refused at the cap (cheap).
 	OnCap func()
 	Log   *slog.Logger
@@ -116,13 +108,37 @@ type Shared struct {
 	Guard *loopguard.Guard
 }
 
+// Cap is what a new client is admitted against: it is while
+// Active+Elsewhere is below Max.
+type Cap struct {
+	// Max caps client connections open at once across all loops; past
+	// it a new client is accepted and closed at once. A reload may change
+	// it.
+	Max int64
+	// Elsewhere counts the client connections an upgrade's old process
+	// still holds, as it last reported them (pkg/handoff), when the cap
+	// is set in the file (pkg/server's oldprocess.go says which count),
+	// so the cap holds for the service while two processes serve.
+	// Connections handed over leave it as they join Active. Whether it
+	// counts them changes with Max when a reload sets or clears
+	// max_connections, so the two are stored as one: a loop never admits
+	// against a new Max with the old count, or the other way round.
+	Elsewhere int64
+}
+
+// Cap is the cap new clients are admitted against now.
+func (s *Shared) Cap() Cap { return *s.cap.Load() }
+
+// SetCap makes c the cap new clients are admitted against.
+func (s *Shared) SetCap(c Cap) { s.cap.Store(&c) }
+
 // NewShared returns the shared state of a server.
 func NewShared(max int64, pipes *splice.PipePool, log *slog.Logger) *Shared {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Shared{Pipes: pipes, Log: log, Guard: loopguard.New()}
-	s.Max.Store(max)
+	s.SetCap(Cap{Max: max})
 	return s
 }
 

@@ -60,7 +60,7 @@ addr = %[5]q
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, err := s.Reload(l.frontends(t, cfg), 100); err != nil || st.Kept != 2 {
+		if st, err := s.Reload(l.frontends(t, cfg), ConnCap{MaxConnections: 100}); err != nil || st.Kept != 2 {
 			t.Fatalf("reload: %+v, %v", st, err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestReloadMovedListenerCarriesAccessLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, err := s.Reload(l.frontends(t, cfg), 100); err != nil || st != want {
+		if st, err := s.Reload(l.frontends(t, cfg), ConnCap{MaxConnections: 100}); err != nil || st != want {
 			t.Fatalf("reload to %s, access_log = %v: %+v, %v; want %+v", bind, accessLog, st, err, want)
 		}
 	}

@@ -9,14 +9,13 @@ import (
 // FDBudget splits the process's file descriptors between client
 // connections and everything else.
 type FDBudget struct {
-	Limit          int // RLIMIT_NOFILE (soft; Go raises it to the hard limit)
-	MaxPipes       int // splice pipes in existence at most (2 fds each)
-	Sessions       int // UDP sessions at most, over all UDP listeners (1 fd each); part of Reserved
-	Reserved       int // fds kept for everything but relayed connections
-	MaxConnections int // client connections (2 fds each: client + backend)
-	// Derived: MaxConnections came from Limit (max_connections = 0), this
-	// process's fds alone (Server.SetCapFromFDLimit).
-	Derived bool
+	Limit    int // RLIMIT_NOFILE (soft; Go raises it to the hard limit)
+	MaxPipes int // splice pipes in existence at most (2 fds each)
+	Sessions int // UDP sessions at most, over all UDP listeners (1 fd each); part of Reserved
+	Reserved int // fds kept for everything but relayed connections
+	// ConnCap is max_connections: client connections (2 fds each:
+	// client + backend), derived from Limit when the file leaves it at 0.
+	ConnCap
 }
 
 // baseReserve covers stdio, the netpoller, the admin endpoint's listening

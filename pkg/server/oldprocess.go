@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"sync"
+
+	"github.com/l4lb/l4lb/pkg/relay"
 )
 
 // The client connections an upgrade's old process still holds, as this
-// server counts them against max_connections (relay.Shared.Elsewhere).
+// server counts them against max_connections (relay.Cap.Elsewhere).
 // They count only when max_connections is set in the file: a cap for the
 // service, which the two processes share while both serve. One derived
 // from the fd limit (max_connections = 0) is this process's fd budget,
@@ -14,24 +16,47 @@ import (
 // leave it whole. Queued clients adopted from the old process count
 // either way until they go (FlowsDone): their fds are here already, and
 // neither process's count holds them meanwhile.
+//
+// Whether they count is part of the cap: a reload that sets or clears
+// max_connections changes both in one store (relay.Shared.SetCap), so no
+// client is admitted against the new cap with the old count.
 
-// oldProcess is what the old process holds, and what Elsewhere is made of.
+// ConnCap is max_connections as the server applies it (New, Reload).
+type ConnCap struct {
+	MaxConnections int // > 0
+	// Derived: MaxConnections came from the fd limit (max_connections =
+	// 0), this process's fds alone: the old process's connections do not
+	// count against it.
+	Derived bool
+}
+
+// oldProcess is what the old process holds, and with the cap what
+// relay.Cap is made of.
 type oldProcess struct {
 	mu       sync.Mutex
 	reported int64 // as the old process last reported them (HeldElsewhere)
 	queued   int64 // adopted queued clients held until FlowsDone
-	derived  bool  // max_connections came from the fd limit
+	cap      ConnCap
 	changed  chan struct{}
 }
 
-// elsewhere stores what new clients count beside Active. Under o.mu.
-func (s *Server) elsewhere() {
+// publishCap stores the cap and what new clients count beside Active as
+// one value, the one the loops admit against. Under o.mu.
+func (s *Server) publishCap() {
 	o := &s.old
 	n := o.queued
-	if !o.derived {
+	if !o.cap.Derived {
 		n += o.reported
 	}
-	s.sh.Elsewhere.Store(n)
+	s.sh.SetCap(relay.Cap{Max: int64(o.cap.MaxConnections), Elsewhere: n})
+}
+
+// setCap makes c the cap on client connections from now on.
+func (s *Server) setCap(c ConnCap) {
+	s.old.mu.Lock()
+	defer s.old.mu.Unlock()
+	s.old.cap = c
+	s.publishCap()
 }
 
 // Holding is how many client connections the server counts against
@@ -51,22 +76,11 @@ func (s *Server) HeldElsewhere(n int64) {
 	s.old.mu.Lock()
 	defer s.old.mu.Unlock()
 	s.old.reported = max(n, 0)
-	s.elsewhere()
+	s.publishCap()
 	if s.old.changed != nil {
 		close(s.old.changed)
 		s.old.changed = nil
 	}
-}
-
-// SetCapFromFDLimit says whether max_connections was derived from the fd
-// limit (max_connections = 0 in the file): the connections an upgrade's
-// old process holds then do not count against it. A reload that sets or
-// clears the key calls it after Reload.
-func (s *Server) SetCapFromFDLimit(derived bool) {
-	s.old.mu.Lock()
-	defer s.old.mu.Unlock()
-	s.old.derived = derived
-	s.elsewhere()
 }
 
 // holdQueued counts k adopted queued clients more (k < 0: fewer) until
@@ -75,7 +89,7 @@ func (s *Server) holdQueued(k int) {
 	s.old.mu.Lock()
 	defer s.old.mu.Unlock()
 	s.old.queued += int64(k)
-	s.elsewhere()
+	s.publishCap()
 }
 
 // AwaitOldProcess returns once the previous process of an upgrade holds
@@ -102,15 +116,15 @@ func (s *Server) AwaitOldProcess(ctx context.Context) error {
 	}
 }
 
-// oldCounted is how many of the old process's connections new clients
-// count now (the cap's refusal line).
-func (s *Server) oldCounted() int64 {
+// capNow is the cap now and how many of the old process's connections
+// new clients count against it (the cap's refusal line), as one.
+func (s *Server) capNow() (maxConns, oldCounted int64) {
 	s.old.mu.Lock()
 	defer s.old.mu.Unlock()
-	if s.old.derived {
-		return 0
+	if s.old.cap.Derived {
+		return int64(s.old.cap.MaxConnections), 0
 	}
-	return s.old.reported
+	return int64(s.old.cap.MaxConnections), s.old.reported
 }
 
 // HeldByOldProcess is how many client connections the previous process of

@@ -14,11 +14,11 @@ import (
 	"github.com/l4lb/l4lb/pkg/relay"
 )
 
-// What new clients count beside Active (relay.Shared.Elsewhere): the old
+// What new clients count beside Active (relay.Cap.Elsewhere): the old
 // process's connections only while max_connections is set in the file,
 // not while it is derived from the fd limit (the old process's
 // connections hold its own fds); adopted queued clients either way. A
-// reload switching between the two (SetCapFromFDLimit) applies at once.
+// reload switching between the two (setCap, as Reload) applies at once.
 // Holding, what the next process is told, counts the old process's
 // connections either way (its own cap may be set).
 func TestCapFromTheFDLimitLeavesThePreviousProcessOut(t *testing.T) {
@@ -29,7 +29,7 @@ func TestCapFromTheFDLimitLeavesThePreviousProcessOut(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	counted := func(want int64, when string) {
 		t.Helper()
-		if got := s.sh.Elsewhere.Load(); got != want {
+		if got := s.sh.Cap().Elsewhere; got != want {
 			t.Fatalf("%s: new clients count %d beside their own, want %d", when, got, want)
 		}
 	}
@@ -38,11 +38,11 @@ func TestCapFromTheFDLimitLeavesThePreviousProcessOut(t *testing.T) {
 	if got := s.Holding(); got != 5 {
 		t.Fatalf("holding %d, want the old process's 5 for the next one", got)
 	}
-	s.SetCapFromFDLimit(false) // a reload to max_connections = 10
+	s.setCap(ConnCap{MaxConnections: 10}) // a reload to max_connections = 10
 	counted(5, "set cap")
 	s.holdQueued(2)
 	counted(7, "set cap, 2 adopted queued clients")
-	s.SetCapFromFDLimit(true) // a reload back to max_connections = 0
+	s.setCap(ConnCap{MaxConnections: 10, Derived: true}) // a reload back to max_connections = 0
 	counted(2, "derived cap, 2 adopted queued clients")
 	s.holdQueued(-2)
 	counted(0, "derived cap, the queued clients gone")
@@ -123,7 +123,7 @@ func TestAdoptedConnectionsCountOnceRunReturns(t *testing.T) {
 	if got, active := next.server.Holding(), next.server.Active(); got != 2 || active != 2 {
 		t.Fatalf("after FlowsDone: holding %d (%d active), want 2, both active", got, active)
 	}
-	if got := next.server.sh.Elsewhere.Load(); got != 0 {
+	if got := next.server.sh.Cap().Elsewhere; got != 0 {
 		t.Fatalf("after FlowsDone new clients still count %d beside Active", got)
 	}
 	c1.Close() // its slot is the queued client's

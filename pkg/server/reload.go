@@ -23,17 +23,19 @@ type ReloadStats struct {
 // anything changed; removed ones stop accepting while their connections
 // finish (a removed UDP listener ends its sessions). Connections already
 // open keep the pool they were accepted with, and follow their listener's
-// access_log (a moved one's: the new listener of its name). maxConns
-// becomes the cap on client connections.
+// access_log (a moved one's: the new listener of its name). c becomes the
+// cap on client connections, with whether it was derived from the fd
+// limit (so whether an upgrade's old process's connections count against
+// it) in the same step.
 //
 // A listener moved to an overlapping address of the same port
 // ("127.0.0.1:P" to "0.0.0.0:P", or back) is a removed one and a new one:
 // the new sockets are bound beside the removed listener's (which do not
 // count as busy: listener.Own), serve before those close, and take the
 // old address's new clients from then on.
-func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
+func (s *Server) Reload(fronts []Frontend, c ConnCap) (ReloadStats, error) {
 	var st ReloadStats
-	if maxConns <= 0 {
+	if c.MaxConnections <= 0 {
 		return st, errors.New("proxy: MaxConnections must be > 0")
 	}
 	s.reloadMu.Lock()
@@ -111,7 +113,7 @@ func (s *Server) Reload(fronts []Frontend, maxConns int) (ReloadStats, error) {
 	}
 
 	// From here nothing fails.
-	s.sh.Max.Store(int64(maxConns))
+	s.setCap(c)
 	ti, ui := 0, 0
 	for _, fc := range keptFC {
 		if fc.Protocol == "udp" {

@@ -38,7 +38,7 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 	var tcpGone []weak.Pointer[relay.Front]
 	var udpGone []weak.Pointer[udpsession.Front]
 	for range 3 {
-		if _, err := l.server.Reload([]Frontend{front, extraTCP, extraUDP}, 100); err != nil {
+		if _, err := l.server.Reload([]Frontend{front, extraTCP, extraUDP}, ConnCap{MaxConnections: 100}); err != nil {
 			t.Fatal(err)
 		}
 		// One client through each added listener, so they served.
@@ -56,7 +56,7 @@ func TestReloadForgetsRemovedListeners(t *testing.T) {
 			udpGone = append(udpGone, weak.Make(f.Front))
 		}
 		l.server.mu.RUnlock()
-		if _, err := l.server.Reload([]Frontend{front}, 100); err != nil {
+		if _, err := l.server.Reload([]Frontend{front}, ConnCap{MaxConnections: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}

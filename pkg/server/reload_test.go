@@ -23,7 +23,7 @@ func TestReloadDuringShutdown(t *testing.T) {
 	fronts := []Frontend{{Name: "front", Bind: l.addr, Pool: l.pools["p"]}}
 	reloaded := make(chan error, 1)
 	go func() {
-		_, err := l.server.Reload(fronts, 100)
+		_, err := l.server.Reload(fronts, ConnCap{MaxConnections: 100})
 		reloaded <- err
 	}()
 	shut := make(chan error, 1)

@@ -66,7 +66,7 @@ type Config struct {
 	// clients are accepted and closed at once. Must be > 0.
 	MaxConnections int
 	// MaxConnectionsDerived: MaxConnections came from the fd limit
-	// (max_connections = 0); see SetCapFromFDLimit.
+	// (max_connections = 0); see ConnCap.
 	MaxConnectionsDerived bool
 	// Pipes supplies splice pipes; nil relays by copy only.
 	Pipes *splice.PipePool
@@ -147,11 +147,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.Guard.IsLocal = cfg.IsLocal
-	s.old.derived = cfg.MaxConnectionsDerived
+	s.setCap(ConnCap{MaxConnections: cfg.MaxConnections, Derived: cfg.MaxConnectionsDerived})
 	capLog := newRefusalLog(time.Second, func(k int64) {
-		args := []any{"max_connections", s.sh.Max.Load(), "refused", k} // as a reload left it
+		maxConns, old := s.capNow()
+		args := []any{"max_connections", maxConns, "refused", k} // as a reload left it
 		// An upgrade's old process: what it holds counts too.
-		if old := s.oldCounted(); old > 0 {
+		if old > 0 {
 			args = append(args, "held_by_the_old_process", old)
 		}
 		log.Warn("clients refused: connection cap reached", args...)
@@ -333,7 +334,7 @@ func (s *Server) Loops() int { return len(s.loops) }
 
 // MaxConnections is the cap on client connections now (a reload may
 // change it).
-func (s *Server) MaxConnections() int64 { return s.sh.Max.Load() }
+func (s *Server) MaxConnections() int64 { return s.sh.Cap().Max }
 
 // Active is the number of client connections being served now.
 func (s *Server) Active() int64 { return s.sh.Active.Load() }

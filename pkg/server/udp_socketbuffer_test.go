@@ -213,7 +213,7 @@ func TestUDPReceiveBufferAtBindAndReload(t *testing.T) {
 	reload := func(size int) {
 		t.Helper()
 		fe.ReceiveBuffer = size
-		st, err := lb.server.Reload([]Frontend{fe}, 100)
+		st, err := lb.server.Reload([]Frontend{fe}, ConnCap{MaxConnections: 100})
 		if err != nil || st.Kept != 1 {
 			t.Fatalf("reload: %+v, %v", st, err)
 		}
