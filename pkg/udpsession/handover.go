@@ -245,7 +245,9 @@ func (a *Adopted) Go() {
 		// dial is open (the record carries neither): a refusal now ends
 		// the session instead of trying the next backend, and counts as
 		// dropped every datagram the session sent, all to this backend
-		// with no reply yet.
+		// with no reply yet (one the old process counted dropped already,
+		// when an earlier candidate refused, counts again: the record
+		// does not say which).
 		d := &udpDial{settle: s.pool.Resume(s.backend, v.Force, v.Generation), unkept: s.requests}
 		d.timer.OnFire(s.replyTimedOut)
 		s.dial = d

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
@@ -246,5 +247,44 @@ func TestUDPBackToBackDatagramsToARefusingBackendAllArrive(t *testing.T) {
 		if n := rr.front.Drops[why].Load(); n != 0 {
 			t.Errorf("%d datagrams counted dropped (%s)", n, DropReason(why))
 		}
+	}
+}
+
+// A session handed over while its dial is open arrives without the
+// datagrams its old process kept (the record does not carry them): when
+// its backend then refuses, nothing is re-sent, and every datagram the
+// session sent there unanswered, in either process, is counted dropped
+// (refused), by the new process, the one that learns they are lost.
+func TestUDPHandedOverDialRefusedCountsItsDatagramsDropped(t *testing.T) {
+	be := rawBackend(t)
+	backends := []string{be.LocalAddr().String()}
+	slow := udpRigOpts{pool: func(p *config.Pool) { p.ReplyTimeout = time.Minute }}
+	old := newUDPRig(t, backends, slow)
+	c := old.client()
+	for _, p := range []string{"q", "r", "s"} {
+		send(t, c, p)
+		if got, _ := receive(t, be); got != p {
+			t.Fatalf("the backend got %q, want %q", got, p)
+		}
+	}
+	nw := takeOver(t, old, backends, slow)
+	b := detach(t, old)
+	if len(b.Sessions) != 1 || b.Sessions[0].Verdict == nil || b.Sessions[0].Requests != 3 {
+		t.Fatalf("detached %+v, want one session dialing, with its 3 datagrams", b.Sessions)
+	}
+	goAll(nw, adopt(t, nw, transit(t, b)))
+	be.Close() // its port refuses from now
+	send(t, c, "t")
+	testnet.Eventually(t, "the backend's refusal to end the session", func() bool {
+		return nw.front.Ended[EndRefused].Load() == 1
+	})
+	if n := nw.front.Drops[DropRefused].Load(); n != 4 {
+		t.Errorf("the new process counts %d datagrams dropped as refused, want 4: q, r, s (sent by the old one) and t", n)
+	}
+	if n := old.front.Drops[DropRefused].Load(); n != 0 {
+		t.Errorf("the old process counts %d datagrams dropped as refused: nothing was known lost there", n)
+	}
+	if _, failed := nw.pool.Backends()[0].Dials(pool.DialClient); failed != 1 {
+		t.Errorf("the backend has %d failed dials on the new side, want the handed-over one", failed)
 	}
 }
