@@ -371,8 +371,12 @@ func (s *session) failed(err error, pending bool) refusal {
 			break
 		}
 		u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
-		if s.dialNext() != dialStarted {
-			u.dropN(DropRefused, len(d.kept)) // refused by every candidate
+		if r := s.dialNext(); r != dialStarted {
+			why := DropRefused // refused by every candidate
+			if r == dialLocal {
+				why = DropLocal
+			}
+			u.dropN(why, len(d.kept))
 			break
 		}
 		if err = s.resendKept(); err == nil {
