@@ -100,10 +100,12 @@ type udpDial struct {
 // keepDatagrams and keepBytes bound what a session keeps while its dial
 // is open. Eight hold a client's opening flight (a QUIC Initial flight
 // of two or three datagrams and its 0-RTT, a DNS client's retries, a
-// short burst); 64 KiB holds any one datagram, so the first is always
-// kept. They bound the memory a flood of new clients pins: what each
-// sent, up to 64 KiB, only until its backend answers or reply_timeout,
-// for at most max_sessions sessions.
+// short burst); 64 KiB holds any one datagram (65,507 bytes at most), so
+// the first is always kept. They bound the memory a flood of new clients
+// pins: a dialing session holds what it sent, up to 64 KiB, only until
+// its backend answers or reply_timeout; all of them, at most
+// max_sessions x 64 KiB, and never more than clients sent in one
+// reply_timeout.
 const (
 	keepDatagrams = 8
 	keepBytes     = 64 << 10
