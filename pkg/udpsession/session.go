@@ -94,6 +94,9 @@ type udpDial struct {
 	kept      [][]byte
 	keptBytes int
 	unkept    int
+	// firstKept is kept's first slot, in the dial's own allocation: a
+	// session that sends one datagram (a DNS query) needs no other.
+	firstKept [1][]byte
 	timer     reactor.Timer
 }
 
@@ -145,6 +148,7 @@ func (s *session) startDial() dialResult {
 	d.timer.OnFire(s.replyTimedOut)
 	cands, force := s.pool.Plan(s.client, d.cands[:0])
 	d.n, d.force = len(cands), force
+	d.kept = d.firstKept[:0]
 	s.dial = d
 	return s.dialNext()
 }
