@@ -7,8 +7,8 @@
 // Datagrams move in batches (recvmmsg in, sendmmsg out once per turn), a
 // client's burst of equal-sized datagrams goes to its backend as one UDP
 // GSO send, and a session's first datagram is the breaker's evidence (a
-// "dial": a reply is a success, a refusal a failure and the datagram goes
-// to the next candidate). Sessions end idle (session_timeout), after the
+// "dial": a reply is a success, a refusal a failure and what the client
+// sent until then goes to the next candidate). Sessions end idle (session_timeout), after the
 // listener's `responses`, evicted at max_sessions, refused, or moved off a
 // backend out of rotation; in a binary upgrade they move to the new
 // process, backend socket and all. Pick, pool and breaker are called

@@ -160,8 +160,10 @@ const (
 	DropBackendSend
 	// DropClientSend: the reply could not be sent to the client.
 	DropClientSend
-	// DropRefused: the backend refused the datagram (ICMP) after the
-	// session's first reply, so it was not sent elsewhere.
+	// DropRefused: the backend refused the datagram (ICMP) and it was not
+	// sent elsewhere: the refusal came once the dial was over (after the
+	// session's first reply or its reply_timeout), or the datagram was past what a dialing session keeps for the next
+	// candidate (keepDatagrams, keepBytes), or no candidate was left.
 	DropRefused
 	// DropLoop: the datagram came from one of this l4lb's own sessions: a
 	// backend of the pool leads back to the listener.

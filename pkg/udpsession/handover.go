@@ -107,7 +107,10 @@ func (s *session) detach(b *flow.Batch, now int64) flow.Session {
 			}
 		}
 		u.l.r.Disarm(&d.timer)
-		s.dial = nil // settled by the process the session goes to
+		// Settled by the process the session goes to; the datagrams kept
+		// for a re-send stay here, not known lost: the new process counts
+		// them dropped if the backend refuses (Go).
+		s.dial = nil
 	}
 	s.forgetOwnDial()
 	u.l.r.Unwatch(s.fd) // another process holds the socket: closing would not remove it
@@ -238,9 +241,14 @@ func (a *Adopted) Go() {
 	s.listInterim() // its interim records go on from here
 	u.armExpiry(s.lastActive + int64(u.f.Settings().SessionTimeout))
 	if v := ad.verdict; v != nil {
-		// No candidates and no copy of the first datagram: a refusal now
-		// ends the session instead of trying the next backend.
-		d := &udpDial{settle: s.pool.Resume(s.backend, v.Force, v.Generation)}
+		// No candidates and no copies of what the client sent while the
+		// dial is open (the record carries neither): a refusal now ends
+		// the session instead of trying the next backend, and counts as
+		// dropped every datagram the session sent, all to this backend
+		// with no reply yet (one the old process counted dropped already,
+		// when an earlier candidate refused, counts again: the record
+		// does not say which).
+		d := &udpDial{settle: s.pool.Resume(s.backend, v.Force, v.Generation), unkept: s.requests}
 		d.timer.OnFire(s.replyTimedOut)
 		s.dial = d
 		l.r.Arm(&d.timer, now+max(0, v.Left))

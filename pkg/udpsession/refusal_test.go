@@ -280,7 +280,8 @@ func TestUDPRetriedFirstDatagramCountsOnceForTheListener(t *testing.T) {
 // A new session whose very first send finds a refusal already pending on
 // its socket (one that landed between unpark's check and the send, or
 // between the dial and the send) moves to the next candidate, which gets
-// the client's datagram once: the re-send of its copy is its only send,
+// the client's datagram once: it follows the session there (the send
+// that met the refusal sent nothing, so nothing was kept to re-send),
 // and the datagram is counted once, for the listener and the session.
 //
 // Nothing aims a refusal into that window on its own, so the test seam

@@ -2,6 +2,7 @@ package udpsession
 
 import (
 	"net/netip"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -77,24 +78,52 @@ func (s *session) send(p []byte) error {
 
 // udpDial is a session's first datagram as breaker evidence (a "dial"):
 // the backend's reply settles it as a success, its refusal as a failure
-// (and the datagram goes to the next candidate), reply_timeout without
-// either as no evidence (a failure with count_no_reply).
+// (and what the client sent meanwhile goes to the next candidate),
+// reply_timeout without either as no evidence (a failure with
+// count_no_reply).
 type udpDial struct {
 	cands   [pool.MaxCandidates]int
 	n, next int
 	force   bool
 	cur     pool.Dial
 	settle  *pool.Settlement
-	// first is a copy of the first datagram, to send it to the next
-	// candidate when this one refuses; nil when larger than keepFirst.
-	first []byte
-	timer reactor.Timer
+	// kept are copies of the client datagrams sent while the dial is
+	// open, in order, to send them to the next candidate when this one
+	// refuses (keepDatagrams, keepBytes); unkept counts those sent to this
+	// candidate without a copy, lost if it refuses.
+	kept      [][]byte
+	keptBytes int
+	unkept    int
+	// firstKept is kept's first slot, in the dial's own allocation: a
+	// session that sends one datagram (a DNS query) needs no other.
+	firstKept [1][]byte
+	timer     reactor.Timer
 }
 
-// keepFirst bounds the first datagram a session keeps for a retry: a
-// request (a DNS query, a handshake) fits; a flood of new clients with
-// large datagrams cannot pin much memory.
-const keepFirst = 2048
+// keepDatagrams and keepBytes bound what a session keeps while its dial
+// is open. Eight hold a client's opening flight (a QUIC Initial flight
+// of two or three datagrams and its 0-RTT, a DNS client's retries, a
+// short burst); 64 KiB holds any one datagram (65,507 bytes at most), so
+// the first is always kept. They bound the memory a flood of new clients
+// pins: a dialing session holds what it sent, up to 64 KiB, only until
+// its backend answers or reply_timeout; all of them, at most
+// max_sessions x 64 KiB, and never more than clients sent in one
+// reply_timeout.
+const (
+	keepDatagrams = 8
+	keepBytes     = 64 << 10
+)
+
+// keep records p, just sent to the dial's candidate: a copy while the
+// bounds allow, else a count.
+func (d *udpDial) keep(p []byte) {
+	if len(d.kept) == keepDatagrams || d.keptBytes+len(p) > keepBytes {
+		d.unkept++
+		return
+	}
+	d.kept = append(d.kept, append(make([]byte, 0, len(p)), p...))
+	d.keptBytes += len(p)
+}
 
 // dialResult says how starting a session's dial went.
 type dialResult uint8
@@ -113,16 +142,13 @@ func dropFor(r dialResult) DropReason {
 }
 
 // startDial plans the candidates for the session's client and connects a
-// socket to the first that takes it. first is the datagram about to be
-// sent.
-func (s *session) startDial(first []byte) dialResult {
+// socket to the first that takes it.
+func (s *session) startDial() dialResult {
 	d := &udpDial{}
 	d.timer.OnFire(s.replyTimedOut)
 	cands, force := s.pool.Plan(s.client, d.cands[:0])
 	d.n, d.force = len(cands), force
-	if len(first) <= keepFirst {
-		d.first = append(make([]byte, 0, len(first)), first...) // non-nil when empty: nil means not kept
-	}
+	d.kept = d.firstKept[:0]
 	s.dial = d
 	return s.dialNext()
 }
@@ -228,6 +254,11 @@ func (s *session) sentRun(in *mmsgBatch, from, to int) {
 	s.backend.Meter.ToBackend.Add(total)
 	u.touch(s)
 	s.requests += int(n)
+	if d := s.dial; d != nil {
+		for i := from; i < to; i++ {
+			d.keep(in.slot(i)[:in.hdrs[i].Len])
+		}
+	}
 }
 
 // mayMove reports whether a session whose backend is out of rotation
@@ -243,15 +274,20 @@ func (s *session) mayMove() bool {
 	return !force
 }
 
-// sent accounts a client datagram the backend socket took.
-func (s *session) sent(n int) {
+// sent accounts client datagram p, which the backend socket took, and
+// keeps it while the dial is open.
+func (s *session) sent(p []byte) {
 	u := s.u
+	n := int64(len(p))
 	u.dgToBackend++
-	u.bytesToBackend += int64(n)
-	s.bytesToBackend += int64(n)
-	s.backend.Meter.ToBackend.Add(int64(n))
+	u.bytesToBackend += n
+	s.bytesToBackend += n
+	s.backend.Meter.ToBackend.Add(n)
 	u.touch(s)
 	s.requests++
+	if d := s.dial; d != nil {
+		d.keep(p)
+	}
 	if r := u.f.Settings().Requests; r > 0 && s.requests >= r && !s.retired {
 		// Retired: the client's next datagram starts a new session, while
 		// this one still relays replies until it ends.
@@ -260,53 +296,135 @@ func (s *session) sent(n int) {
 	}
 }
 
-// resent accounts the first datagram sent again, to the next candidate
-// after a refusal. It is still one client datagram: once the first send
-// counted it, it does not count again for the listener (what clients
-// sent it), the session's access record or `requests`; the refusing
+// deliver sends client datagram p on the session's socket. A refusal
+// reported to the send moves a dialing session on to its next candidate
+// (with the datagrams kept for it) and p follows; each move takes a
+// candidate, so the loop ends. false: the session ended refused, p not
+// sent; true: p was sent, or dropped and counted.
+func (s *session) deliver(p []byte) bool {
+	for {
+		err := s.send(p)
+		if err == nil {
+			s.sent(p)
+			return true
+		}
+		switch s.failed(err, true) {
+		case notRefused:
+			s.u.drop(DropBackendSend)
+			if s.requests == 0 {
+				// Nothing went to the backend: no dial to judge it by.
+				s.end(EndError)
+			}
+			return true
+		case refusedEnded:
+			return false
+		}
+	}
+}
+
+// resent accounts a kept datagram sent again, to the next candidate after
+// a refusal. It is still one client datagram: its first send counted it
+// for the listener (what clients sent it), the session's access record
+// and `requests`, and it does not count there again; the refusing
 // backend's bytes keep it (it was sent there), and the new backend's
 // count it now (it is sent here too).
 func (s *session) resent(n int) {
-	if s.requests == 0 {
-		s.sent(n) // the first send did not go out: this is its only one
-		return
-	}
 	s.backend.Meter.ToBackend.Add(int64(n))
 	s.u.touch(s)
 }
 
+// refusal is what failed made of an error from the backend socket.
+type refusal uint8
+
+const (
+	// notRefused: another error, the caller's to handle.
+	notRefused refusal = iota
+	// movedOn: the dial went on to the next candidate that took the
+	// datagrams kept for it; the session goes on there.
+	movedOn
+	// refusedEnded: the session ended, its datagrams not re-sent counted
+	// dropped.
+	refusedEnded
+)
+
 // failed handles an error from the backend socket (an ICMP error the
-// kernel reports on the next send or receive). It returns true when the
-// error was the backend's refusal or unreachability: the datagram being
-// sent was not taken, and the session has ended or moved on.
-func (s *session) failed(err error) bool {
+// kernel reports on the next send or receive); a refusal or
+// unreachability means the datagram being sent, if any, was not taken.
+// A refusal of the first datagram's dial moves the session to the next
+// candidate, as a TCP connect would be retried, with what was kept for
+// it; pending says the caller holds a datagram it sends there next (the
+// refusal was reported to its send), so the move is worth it even when
+// nothing was kept.
+func (s *session) failed(err error, pending bool) refusal {
 	if !isRefusal(err) {
-		return false
+		return notRefused
 	}
-	if d := s.dial; d != nil {
-		// The first datagram is refused: a failed dial. Its copy goes to
-		// the next candidate, as a TCP connect would be retried.
+	u := s.u
+	d := s.dial
+	if d == nil {
+		u.drop(DropRefused) // at least the datagram the error is about is lost
+		s.endRefused(err)
+		return refusedEnded
+	}
+	for {
 		d.settle.Settle(dialer.Failure)
-		s.u.l.r.Disarm(&d.timer)
+		u.l.r.Disarm(&d.timer)
 		s.closeBackend()
-		if d.first != nil {
-			s.u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
-			if s.dialNext() == dialStarted {
-				if s.send(d.first) == nil {
-					s.resent(len(d.first))
-				}
-				return true
-			}
+		u.dropN(DropRefused, d.unkept) // sent to the refusing candidate alone
+		d.unkept = 0
+		if len(d.kept) == 0 && !pending {
+			s.dial = nil
+			break
 		}
-		s.dial = nil
+		u.f.sockets.Add(1) // the closed socket's place in max_sessions goes to the next
+		if r := s.dialNext(); r != dialStarted {
+			why := DropRefused // refused by every candidate
+			if r == dialLocal {
+				why = DropLocal
+			}
+			u.dropN(why, len(d.kept))
+			break
+		}
+		if err = s.resendKept(); err == nil {
+			return movedOn
+		}
+		// The next candidate refused too, reported to a re-send.
 	}
-	s.u.drop(DropRefused) // at least the datagram the error is about is lost
+	s.endRefused(err)
+	return refusedEnded
+}
+
+// resendKept sends the dial's kept datagrams, in order, to the candidate
+// it has just connected to. A refusal reported to one of them is that
+// candidate's, returned for the caller to move on; a datagram the socket
+// did not take otherwise is dropped and no longer kept.
+func (s *session) resendKept() error {
+	d := s.dial
+	for i := 0; i < len(d.kept); {
+		p := d.kept[i]
+		err := s.send(p)
+		if err == nil {
+			s.resent(len(p))
+			i++
+			continue
+		}
+		if isRefusal(err) {
+			return err
+		}
+		s.u.drop(DropBackendSend)
+		d.kept = slices.Delete(d.kept, i, i+1)
+		d.keptBytes -= len(p)
+	}
+	return nil
+}
+
+// endRefused ends a session its backend refused.
+func (s *session) endRefused(err error) {
 	if err == unix.ECONNREFUSED {
 		s.end(EndRefused)
 	} else {
 		s.end(EndError)
 	}
-	return true
 }
 
 // isRefusal: the ICMP errors a connected UDP socket reports about its
@@ -363,7 +481,7 @@ func (s *session) readReplies() {
 				taken++
 				continue
 			}
-			if err != unix.EAGAIN && !s.failed(err) {
+			if err != unix.EAGAIN && s.failed(err, false) == notRefused {
 				s.end(EndError)
 				return
 			}
@@ -402,7 +520,7 @@ func (s *session) readReplies() {
 	}
 	if refused := s.refused; refused != nil && !s.ended {
 		s.refused = nil
-		s.failed(refused)
+		s.failed(refused, false)
 	}
 }
 

@@ -230,7 +230,7 @@ func (u *udpSock) sendRun(in *mmsgBatch, s *session, from, to int) {
 // with it as a single send would, and the run goes one by one, to
 // wherever its session now is.
 func (u *udpSock) refusedRun(in *mmsgBatch, s *session, err error, from, to int) {
-	s.failed(err)
+	s.failed(err, true)
 	for i := from; i < to; i++ {
 		u.one(in, i)
 	}
@@ -247,10 +247,10 @@ func (u *udpSock) one(in *mmsgBatch, i int) {
 }
 
 // datagram relays one client datagram: to its session, or to a new one.
+// A send can find the backend's refusal of an earlier datagram; when that
+// ends the session, the datagram gets one more try on a new one.
 func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 	src := nameAddrPort(name)
-	// A send can find the backend's refusal of an earlier datagram: that
-	// session is over, and the datagram gets one more try on a new one.
 	for range 2 {
 		s := u.sessions[src]
 		if s != nil && !s.backend.Usable() && s.mayMove() {
@@ -258,36 +258,22 @@ func (u *udpSock) datagram(p []byte, name *sockName, ctl []byte) {
 			s = nil
 		}
 		if s == nil {
-			if s = u.open(src, name, ctl, p); s == nil {
+			if s = u.open(src, name, ctl); s == nil {
 				return // dropped and counted
 			}
 			if u.l.beforeFirstSend != nil {
 				u.l.beforeFirstSend(s)
 			}
 		}
-		first := s.requests == 0 // p is the session's first datagram, the one failed re-sends
-		err := s.send(p)
-		if err == nil {
-			s.sent(len(p))
+		if s.deliver(p) {
 			return
-		}
-		if !s.failed(err) {
-			u.drop(DropBackendSend)
-			if first {
-				// Nothing went to the backend: no dial to judge it by.
-				s.end(EndError)
-			}
-			return
-		}
-		if first && s.requests > 0 {
-			return // failed sent p's copy to the next candidate (and counted it): p went
 		}
 	}
 	u.drop(DropRefused) // refused twice over: give up on this one
 }
 
 // open starts a session for a new client.
-func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []byte) *session {
+func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte) *session {
 	if set := u.f.Settings(); !set.Deny.Empty() || !set.Allow.Empty() {
 		a := src.Addr()
 		if set.Deny.Contains(a) || !set.Allow.Empty() && !set.Allow.Contains(a) {
@@ -324,7 +310,7 @@ func (u *udpSock) open(src netip.AddrPort, name *sockName, ctl []byte, first []b
 		u.drop(DropLoop) // one of this l4lb's own sessions: a backend leads back here
 		return nil
 	}
-	if r := s.startDial(first); r != dialStarted {
+	if r := s.startDial(); r != dialStarted {
 		u.drop(dropFor(r)) // the dial gave back the reservation
 		return nil
 	}
