@@ -124,8 +124,8 @@ func TestUDPReplyQueuedBeforeARefusalIsRelayed(t *testing.T) {
 }
 
 // A refused first datagram larger than what a session keeps for a retry
-// (2 KiB) is dropped and counted, not retried; the client's own retry is
-// a new session on the next backend.
+// (16 KiB, udpsession's keepBytes) is dropped and counted, not retried;
+// the client's own retry is a new session on the next backend.
 func TestUDPLargeRefusedFirstDatagramIsCountedNotRetried(t *testing.T) {
 	dead := closedUDPPort(t)
 	live := startRecorder(t)
@@ -133,7 +133,7 @@ func TestUDPLargeRefusedFirstDatagramIsCountedNotRetried(t *testing.T) {
 	lb := startUDPLB(t, []string{dead, live.addr()}, udpOpts{retries: 1, loops: 1})
 	f := lb.front
 	c := udpClient(t, lb.addr)
-	p := bytes.Repeat([]byte{'L'}, 3000)
+	p := bytes.Repeat([]byte{'L'}, 20000)
 	c.Write(p)
 	testnet.Eventually(t, "the session to end refused", func() bool { return f.Ended[udpsession.EndRefused].Load() == 1 })
 	if d := f.Drops[udpsession.DropRefused].Load(); d != 1 {

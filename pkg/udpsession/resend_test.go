@@ -180,7 +180,7 @@ func TestUDPFlightSentWhileDialingFollowsTheRefusal(t *testing.T) {
 // reach the next candidate in order, and each lost one is counted
 // dropped (refused).
 func TestUDPFlightPastTheKeptBoundIsCountedDropped(t *testing.T) {
-	big := flightOf(4, 30000) // the third passes keepBytes; the small last one still fits
+	big := flightOf(4, 7000) // the third passes keepBytes; the small last one still fits
 	big[3] = big[3][:100]
 	for _, tc := range []struct {
 		name      string

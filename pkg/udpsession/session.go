@@ -103,15 +103,17 @@ type udpDial struct {
 // keepDatagrams and keepBytes bound what a session keeps while its dial
 // is open. Eight hold a client's opening flight (a QUIC Initial flight
 // of two or three datagrams and its 0-RTT, a DNS client's retries, a
-// short burst); 64 KiB holds any one datagram (65,507 bytes at most), so
-// the first is always kept. They bound the memory a flood of new clients
-// pins: a dialing session holds what it sent, up to 64 KiB, only until
-// its backend answers or reply_timeout; all of them, at most
-// max_sessions x 64 KiB, and never more than clients sent in one
-// reply_timeout.
+// short burst), and 16 KiB eight datagrams of a common MTU's size or a
+// large DNS or handshake message. They bound the memory a flood of new
+// clients pins: a dialing session holds what it sent, up to 16 KiB, only
+// until its backend answers or reply_timeout; all of them at most
+// max_sessions x 16 KiB (64 MiB at the default 4096), never more than
+// clients sent in one reply_timeout. A datagram past them goes to the
+// backend all the same; only its re-send after a refusal is lost, and
+// counted.
 const (
 	keepDatagrams = 8
-	keepBytes     = 64 << 10
+	keepBytes     = 16 << 10
 )
 
 // keep records p, just sent to the dial's candidate: a copy while the
