@@ -71,6 +71,19 @@ func TestLinkLocalBackendInNamespace(t *testing.T) {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
+	// A veth's carrier comes up a while after "link set up" (the kernel's
+	// link watch runs deferred, later on a busy machine), and until it
+	// does a connect to the address waits out its SYN's retries: the
+	// relay's first dial would fail at its connect_timeout. Wait until a
+	// connect of the test's own gets through.
+	direct := net.JoinHostPort("fe80::77%zl0", strconv.Itoa(port))
+	testnet.Eventually(t, "the link-local address to take connections", func() bool {
+		c, err := net.DialTimeout("tcp", direct, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 
 	// By name, and by index (the net package's other spelling).
 	for _, addr := range []string{
