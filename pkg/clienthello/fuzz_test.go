@@ -12,8 +12,9 @@ import (
 // verdict other than NeedMore stays the same, hello and all, whatever
 // follows, and is what some shorter prefixes needed more to reach; NeedMore
 // never comes at MaxBytes; a hello's name is normalized and its WireLen
-// within b.
+// within b; a Reader that inspected every input before says the same.
 func FuzzInspect(f *testing.F) {
+	shared := NewReader()
 	for _, c := range goCaptures(f) {
 		f.Add(c.wire, []byte(nil))
 		f.Add(records(message(f, c.wire), 7), []byte{20, 3, 3, 0, 1, 1})
@@ -28,6 +29,9 @@ func FuzzInspect(f *testing.F) {
 		v, h := Inspect(b)
 		if !bytes.Equal(b, before) {
 			t.Fatal("Inspect changed its input")
+		}
+		if v2, h2 := shared.Inspect(b); v2 != v || !reflect.DeepEqual(h2, h) {
+			t.Fatalf("a Reader says %v %+v, Inspect %v %+v", v2, h2, v, h)
 		}
 		switch v {
 		case NeedMore:

@@ -32,7 +32,7 @@ const (
 
 // parseHello reads a ClientHello's body (what follows its handshake
 // header), reporting false for anything malformed.
-func parseHello(body []byte) (Hello, bool) {
+func (r *Reader) parseHello(body []byte) (Hello, bool) {
 	var h Hello
 	s := cryptobyte.String(body)
 	var sessionID, suites, compression cryptobyte.String
@@ -63,11 +63,11 @@ func parseHello(body []byte) (Hello, bool) {
 		ok := true
 		switch typ {
 		case extServerName:
-			h.ServerName, ok = readServerName(data)
+			h.ServerName, ok = r.readServerName(data)
 		case extALPN:
-			h.ALPN, ok = readALPN(data)
+			h.ALPN, ok = r.readALPN(data)
 		case extSupportedVersions:
-			h.SupportedVersions, ok = readVersions(data)
+			h.SupportedVersions, ok = r.readVersions(data)
 		case extECH:
 			h.ECH = true
 		}
@@ -79,7 +79,7 @@ func parseHello(body []byte) (Hello, bool) {
 }
 
 // readALPN reads a ProtocolNameList: a non-empty list of non-empty names.
-func readALPN(data cryptobyte.String) ([]string, bool) {
+func (r *Reader) readALPN(data cryptobyte.String) ([]string, bool) {
 	var list cryptobyte.String
 	if !data.ReadUint16LengthPrefixed(&list) || !data.Empty() || list.Empty() {
 		return nil, false
@@ -91,26 +91,28 @@ func readALPN(data cryptobyte.String) ([]string, bool) {
 			return nil, false
 		}
 	}
-	protos := make([]string, 0, n)
+	protos := r.protosOf(n)
 	for !list.Empty() {
 		var proto cryptobyte.String
 		list.ReadUint8LengthPrefixed(&proto) // read once already: it reads
-		protos = append(protos, string(proto))
+		protos = append(protos, r.intern(proto))
 	}
+	r.protos = protos
 	return protos, true
 }
 
 // readVersions reads a client's supported_versions: a non-empty list.
-func readVersions(data cryptobyte.String) ([]uint16, bool) {
+func (r *Reader) readVersions(data cryptobyte.String) ([]uint16, bool) {
 	var list cryptobyte.String
 	if !data.ReadUint8LengthPrefixed(&list) || !data.Empty() || list.Empty() || len(list)%2 != 0 {
 		return nil, false
 	}
-	versions := make([]uint16, 0, len(list)/2)
+	versions := r.versionsOf(len(list) / 2)
 	for !list.Empty() {
 		var v uint16
 		list.ReadUint16(&v) // an even count of bytes left: it reads
 		versions = append(versions, v)
 	}
+	r.versions = versions
 	return versions, true
 }

@@ -35,6 +35,13 @@ const (
 // than NeedMore stays the same whatever bytes follow; given MaxBytes
 // bytes or more, the verdict is never NeedMore.
 func Inspect(b []byte) (Verdict, Hello) {
+	var r Reader
+	return r.Inspect(b)
+}
+
+// Inspect is the package's Inspect, reusing what r kept from the hellos
+// before (reader.go).
+func (r *Reader) Inspect(b []byte) (Verdict, Hello) {
 	v, f := frame(b, nil)
 	if v != Complete {
 		return v, Hello{}
@@ -44,10 +51,10 @@ func Inspect(b []byte) (Verdict, Hello) {
 		start := recordHeaderLen + handshakeHeaderLen
 		body = b[start : start+f.bodyLen]
 	} else {
-		body = make([]byte, f.bodyLen)
+		body = r.bodyOf(f.bodyLen)
 		frame(b, body)
 	}
-	h, ok := parseHello(body)
+	h, ok := r.parseHello(body)
 	if !ok {
 		return Malformed, Hello{}
 	}

@@ -14,7 +14,7 @@ const (
 
 // readServerName reads a ServerNameList (RFC 6066 section 3) and returns
 // its host_name, normalized (see hostName); other name types are skipped.
-func readServerName(data cryptobyte.String) (string, bool) {
+func (r *Reader) readServerName(data cryptobyte.String) (string, bool) {
 	var list cryptobyte.String
 	if !data.ReadUint16LengthPrefixed(&list) || !data.Empty() || list.Empty() {
 		return "", false
@@ -38,13 +38,13 @@ func readServerName(data cryptobyte.String) (string, bool) {
 	if !found {
 		return "", true
 	}
-	return hostName(host)
+	return r.hostName(host)
 }
 
 // hostName checks and normalizes a host_name: one trailing dot dropped, an
 // IP literal ignored (""), the rest a DNS name of letters, digits, '-' and
 // '_' in labels of 1 to 63 bytes, 253 at most in all, lowercased.
-func hostName(name []byte) (string, bool) {
+func (r *Reader) hostName(name []byte) (string, bool) {
 	if name[len(name)-1] == '.' {
 		name = name[:len(name)-1]
 	}
@@ -82,7 +82,7 @@ func hostName(name []byte) (string, bool) {
 	if label == 0 {
 		return "", false // an empty last label: the name ended in two dots
 	}
-	return string(out), true
+	return r.intern(out), true
 }
 
 // maybeIP tells the names worth asking netip about: with a colon (IPv6)

@@ -126,7 +126,7 @@ func TestWaitCoalescesOnlyWhenArmed(t *testing.T) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		tids <- unix.Gettid()
-		_, err := p.wait(-1)
+		_, err := p.wait(-1, time.Now())
 		done <- err
 	}()
 	inSyscall(t, <-tids, unix.SYS_EPOLL_PWAIT) // past the window, in the blocking wait

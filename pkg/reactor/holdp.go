@@ -89,15 +89,17 @@ const yieldEvery = int64(4 * time.Millisecond)
 // keep sysmon from ever interrupting a busy loop's raw wait, and the
 // EINTR it caused was how a busy loop used to learn of a lower
 // GOMAXPROCS (a world stop that finds the loop running Go code, not
-// waiting, interrupts no wait).
-func (l *Loop) yieldIfDue() {
-	if l.poll.holding && l.now-l.yieldedAt >= yieldEvery {
-		yield()
-		l.yieldedAt = l.now
-		if overHeld() {
-			l.poll.release() // the next wait is the runtime's
-		}
+// waiting, interrupts no wait). It reports whether it yielded.
+func (l *Loop) yieldIfDue() (yielded bool) {
+	if !l.poll.holding || l.now-l.yieldedAt < yieldEvery {
+		return false
 	}
+	yield()
+	l.yieldedAt = l.now
+	if overHeld() {
+		l.poll.release() // the next wait is the runtime's
+	}
+	return true
 }
 
 // yield is goyield; tests count the calls.

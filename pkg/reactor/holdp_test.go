@@ -17,11 +17,11 @@ func withProcs(t *testing.T, n int) {
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 }
 
-// waitAsync runs p.wait(-1) on a goroutine and hands back what it saw.
+// waitAsync runs p.wait(-1, ...) on a goroutine and hands back what it saw.
 func waitAsync(p *poller) <-chan error {
 	got := make(chan error, 1)
 	go func() {
-		evs, err := p.wait(-1)
+		evs, err := p.wait(-1, time.Now())
 		if err == nil && (len(evs) != 1 || int(evs[0].Fd) != p.wakefd) {
 			err = unix.EBADMSG
 		}
@@ -175,7 +175,7 @@ func TestBusyLoopLetsGoWhenGOMAXPROCSDrops(t *testing.T) {
 			default:
 			}
 			p.wake()
-			if _, err := p.wait(-1); err != nil {
+			if _, err := p.wait(-1, time.Now()); err != nil {
 				loopDone <- err
 				return
 			}
@@ -232,7 +232,7 @@ func TestHeldWaitKeepsItsTimeoutUnderCollections(t *testing.T) {
 		}
 		p.idleSince = time.Time{}
 		start := time.Now()
-		evs, err := p.wait(20)
+		evs, err := p.wait(20, time.Now())
 		if err != nil || len(evs) != 0 {
 			t.Fatalf("wait(20) with nothing to report: %d events, %v", len(evs), err)
 		}

@@ -67,8 +67,11 @@ type Loop struct {
 	// fake is the injected clock when it is not the real one; nil keeps
 	// the real clock's fast path (time.Since reads the monotonic clock
 	// alone).
-	fake    clock.Clock
-	firedAt int64 // the clock when due timers last fired, microseconds before the loop waits
+	fake clock.Clock
+	// firedAt is the clock when due timers last fired, microseconds
+	// before the loop waits (or after a yield, yieldIfDue): the reading
+	// the wait goes by.
+	firedAt int64
 	// yieldedAt: when a holding loop last passed through the scheduler
 	// of its own accord (yieldEvery, holdp.go).
 	yieldedAt int64
@@ -172,6 +175,16 @@ func (l *Loop) Post(f func()) {
 // timers of the turn's work are armed from.
 func (l *Loop) Now() int64 { return l.now }
 
+// timeOf is the time at ns on the loop's clock, for the poller, which
+// keeps the real clock's times: with an injected clock, the real time
+// now.
+func (l *Loop) timeOf(ns int64) time.Time {
+	if l.fake != nil {
+		return time.Now()
+	}
+	return l.epoch.Add(time.Duration(ns))
+}
+
 // Clock reads the loop's clock now, in ns since its epoch (monotonic).
 func (l *Loop) Clock() int64 {
 	if l.fake != nil {
@@ -233,30 +246,40 @@ func (l *Loop) MarkReady(r Readier) { l.ready = append(l.ready, r) }
 
 func (l *Loop) run() {
 	defer l.cleanup()
-	l.stats.busySince = l.Clock()
+	l.firedAt = l.Clock()
+	l.stats.busySince = l.firedAt
 	for {
+		if l.yieldIfDue() {
+			// Other goroutines may have run meanwhile: time went on, and
+			// a timer may be due (the wait then only polls).
+			l.firedAt = l.Clock()
+		}
 		timeout := -1
 		if len(l.ready) > 0 {
 			timeout = 0
 		} else if at, ok := l.timers.next(); ok {
 			timeout = rawsys.WaitTimeout(at - l.firedAt)
 		}
+		// The wait and its bookkeeping go by the turn's last reading
+		// (firedAt, microseconds old): a clock read costs about as much
+		// as a syscall's entry on a VM, and a turn of a loop busy with
+		// short connections would otherwise read it five times.
 		l.beforeWait(timeout != 0)
-		l.yieldIfDue()
-		evs, err := l.poll.wait(timeout)
+		evs, err := l.poll.wait(timeout, l.timeOf(l.firedAt))
 		if err != nil {
 			l.log.Error("event loop stopped: epoll failed", "loop", l.id, "error", err)
 			return
 		}
 		l.now = l.Clock()
 		l.afterWait(timeout != 0, len(evs))
-		data := 0
+		data, tasks := 0, false
 		for i := range evs {
 			ev := &evs[i]
 			fd := int(ev.Fd)
 			if fd == l.poll.wakefd {
 				l.poll.drainWake()
 				l.runTasks()
+				tasks = true
 				continue
 			}
 			if fd < len(l.slots) {
@@ -270,11 +293,20 @@ func (l *Loop) run() {
 		// the next wait; connection churn does not (coalesce.go).
 		l.poll.mayCoalesce = data >= 2 && !l.churn
 		l.churn = false
+		readied := len(l.ready) > 0
 		l.runReady()
 		// Timers fire at a fresh reading, and Now follows it, so that what
 		// their callbacks stamp (an ended session's record, a timer armed
-		// again) agrees with the now they were given.
-		l.firedAt = l.Clock()
+		// again) agrees with the now they were given. A turn of one or two
+		// events, with no task and nothing made ready to go on, took
+		// microseconds: the wake-up's reading is fresh enough for timers
+		// of milliseconds, and a loop of short connections, most of whose
+		// turns are such, is spared a clock read per turn.
+		if data > 2 || tasks || readied {
+			l.firedAt = l.Clock()
+		} else {
+			l.firedAt = l.now
+		}
 		l.now = l.firedAt
 		l.timers.fireDue(l.firedAt)
 		for _, p := range l.parts {

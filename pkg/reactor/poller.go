@@ -100,7 +100,7 @@ func (p *poller) del(fd int) {
 // once it has seen no event for holdIdle it gives the P back and waits
 // through the runtime's syscall hand-off, which lets the P serve other
 // goroutines meanwhile.
-func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
+func (p *poller) wait(timeoutMs int, now time.Time) ([]unix.EpollEvent, error) {
 	if timeoutMs == 0 { // a poll never blocks, so it needs no hand-off either
 		return p.result(rawsys.EpollPoll(p.epfd, p.events))
 	}
@@ -110,8 +110,8 @@ func (p *poller) wait(timeoutMs int) ([]unix.EpollEvent, error) {
 	// Both limits are kept as times, not as the length of the next raw
 	// wait: the runtime interrupts raw waits (each garbage collection
 	// signals a few times), and a wait that restarted in full after each
-	// interruption could run late without bound.
-	now := time.Now()
+	// interruption could run late without bound. now is the caller's
+	// reading of the clock, taken just before (the loop's last one).
 	var deadline time.Time
 	if timeoutMs > 0 {
 		deadline = now.Add(time.Duration(timeoutMs) * time.Millisecond)

@@ -42,14 +42,14 @@ type loopStats struct {
 }
 
 // beforeWait ends the stretch of work that the coming wait closes, if it
-// may sleep (block), and publishes the counts when they are due. It costs
-// one clock read per blocking wait and none per non-blocking poll.
+// may sleep (block), and publishes the counts when they are due. It reads
+// no clock: the turn's last reading (firedAt) ends the stretch.
 func (l *Loop) beforeWait(block bool) {
 	st := &l.stats
 	var now int64
 	switch {
 	case block:
-		now = l.Clock()
+		now = l.firedAt
 	case l.now-st.at >= statsEvery:
 		now = l.now
 	default:

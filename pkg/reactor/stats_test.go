@@ -21,10 +21,15 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	}
 	defer l.poll.close()
 	const ms = time.Millisecond
+	// As run ends a turn: its last clock reading (firedAt), then the wait.
+	beforeWait := func(block bool) {
+		l.firedAt = l.Clock()
+		l.beforeWait(block)
+	}
 
 	l.stats.busySince = l.Clock()
 	clk.Advance(40 * ms) // work
-	l.beforeWait(true)
+	beforeWait(true)
 	if b := l.Stats().Busy; b != 40*time.Millisecond {
 		t.Fatalf("busy %v after 40ms of work, want that", b)
 	}
@@ -32,7 +37,7 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	clk.Advance(300 * ms) // the wait
 	l.now = l.Clock()
 	l.afterWait(true, 4)
-	l.beforeWait(true)
+	beforeWait(true)
 	if b := l.Stats().Busy; b != 40*time.Millisecond {
 		t.Fatalf("busy %v after a 300ms wait, want the 40ms of work only", b)
 	}
@@ -48,14 +53,14 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	clk.Advance(time.Duration(statsEvery) - 1) // work
 	l.now = l.Clock()
 	l.afterWait(false, 2)
-	l.beforeWait(false)
+	beforeWait(false)
 	if got := l.Stats(); got != before {
 		t.Fatalf("a poll less than statsEvery into the work published %+v over %+v", got, before)
 	}
 	clk.Advance(1)
 	l.now = l.Clock()
 	l.afterWait(false, 0)
-	l.beforeWait(false)
+	beforeWait(false)
 	got := l.Stats()
 	if got.Events != 7 || got.Busy-before.Busy != time.Duration(statsEvery) {
 		t.Fatalf("after %v of work without blocking: %+v, want 7 events and that much more busy than %v",
@@ -87,6 +92,7 @@ func TestStatsOfARunningLoop(t *testing.T) {
 	var end Stats
 	l.Do(func() {
 		l.poll.gathers++ // as a coalesced window would
+		l.firedAt = l.Clock()
 		l.beforeWait(true)
 		end = l.Stats()
 	})

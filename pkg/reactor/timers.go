@@ -2,15 +2,29 @@ package reactor
 
 // Timer is a slot in a loop's timer heap, embedded in what it times, so
 // arming a timer allocates nothing. Its zero value is a timer not armed
-// that fires nothing: set what it fires with OnFire once.
+// that fires nothing: set what it fires with OnFire or FireTo once.
 type Timer struct {
 	at   int64 // ns of the loop's clock
 	pos  int32 // the slot's place in the heap, plus one; 0: not armed
-	fire func(now int64)
+	fire Firer
 }
 
+// Firer is what a timer calls when it fires, with the loop's clock then.
+type Firer interface{ Fire(now int64) }
+
+// FireFunc is a function as a Firer.
+type FireFunc func(now int64)
+
+// Fire calls f.
+func (f FireFunc) Fire(now int64) { f(now) }
+
 // OnFire sets what t calls when it fires (with the loop's clock then).
-func (t *Timer) OnFire(f func(now int64)) { t.fire = f }
+func (t *Timer) OnFire(f func(now int64)) { t.fire = FireFunc(f) }
+
+// FireTo makes o what t calls when it fires: for a value that embeds its
+// timer and is its own callback, which, unlike a method value (a closure
+// per timer set), costs no allocation.
+func (t *Timer) FireTo(o Firer) { t.fire = o }
 
 // Armed reports whether t is armed.
 func (t *Timer) Armed() bool { return t.pos > 0 }
@@ -94,7 +108,9 @@ func (t *timerHeap) fireDue(now int64) {
 	for len(t.h) > 0 && t.h[0].at <= now {
 		tm := t.h[0]
 		t.stop(tm)
-		tm.fire(now)
+		if tm.fire != nil {
+			tm.fire.Fire(now)
+		}
 	}
 }
 

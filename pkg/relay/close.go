@@ -38,6 +38,7 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	}
 	if c.dial != nil {
 		c.dial.endWait(c.f, queueLeft) // it waited for recovery, then went while dialing
+		l.dials.put(c.dial)
 	}
 	c.dial = nil
 	c.streams[0].Release(l.scratch)
@@ -82,6 +83,10 @@ func (c *conn) disarm() {
 // unlist takes the connection off its loop and out of the counts of open
 // ones.
 func (c *conn) unlist() {
+	if c.sni != nil {
+		c.l.routes.put(c.sni) // its record, if any, is written
+		c.sni = nil
+	}
 	c.l.held.remove(c)
 	c.l.interim.Remove(&c.interimAt)
 	c.l.nconns.Add(-1)

@@ -149,7 +149,7 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	// never fills: it is watched for writing only from its first EAGAIN.
 	c.cl = endpoint{c: c, fd: fd, client: true, writable: true, writesUnwatched: true}
 	c.be = endpoint{c: c, fd: -1}
-	c.timer.OnFire(c.onTimer)
+	c.timer.FireTo(c)
 	if err := l.r.Register(fd, &c.cl, reactor.ReadSocketEvents); err != nil {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
@@ -228,7 +228,9 @@ func (c *conn) checkHangUp(e *endpoint) {
 	}
 }
 
-func (c *conn) onTimer(now int64) {
+// Fire is c.timer's (reactor.Firer): whichever of the phase's deadlines
+// it was armed for has come.
+func (c *conn) Fire(now int64) {
 	switch c.phase {
 	case phaseProxy:
 		c.refuseBy(CloseProxyTimeout, true)

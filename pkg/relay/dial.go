@@ -41,7 +41,7 @@ type dialState struct {
 // before it (queueForSlot keeps it): connect_budget is all of one
 // client's attempts together.
 func (c *conn) startDial() {
-	d := &dialState{}
+	d := c.l.dials.get()
 	if s := c.spent; s != nil {
 		c.spent = nil
 		d.forced = s.forced
@@ -259,6 +259,7 @@ func (c *conn) connected(pump bool) {
 	c.phase = phaseRelaying
 	c.lastActive = c.l.r.Clock()
 	c.backend.ObserveConnect(time.Duration(c.lastActive - d.started))
+	c.l.dials.put(d)
 	c.l.r.Arm(&c.timer, c.lastActive+int64(p.IdleTimeout()))
 	// A connect found reset (pump false) is the relay's to end as a
 	// backend reset: no header goes to a socket that is gone. The client

@@ -250,7 +250,7 @@ func (l *Loop) newAdopted(f *Front, p *pool.Pool, src, dst netip.AddrPort, sourc
 	c.sourced = sourced && c.policy != nil && c.policy.Sources != nil
 	c.cl = endpoint{c: c, fd: -1, client: true}
 	c.be = endpoint{c: c, fd: -1}
-	c.timer.OnFire(c.onTimer)
+	c.timer.FireTo(c)
 	return c
 }
 

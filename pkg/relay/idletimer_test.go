@@ -44,7 +44,7 @@ func TestIdleTimerOnLoopClock(t *testing.T) {
 			t.Cleanup(func() { unix.Close(fds[1]) })
 		}
 		c := &conn{l: l, f: NewFront("p", p), pool: p, phase: phaseRelaying}
-		c.timer.OnFire(c.onTimer)
+		c.timer.FireTo(c)
 		c.cl = endpoint{c: c, fd: cl[0], client: true}
 		c.be = endpoint{c: c, fd: be[0]}
 		d := p.BeginDial(p.At(0), false)

@@ -119,7 +119,8 @@ type routed struct {
 // startInspect begins the inspection of an admitted client.
 func (c *conn) startInspect(rt *Routing) {
 	c.phase = phaseInspect
-	c.sni = &routed{rt: rt}
+	c.sni = c.l.routes.get()
+	c.sni.rt = rt
 	c.l.r.Arm(&c.timer, c.l.r.Clock()+int64(rt.Timeout))
 	if c.cl.readable {
 		c.inspect(rt) // it came with the PROXY header's segment
@@ -136,7 +137,7 @@ func (c *conn) inspect(rt *Routing) {
 	if !ok {
 		return
 	}
-	v, h := clienthello.Inspect(buf[:n])
+	v, h := c.l.hellos.Inspect(buf[:n])
 	switch v {
 	case clienthello.NeedMore:
 		if c.cl.peerDone {
@@ -211,10 +212,12 @@ func (c *conn) inspected(rt *Routing, res inspectResult) {
 }
 
 // peekBuffer is the loop's scratch for ClientHellos: one past
-// clienthello.MaxBytes, so a larger one is seen as such.
+// clienthello.MaxBytes, so a larger one is seen as such. The loop's
+// hello reader comes with it.
 func (l *Loop) peekBuffer() []byte {
 	if l.peek == nil {
 		l.peek = make([]byte, clienthello.MaxBytes+1)
+		l.hellos = clienthello.NewReader()
 	}
 	return l.peek
 }

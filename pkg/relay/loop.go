@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/l4lb/l4lb/pkg/accesslog"
+	"github.com/l4lb/l4lb/pkg/clienthello"
 	"github.com/l4lb/l4lb/pkg/pool"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"github.com/l4lb/l4lb/pkg/reactor"
@@ -29,9 +30,15 @@ type Loop struct {
 	queueTimer reactor.Timer
 	srcNext    uint32 // turns the pools' source addresses (connect.go)
 	hdr        [proxyproto.MaxLength]byte
-	// peek holds a ClientHello being inspected (inspect.go); made at the
-	// first, so loops of listeners without routes never hold it.
-	peek []byte
+	// peek holds a ClientHello being inspected and hellos reads it
+	// (inspect.go); made at the first, so loops of listeners without
+	// routes never hold them.
+	peek   []byte
+	hellos *clienthello.Reader
+	// dials and routes are the dial states and routed clients' routes
+	// given back by connections before (freelist.go).
+	dials  freeList[dialState]
+	routes freeList[routed]
 	// interim are the relaying connections due interim access records
 	// (access_interval), interimTimer the next look at them (access.go).
 	interim      accesslog.Schedule[*conn]

@@ -35,8 +35,11 @@ func (c *conn) queueForSlot() {
 		return
 	}
 	now := c.l.r.Clock()
-	if d := c.dial; d != nil && (d.budgeted || d.forced) {
-		c.spent = &spentBudget{left: max(0, d.deadline-now), budgeted: d.budgeted, forced: d.forced}
+	if d := c.dial; d != nil {
+		if d.budgeted || d.forced {
+			c.spent = &spentBudget{left: max(0, d.deadline-now), budgeted: d.budgeted, forced: d.forced}
+		}
+		c.l.dials.put(d)
 	}
 	c.dial = nil
 	if c.phase == phaseQueued {
