@@ -10,8 +10,9 @@ import (
 )
 
 // poller is one epoll set plus an eventfd that wakes it from other
-// goroutines. Every socket is added once, edge-triggered, and its
-// readiness is remembered by its owner: a socket is watched for what it
+// goroutines. Every connected socket is added once, edge-triggered, and
+// its readiness is remembered by its owner (a listening socket is the
+// exception: ListenEvents): a socket is watched for what it
 // may wait for (reading and hang-ups always; writing from the start, or,
 // for a client, only from its first full send buffer, Loop.WatchWrites),
 // so interest changes at most once in a socket's life.
@@ -38,6 +39,8 @@ type poller struct {
 	// waits counts blocking waits made holding the P, to check now and
 	// then that the P may still be held (overHeld).
 	waits uint32
+	// turns counts every wait: one per turn of the loop (Loop.Turn).
+	turns uint64
 }
 
 // SocketEvents are the event bits a TCP socket is registered with
@@ -53,6 +56,13 @@ const SocketEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLL
 // space, which a request-response connection never needs to know: in the
 // sni bench that was one wake-up in three of a client's.
 const ReadSocketEvents = SocketEvents &^ unix.EPOLLOUT
+
+// ListenEvents: a listening socket is level-triggered, reading only
+// (writing, hang-ups and urgent data mean nothing on it), so its owner
+// may accept fewer than the queue holds and stop without the accept that
+// says EAGAIN: epoll reports the socket again at the next wait while
+// clients are queued.
+const ListenEvents = unix.EPOLLIN
 
 // DatagramEvents: a UDP socket is watched for reading only (errors are
 // always reported). Asking for EPOLLOUT too would wake the loop after
@@ -101,6 +111,7 @@ func (p *poller) del(fd int) {
 // through the runtime's syscall hand-off, which lets the P serve other
 // goroutines meanwhile.
 func (p *poller) wait(timeoutMs int, now time.Time) ([]unix.EpollEvent, error) {
+	p.turns++
 	if timeoutMs == 0 { // a poll never blocks, so it needs no hand-off either
 		return p.result(rawsys.EpollPoll(p.epfd, p.events))
 	}
@@ -214,6 +225,10 @@ func (p *poller) spin(now, deadline time.Time) int {
 		}
 	}
 }
+
+// Turn is the number of the loop's current turn, from 1 (one per wait):
+// an owner tells from it whether it was reported in the turn before too.
+func (l *Loop) Turn() uint64 { return l.poll.turns }
 
 // ceilMs is d in whole milliseconds, rounded up (epoll_wait's unit).
 func ceilMs(d time.Duration) int {

@@ -12,7 +12,9 @@ import (
 )
 
 // lsock is a loop's own listening socket of one listener (SO_REUSEPORT:
-// the kernel spreads new connections over the loops' sockets).
+// the kernel spreads new connections over the loops' sockets). It is
+// level-triggered (reactor.ListenEvents): a turn may leave clients queued,
+// and epoll reports the socket again at the next wait.
 type lsock struct {
 	l      *Loop
 	fd     int
@@ -22,18 +24,26 @@ type lsock struct {
 	// the socket too (an upgrade); closing this descriptor resets nothing.
 	unwatched bool
 
+	// burst is how many clients the socket's last turn could accept, and
+	// growAt the turn in which it doubles (acceptAll).
+	burst  int
+	growAt uint64
+
 	// Back-off after accept failed for want of resources (EMFILE...): the
-	// queue is left alone for a while instead of spinning on it.
+	// queue is left alone for a while instead of spinning on it, the
+	// socket out of the epoll set (resting) until the retry fires.
 	backoff  time.Duration
 	failures int
 	retry    reactor.Timer
+	resting  bool
 
 	// accept is accept4; tests put errors in its way.
 	accept func(fd int) (int, netip.AddrPort, error)
 }
 
-// acceptBatch bounds accepts per turn so a connection storm on one
-// listener does not starve the loop's established connections.
+// acceptBatch bounds accepts per turn (the burst grows up to it) so a
+// connection storm on one listener does not starve the loop's
+// established connections.
 const acceptBatch = 64
 
 const (
@@ -45,8 +55,8 @@ const (
 // before Start.
 func (l *Loop) AddListener(fd int, f *Front) error {
 	s := &lsock{l: l, fd: fd, f: f, accept: rawsys.Accept4}
-	s.retry.OnFire(func(int64) { s.acceptAll() })
-	if err := l.r.Register(fd, s, reactor.SocketEvents); err != nil {
+	s.retry.OnFire(func(int64) { s.backoffOver() })
+	if err := l.r.Register(fd, s, reactor.ListenEvents); err != nil {
 		return err
 	}
 	l.lsocks = append(l.lsocks, s)
@@ -123,17 +133,43 @@ func (s *lsock) close() {
 
 func (s *lsock) Event(uint32) {
 	s.l.r.Churn()
-	if !s.retry.Armed() { // backing off: the retry timer will accept
+	if !s.retry.Armed() { // backing off (reported before it left the set): the retry timer will accept
 		s.acceptAll()
 	}
 }
 
-func (s *lsock) Resume() { s.acceptAll() }
-
+// acceptAll accepts for one report of the socket, a burst of clients: one
+// at first, as nginx does by default (multi_accept off), so that one
+// client at a time costs one accept4 and not a second that says EAGAIN;
+// doubled, up to acceptBatch (HAProxy bounds a wake's accepts likewise,
+// tune.maxaccept), in a turn right after one that took its whole burst:
+// the queue outlasted it, a storm, served in a few turns rather than one
+// per client. Any other turn starts again from one.
 func (s *lsock) acceptAll() {
-	if s.acceptSome() {
-		s.l.r.MarkReady(s) // more may be queued: go on after the other events
+	turn := s.l.r.Turn()
+	if turn == s.growAt {
+		s.burst = min(2*s.burst, acceptBatch)
+	} else {
+		s.burst = 1
 	}
+	if s.acceptSome(s.burst) {
+		s.growAt = turn + 1
+	}
+}
+
+// backoffOver runs when the retry timer fires: the socket goes back into
+// the epoll set and accepts, unless another process serves it now.
+func (s *lsock) backoffOver() {
+	if s.unwatched {
+		return
+	}
+	if err := s.l.r.Register(s.fd, s, reactor.ListenEvents); err != nil {
+		s.l.sh.Log.Warn("listener cannot rejoin its event loop, retrying", "listener", s.f.Name, "error", err)
+		s.rest()
+		return
+	}
+	s.resting = false
+	s.acceptAll()
 }
 
 // acceptQueued accepts the connections waiting in s's queue, past the
@@ -157,18 +193,20 @@ func (s *lsock) acceptQueued() {
 		return
 	}
 	for left := int(info.Unacked); left > 0; left -= acceptBatch {
-		if !s.acceptSome() {
+		if !s.acceptSome(acceptBatch) {
 			return
 		}
 	}
 }
 
-// acceptSome accepts up to acceptBatch connections and reports whether
-// more may be queued.
-func (s *lsock) acceptSome() (more bool) {
+// acceptSome accepts up to burst clients and reports whether it took
+// them all (more may be queued). A client lost on the way does not count;
+// acceptBatch bounds the tries.
+func (s *lsock) acceptSome(burst int) (all bool) {
 	if s.closed {
 		return false
 	}
+	n := 0
 	for range acceptBatch {
 		fd, src, err := s.accept(s.fd)
 		if err == nil {
@@ -177,6 +215,9 @@ func (s *lsock) acceptSome() (more bool) {
 				s.failures, s.backoff = 0, 0
 			}
 			s.l.accepted(fd, src, s.f)
+			if n++; n == burst {
+				return true
+			}
 			continue
 		}
 		switch acceptFailure(err) {
@@ -186,20 +227,28 @@ func (s *lsock) acceptSome() (more bool) {
 		case clientLost:
 			continue // the next client may be fine
 		}
-		// Out of fds, memory or buffers: back off, then try again (the
-		// edge that announced the queued connections will not come back).
 		s.f.AcceptErrors.Add(1)
 		s.failures++
 		if s.backoff == 0 {
-			s.backoff = minAcceptBackoff
 			s.l.sh.Log.Warn("accept failing, backing off", "listener", s.f.Name, "error", err)
-		} else {
-			s.backoff = min(2*s.backoff, maxAcceptBackoff)
 		}
-		s.l.r.Arm(&s.retry, s.l.r.Clock()+int64(s.backoff))
+		s.rest()
 		return false
 	}
 	return true
+}
+
+// rest backs off: out of fds, memory or buffers, the socket leaves the
+// epoll set, where with clients queued it would be reported at every wait
+// (it is level-triggered) and spin the loop, and the retry timer tries
+// again, the wait doubling from minAcceptBackoff to maxAcceptBackoff.
+func (s *lsock) rest() {
+	s.backoff = min(max(2*s.backoff, minAcceptBackoff), maxAcceptBackoff)
+	if !s.resting {
+		s.l.r.Unwatch(s.fd)
+		s.resting = true
+	}
+	s.l.r.Arm(&s.retry, s.l.r.Clock()+int64(s.backoff))
 }
 
 // acceptVerdict is what a failed accept(2) means for the queue behind it.

@@ -4,8 +4,10 @@
 // until the connection ends, for exactly one reason.
 //
 // A loop owns one SO_REUSEPORT listening socket per TCP listener (the
-// kernel spreads new connections over the loops), accepts until EAGAIN,
-// dials backends with non-blocking connects (the breaker's generation
+// kernel spreads new connections over the loops), level-triggered, and
+// accepts a burst of clients per report of it: one, so that a client at a
+// time costs one accept4, growing to 64 in a storm (accept.go), dials
+// backends with non-blocking connects (the breaker's generation
 // captured before connect(2), retries to the next candidate inside the
 // loop, all within the pool's connect budget), and relays with the
 // per-direction mechanics of pkg/splice: small reads copied through the
