@@ -8,7 +8,8 @@
 // Every fd is registered once, edge-triggered (SocketEvents: reading,
 // writing, hang-ups and urgent data; ReadSocketEvents: the same but
 // writing, asked for with WatchWrites only once a write found the socket
-// full; DatagramEvents: reading), in a slot with a sequence number, so an
+// full; DatagramEvents: reading), but for a listening socket,
+// level-triggered (ListenEvents), in a slot with a sequence number, so an
 // event still queued for a closed fd never reaches the next owner of that
 // number. The owner remembers readiness itself, so a connection costs two
 // epoll_ctl calls in its life (three if its client ever fills) and none
