@@ -11,7 +11,10 @@
 // until it has the whole hello. It decides as early as the bytes allow: a
 // client speaking some other protocol is told apart by its first byte or
 // two, a hello that cannot fit by its record and handshake headers. Every
-// length is checked through golang.org/x/crypto/cryptobyte.
+// length is checked through golang.org/x/crypto/cryptobyte. An event loop
+// inspects through a Reader of its own (reader.go), which interns the
+// names it has seen and reuses its memory, so that a hello naming a known
+// server costs no allocation at all.
 //
 // The framing is TLS's record layer (RFC 8446 section 5.1, RFC 5246
 // section 6.2): a ClientHello is one handshake message, which a client may
