@@ -171,6 +171,21 @@ type Queued struct {
 	ClientEnd End    `json:"client_end"`
 	Age       int64  `json:"age_ns"`
 	Waited    int64  `json:"waited_ns"`
+
+	// What the client had spent of connect_budget when it left for the
+	// queue (the budget stands still while it waits): BudgetLeft of it,
+	// Budgeted if it ran at all (a connect(2) was made), Forced if the
+	// client made its one force-try. All zero, from a build that sends
+	// none, a fresh budget.
+	BudgetLeft int64 `json:"budget_left_ns,omitempty"`
+	Budgeted   bool  `json:"budgeted,omitempty"`
+	Forced     bool  `json:"forced,omitempty"`
+	// ServerName and Route are a routed listener's client's: the name its
+	// ClientHello asked for (hash_key = "sni", the PROXY header's
+	// authority, its access line) and the route that matched, by name
+	// ("": the listener's pool). Its route counted it in the old process.
+	ServerName string `json:"server_name,omitempty"`
+	Route      string `json:"route,omitempty"`
 }
 
 // Batch is records and the descriptors they name, as they travel in one

@@ -108,6 +108,15 @@ func (c *conn) detachQueued(b *flow.Batch) flow.Queued {
 	if c.dst.IsValid() {
 		q.Dst = c.dst.String()
 	}
+	if s := c.spent; s != nil {
+		q.BudgetLeft, q.Budgeted, q.Forced = s.left, s.budgeted, s.forced
+	}
+	if r := c.sni; r != nil {
+		q.ServerName = r.serverName
+		if r.route != nil {
+			q.Route = r.route.Name
+		}
+	}
 	c.waiting = false // its slice entry goes at the next retry pass
 	q.ClientFD = c.letGo(&c.cl, b)
 	c.leave()
@@ -225,12 +234,37 @@ func (l *Loop) AdoptQueued(q *flow.Queued, b *flow.Batch, f *Front, p *pool.Pool
 	}
 	c := l.newAdopted(f, p, src, dst, q.Sourced, q.Age)
 	c.queuedAt = -q.Waited // from Go's now
+	if q.Budgeted || q.Forced {
+		c.spent = &spentBudget{left: max(0, q.BudgetLeft), budgeted: q.Budgeted, forced: q.Forced}
+	}
+	if q.ServerName != "" || q.Route != "" {
+		c.adoptRoute(q.ServerName, q.Route)
+	}
 	c.cl.fd = clfd
 	c.cl.setState(q.ClientEnd)
 	if err := c.watch(); err != nil {
 		return nil, err
 	}
 	return &Adopted{c}, nil
+}
+
+// adoptRoute gives an adopted client the server name it asked for and its
+// route, found by name among the listener's routes here (none of that
+// name, or no routes now: the listener's pool's client, by name still).
+// Its route counted it where it was inspected.
+func (c *conn) adoptRoute(serverName, route string) {
+	rt := c.f.Routing()
+	c.sni = c.l.routes.get()
+	c.sni.rt, c.sni.serverName = rt, serverName
+	if rt == nil || route == "" {
+		return
+	}
+	for _, r := range rt.Routes {
+		if r.Name == route {
+			c.sni.route = r
+			return
+		}
+	}
 }
 
 func parseAddrs(client, dst string) (src, d netip.AddrPort, err error) {

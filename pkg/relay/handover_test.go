@@ -269,6 +269,74 @@ func TestHandOverCarriesAQueuedClient(t *testing.T) {
 	}
 }
 
+// A queued client moves with what it spent of its connect budget and, a
+// routed listener's, with the server name it asked for and its route:
+// the new process dials it on the budget it had left, and its access
+// line, PROXY header and hash key name what the old one read.
+func TestHandOverCarriesAQueuedClientsBudgetAndRoute(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p",
+		keys: "queue_timeout = \"30s\"\n[[pool.p.backend]]\naddr = \"" + k.Addr + "\"\nmax_connections = 1\n"}}})
+	first := h.open("p", k)
+	defer first.close()
+	second := h.dial("p")
+	defer second.Close()
+	f := h.front("p").Front
+	api := &Route{Name: "api", Pool: f.Pool()}
+	f.SetRouting(&Routing{Routes: []*Route{api}}) // as a reload would: the clients are in already
+	var from *Loop
+	if !testnet.WaitUntil(20*time.Second, func() bool {
+		for _, l := range h.loops {
+			h.on(l, func() {
+				for c := range l.conns {
+					if c.phase == phaseQueued {
+						from = l
+						c.spent = &spentBudget{left: int64(3 * time.Second), budgeted: true, forced: true}
+						c.sni = &routed{route: api, serverName: "api.example.com"}
+					}
+				}
+			})
+		}
+		return from != nil
+	}) {
+		t.Fatalf("the second client never queued:%s", h.describeConns())
+	}
+	to := h.loops[(from.r.ID()+1)%2]
+	b := moveAll(t, h, from, to, false)
+	if len(b.Queued) != 1 {
+		t.Fatalf("moved %d queued clients, want 1", len(b.Queued))
+	}
+	if q := b.Queued[0]; q.BudgetLeft != int64(3*time.Second) || !q.Budgeted || !q.Forced || q.ServerName != "api.example.com" || q.Route != "api" {
+		t.Fatalf("the record: %+v", q)
+	}
+	var got *conn
+	h.on(to, func() {
+		for c := range to.conns {
+			if c.phase == phaseQueued {
+				got = c
+			}
+		}
+	})
+	if got == nil {
+		t.Fatalf("no queued client on the new loop:%s", h.describeConns())
+	}
+	h.on(to, func() {
+		if s := got.spent; s == nil || s.left != int64(3*time.Second) || !s.budgeted || !s.forced {
+			t.Errorf("adopted budget %+v, want 3s left, budgeted, forced", s)
+		}
+		if r := got.sni; r == nil || r.serverName != "api.example.com" || r.route != api {
+			t.Errorf("adopted route %+v, want api.example.com on route api", r)
+		}
+	})
+	first.close()
+	p := &proxied{client: second, backend: k.Next(t)}
+	defer p.close()
+	roundTrip(t, p, "served", "after the move")
+	if n := api.Clients.Load(); n != 0 {
+		t.Errorf("the route counted the moved client again: %d", n)
+	}
+}
+
 // A connection adopted back to stay (the other process refused it) is
 // never detached again: the hand-over would go round forever.
 func TestAdoptedToStayIsNotDetachedAgain(t *testing.T) {
