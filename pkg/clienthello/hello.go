@@ -95,7 +95,11 @@ func (r *Reader) readALPN(data cryptobyte.String) ([]string, bool) {
 	for !list.Empty() {
 		var proto cryptobyte.String
 		list.ReadUint8LengthPrefixed(&proto) // read once already: it reads
-		protos = append(protos, r.intern(proto))
+		if n <= maxInternedProtos {
+			protos = append(protos, r.intern(proto))
+		} else {
+			protos = append(protos, string(proto))
+		}
 	}
 	r.protos = protos
 	return protos, true

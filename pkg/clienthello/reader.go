@@ -20,6 +20,11 @@ type Reader struct {
 // allocation each, as without a Reader, and no more memory.
 const maxInterned = 1024
 
+// maxInternedProtos: the protocols of a hello offering more than this
+// many (clients offer two or three) are not interned, so that one hello
+// cannot make the Reader forget every server name.
+const maxInternedProtos = 8
+
 // NewReader returns a Reader that reuses its memory and interns names.
 func NewReader() *Reader { return &Reader{names: make(map[string]string)} }
 

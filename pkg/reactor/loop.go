@@ -67,11 +67,8 @@ type Loop struct {
 	// fake is the injected clock when it is not the real one; nil keeps
 	// the real clock's fast path (time.Since reads the monotonic clock
 	// alone).
-	fake clock.Clock
-	// firedAt is the clock when due timers last fired, microseconds
-	// before the loop waits (or after a yield, yieldIfDue): the reading
-	// the wait goes by.
-	firedAt int64
+	fake    clock.Clock
+	firedAt int64 // the clock when due timers last fired
 	// yieldedAt: when a holding loop last passed through the scheduler
 	// of its own accord (yieldEvery, holdp.go).
 	yieldedAt int64
@@ -249,37 +246,39 @@ func (l *Loop) run() {
 	l.firedAt = l.Clock()
 	l.stats.busySince = l.firedAt
 	for {
-		if l.yieldIfDue() {
+		// A wait that may sleep goes by a reading of its own, taken here,
+		// after the turn's timers and parts: its deadline, the busy
+		// polling and hold-idle clocks, and the end of the turn's busy
+		// stretch. A poll (work is ready) needs none. The poller used to
+		// read the clock itself (time.Now: two reads) and the stretch's end
+		// once more: three reads a turn where this is one.
+		timeout, at := 0, l.firedAt
+		if len(l.ready) == 0 {
+			at = l.Clock()
+			timeout = l.waitTimeout(at)
+		}
+		block := timeout != 0
+		l.beforeWait(block, at)
+		if l.yieldIfDue() && block {
 			// Other goroutines may have run meanwhile: time went on, and
 			// a timer may be due (the wait then only polls).
-			l.firedAt = l.Clock()
+			at = l.Clock()
+			timeout = l.waitTimeout(at)
 		}
-		timeout := -1
-		if len(l.ready) > 0 {
-			timeout = 0
-		} else if at, ok := l.timers.next(); ok {
-			timeout = rawsys.WaitTimeout(at - l.firedAt)
-		}
-		// The wait and its bookkeeping go by the turn's last reading
-		// (firedAt, microseconds old): a clock read costs about as much
-		// as a syscall's entry on a VM, and a turn of a loop busy with
-		// short connections would otherwise read it five times.
-		l.beforeWait(timeout != 0)
-		evs, err := l.poll.wait(timeout, l.timeOf(l.firedAt))
+		evs, err := l.poll.wait(timeout, l.timeOf(at))
 		if err != nil {
 			l.log.Error("event loop stopped: epoll failed", "loop", l.id, "error", err)
 			return
 		}
 		l.now = l.Clock()
-		l.afterWait(timeout != 0, len(evs))
-		data, tasks := 0, false
+		l.afterWait(block, len(evs))
+		data := 0
 		for i := range evs {
 			ev := &evs[i]
 			fd := int(ev.Fd)
 			if fd == l.poll.wakefd {
 				l.poll.drainWake()
 				l.runTasks()
-				tasks = true
 				continue
 			}
 			if fd < len(l.slots) {
@@ -293,20 +292,13 @@ func (l *Loop) run() {
 		// the next wait; connection churn does not (coalesce.go).
 		l.poll.mayCoalesce = data >= 2 && !l.churn
 		l.churn = false
-		readied := len(l.ready) > 0
 		l.runReady()
 		// Timers fire at a fresh reading, and Now follows it, so that what
 		// their callbacks stamp (an ended session's record, a timer armed
-		// again) agrees with the now they were given. A turn of one or two
-		// events, with no task and nothing made ready to go on, took
-		// microseconds: the wake-up's reading is fresh enough for timers
-		// of milliseconds, and a loop of short connections, most of whose
-		// turns are such, is spared a clock read per turn.
-		if data > 2 || tasks || readied {
-			l.firedAt = l.Clock()
-		} else {
-			l.firedAt = l.now
-		}
+		// again) agrees with the now they were given, and a timer the
+		// turn's work armed for now (a slot freed: the queue's retry)
+		// fires in this turn.
+		l.firedAt = l.Clock()
 		l.now = l.firedAt
 		l.timers.fireDue(l.firedAt)
 		for _, p := range l.parts {
@@ -316,6 +308,15 @@ func (l *Loop) run() {
 			return
 		}
 	}
+}
+
+// waitTimeout is the wait's timeout at at on the loop's clock: until the
+// next timer is due (0 if it is), or none (-1).
+func (l *Loop) waitTimeout(at int64) int {
+	if next, ok := l.timers.next(); ok {
+		return rawsys.WaitTimeout(next - at)
+	}
+	return -1
 }
 
 func (l *Loop) runTasks() {

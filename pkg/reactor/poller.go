@@ -122,7 +122,7 @@ func (p *poller) wait(timeoutMs int, now time.Time) ([]unix.EpollEvent, error) {
 	// wait: the runtime interrupts raw waits (each garbage collection
 	// signals a few times), and a wait that restarted in full after each
 	// interruption could run late without bound. now is the caller's
-	// reading of the clock, taken just before (the loop's last one).
+	// reading of the clock, taken right before the call.
 	var deadline time.Time
 	if timeoutMs > 0 {
 		deadline = now.Add(time.Duration(timeoutMs) * time.Millisecond)

@@ -42,14 +42,14 @@ type loopStats struct {
 }
 
 // beforeWait ends the stretch of work that the coming wait closes, if it
-// may sleep (block), and publishes the counts when they are due. It reads
-// no clock: the turn's last reading (firedAt) ends the stretch.
-func (l *Loop) beforeWait(block bool) {
+// may sleep (block), at the wait's reading of the clock (at), and
+// publishes the counts when they are due.
+func (l *Loop) beforeWait(block bool, at int64) {
 	st := &l.stats
 	var now int64
 	switch {
 	case block:
-		now = l.firedAt
+		now = at
 	case l.now-st.at >= statsEvery:
 		now = l.now
 	default:

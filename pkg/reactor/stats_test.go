@@ -21,11 +21,8 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 	}
 	defer l.poll.close()
 	const ms = time.Millisecond
-	// As run ends a turn: its last clock reading (firedAt), then the wait.
-	beforeWait := func(block bool) {
-		l.firedAt = l.Clock()
-		l.beforeWait(block)
-	}
+	// As run ends a turn: a reading of the clock, then the wait.
+	beforeWait := func(block bool) { l.beforeWait(block, l.Clock()) }
 
 	l.stats.busySince = l.Clock()
 	clk.Advance(40 * ms) // work
@@ -92,8 +89,7 @@ func TestStatsOfARunningLoop(t *testing.T) {
 	var end Stats
 	l.Do(func() {
 		l.poll.gathers++ // as a coalesced window would
-		l.firedAt = l.Clock()
-		l.beforeWait(true)
+		l.beforeWait(true, l.Clock())
 		end = l.Stats()
 	})
 	if end.Events-start.Events < 6 || end.Sleeps <= start.Sleeps || end.Coalesced != start.Coalesced+1 {

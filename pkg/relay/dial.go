@@ -74,6 +74,7 @@ func (c *conn) plan(d *dialState) {
 	switch {
 	case len(cands) == 0 && !force:
 		d.endWait(c.f, queueServed) // back, but full: it waits for a slot now
+		c.dial = d                  // for queueForSlot to keep what it spent of its budget
 		c.queueForSlot()            // every usable backend is at its max_connections
 		return
 	case force && d.forced:

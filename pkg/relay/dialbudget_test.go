@@ -26,3 +26,44 @@ func TestFirstDialTimeoutWithBudgetEqualToTimeoutIsAFailure(t *testing.T) {
 		t.Fatalf("frozen backend: %d dials ok, %d failed; want its timeout counted as one failure", ok, failed)
 	}
 }
+
+// A client back from the slot queue that finds every backend full again
+// (another loop took the slot the pass saw free) queues again with what
+// it had spent of its budget and its force-try, not a fresh budget.
+func TestRequeuedClientKeepsWhatItSpentOfItsBudget(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p",
+		keys: "queue_timeout = \"30s\"\n[[pool.p.backend]]\naddr = \"" + k.Addr + "\"\nmax_connections = 1\n"}}})
+	first := h.open("p", k)
+	defer first.close()
+	second := h.dial("p")
+	defer second.Close()
+	var l *Loop
+	var queued *conn
+	testnet.Eventually(t, "the second client to queue", func() bool {
+		for _, lp := range h.loops {
+			h.on(lp, func() {
+				for c := range lp.conns {
+					if c.phase == phaseQueued {
+						l, queued = lp, c
+					}
+				}
+			})
+		}
+		return queued != nil
+	})
+	want := spentBudget{left: int64(2 * time.Second), budgeted: true, forced: true}
+	var got *spentBudget
+	h.on(l, func() {
+		queued.spent = &want
+		queued.startDial() // as the retry pass would, the backend still full
+		got = queued.spent
+	})
+	if got == nil || got.budgeted != want.budgeted || got.forced != want.forced || got.left > want.left || got.left < want.left-int64(time.Second) {
+		t.Fatalf("spent after queueing again: %+v, want about %+v", got, want)
+	}
+	first.close() // its slot goes to the queued client, served as any
+	p := &proxied{client: second, backend: k.Next(t)}
+	defer p.close()
+	roundTrip(t, p, "served", "at last")
+}
