@@ -61,6 +61,11 @@ type Relay struct {
 	// Verdict is the dial's breaker result still open (count_early_reset):
 	// nil when it was settled at connect or since.
 	Verdict *Verdict `json:"verdict,omitempty"`
+
+	// ServerName and Route are a routed listener's client's, as in
+	// Queued: for its access line in the new process.
+	ServerName string `json:"server_name,omitempty"`
+	Route      string `json:"route,omitempty"`
 }
 
 // End is what a loop had learnt of one socket from its events.
@@ -184,6 +189,7 @@ type Queued struct {
 	// ClientHello asked for (hash_key = "sni", the PROXY header's
 	// authority, its access line) and the route that matched, by name
 	// ("": the listener's pool). Its route counted it in the old process.
+	// Relay carries them too.
 	ServerName string `json:"server_name,omitempty"`
 	Route      string `json:"route,omitempty"`
 }

@@ -86,6 +86,7 @@ func (c *conn) detachRelay(b *flow.Batch) flow.Relay {
 		}
 		r.Verdict = v
 	}
+	r.ServerName, r.Route = c.routeRecord()
 	for d := range 2 {
 		st := c.streams[d].Detach(l.scratch)
 		st.Ended = c.ended[d]
@@ -111,12 +112,7 @@ func (c *conn) detachQueued(b *flow.Batch) flow.Queued {
 	if s := c.spent; s != nil {
 		q.BudgetLeft, q.Budgeted, q.Forced = s.left, s.budgeted, s.forced
 	}
-	if r := c.sni; r != nil {
-		q.ServerName = r.serverName
-		if r.route != nil {
-			q.Route = r.route.Name
-		}
-	}
+	q.ServerName, q.Route = c.routeRecord()
 	c.waiting = false // its slice entry goes at the next retry pass
 	q.ClientFD = c.letGo(&c.cl, b)
 	c.leave()
@@ -201,6 +197,9 @@ func (l *Loop) AdoptRelay(r *flow.Relay, b *flow.Batch, f *Front, p *pool.Pool, 
 		}
 		c.ended[d] = st.Ended
 	}
+	if r.ServerName != "" || r.Route != "" {
+		c.adoptRoute(r.ServerName, r.Route)
+	}
 	if v := r.Verdict; v != nil {
 		c.settle = p.Resume(be, v.Force, v.Generation)
 		c.early = &earlyWatch{}
@@ -246,6 +245,19 @@ func (l *Loop) AdoptQueued(q *flow.Queued, b *flow.Batch, f *Front, p *pool.Pool
 		return nil, err
 	}
 	return &Adopted{c}, nil
+}
+
+// routeRecord is a routed client's server name and route name for its
+// record ("" and "" for any other client).
+func (c *conn) routeRecord() (serverName, route string) {
+	r := c.sni
+	if r == nil {
+		return "", ""
+	}
+	if r.route != nil {
+		route = r.route.Name
+	}
+	return r.serverName, route
 }
 
 // adoptRoute gives an adopted client the server name it asked for and its

@@ -337,6 +337,42 @@ func TestHandOverCarriesAQueuedClientsBudgetAndRoute(t *testing.T) {
 	}
 }
 
+// A relaying routed client moves with the server name it asked for and
+// its route, for its access line in the new process.
+func TestHandOverCarriesARelaysRoute(t *testing.T) {
+	k := testnet.StartTaker(t)
+	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p", backends: []string{k.Addr}}}})
+	p := h.open("p", k)
+	defer p.close()
+	roundTrip(t, p, "before", "the move")
+	f := h.front("p").Front
+	web := &Route{Name: "web", Pool: f.Pool()}
+	f.SetRouting(&Routing{Routes: []*Route{web}})
+	from, to := holder(t, h)
+	h.on(from, func() {
+		for c := range from.conns {
+			c.sni = &routed{route: web, serverName: "www.example.com"}
+		}
+	})
+	b := moveAll(t, h, from, to, false)
+	if len(b.Relays) != 1 || b.Relays[0].ServerName != "www.example.com" || b.Relays[0].Route != "web" {
+		t.Fatalf("the records: %+v", b.Relays)
+	}
+	h.on(to, func() { // on the loop: the route goes back to its free list at the close
+		n := 0
+		for c := range to.conns {
+			n++
+			if r := c.sni; r == nil || r.serverName != "www.example.com" || r.route != web {
+				t.Errorf("adopted route %+v, want www.example.com on route web", r)
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d connections on the new loop, want 1", n)
+		}
+	})
+	roundTrip(t, p, "after", "the move")
+}
+
 // A connection adopted back to stay (the other process refused it) is
 // never detached again: the hand-over would go round forever.
 func TestAdoptedToStayIsNotDetachedAgain(t *testing.T) {
