@@ -29,7 +29,9 @@ func socketOwner(t *testing.T, l *Loop, o Owner) (peer int) {
 		t.Fatal(rerr)
 	}
 	t.Cleanup(func() {
-		l.Do(func() { l.Forget(fds[0]); unix.Close(fds[0]) })
+		if !l.Do(func() { l.Forget(fds[0]); unix.Close(fds[0]) }) {
+			unix.Close(fds[0]) // the loop stopped first
+		}
 		unix.Close(fds[1])
 	})
 	return fds[1]

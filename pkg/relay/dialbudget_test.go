@@ -55,9 +55,17 @@ func TestRequeuedClientKeepsWhatItSpentOfItsBudget(t *testing.T) {
 	want := spentBudget{left: int64(2 * time.Second), budgeted: true, forced: true}
 	var got *spentBudget
 	h.on(l, func() {
+		// As the retry pass takes a client off the queue, the backend
+		// still full.
 		queued.spent = &want
-		queued.startDial() // as the retry pass would, the backend still full
+		queued.waiting = false
+		l.r.Disarm(&queued.timer)
+		queued.phase = phaseDialing
+		queued.startDial()
 		got = queued.spent
+		if queued.phase != phaseQueued || !queued.waiting {
+			t.Errorf("phase %d, waiting %v after a full pool: want it queued again", queued.phase, queued.waiting)
+		}
 	})
 	if got == nil || got.budgeted != want.budgeted || got.forced != want.forced || got.left > want.left || got.left < want.left-int64(time.Second) {
 		t.Fatalf("spent after queueing again: %+v, want about %+v", got, want)
