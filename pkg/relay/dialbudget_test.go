@@ -31,47 +31,25 @@ func TestFirstDialTimeoutWithBudgetEqualToTimeoutIsAFailure(t *testing.T) {
 // (another loop took the slot the pass saw free) queues again with what
 // it had spent of its budget and its force-try, not a fresh budget.
 func TestRequeuedClientKeepsWhatItSpentOfItsBudget(t *testing.T) {
-	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{fronts: []frontSpec{{name: "p",
-		keys: "queue_timeout = \"30s\"\n[[pool.p.backend]]\naddr = \"" + k.Addr + "\"\nmax_connections = 1\n"}}})
-	first := h.open("p", k)
-	defer first.close()
-	second := h.dial("p")
-	defer second.Close()
-	var l *Loop
-	var queued *conn
-	testnet.Eventually(t, "the second client to queue", func() bool {
-		for _, lp := range h.loops {
-			h.on(lp, func() {
-				for c := range lp.conns {
-					if c.phase == phaseQueued {
-						l, queued = lp, c
-					}
-				}
-			})
-		}
-		return queued != nil
-	})
+	q := newQueuedBehind(t)
 	want := spentBudget{left: int64(2 * time.Second), budgeted: true, forced: true}
 	var got *spentBudget
-	h.on(l, func() {
+	q.h.on(q.l, func() {
 		// As the retry pass takes a client off the queue, the backend
 		// still full.
-		queued.spent = &want
-		queued.waiting = false
-		l.r.Disarm(&queued.timer)
-		queued.phase = phaseDialing
-		queued.startDial()
-		got = queued.spent
-		if queued.phase != phaseQueued || !queued.waiting {
-			t.Errorf("phase %d, waiting %v after a full pool: want it queued again", queued.phase, queued.waiting)
+		c := q.c
+		c.spent = &want
+		c.waiting = false
+		q.l.r.Disarm(&c.timer)
+		c.phase = phaseDialing
+		c.startDial()
+		got = c.spent
+		if c.phase != phaseQueued || !c.waiting {
+			t.Errorf("phase %d, waiting %v after a full pool: want it queued again", c.phase, c.waiting)
 		}
 	})
 	if got == nil || got.budgeted != want.budgeted || got.forced != want.forced || got.left > want.left || got.left < want.left-int64(time.Second) {
 		t.Fatalf("spent after queueing again: %+v, want about %+v", got, want)
 	}
-	first.close() // its slot goes to the queued client, served as any
-	p := &proxied{client: second, backend: k.Next(t)}
-	defer p.close()
-	roundTrip(t, p, "served", "at last")
+	q.served(t)
 }

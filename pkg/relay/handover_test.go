@@ -230,40 +230,63 @@ func TestHandOverKeepsAHalfClose(t *testing.T) {
 	}
 }
 
-// A client waiting for a backend slot moves with its place in the wait,
-// and is served on its new loop once a slot frees.
-func TestHandOverCarriesAQueuedClient(t *testing.T) {
+// queuedBehind is a harness of two loops whose one backend takes one
+// client at a time, first relaying through it, and second's client
+// queued for its slot on loop l as c. Close first to serve second.
+type queuedBehind struct {
+	h      *harness
+	k      *testnet.Taker
+	first  *proxied
+	second *net.TCPConn
+	l      *Loop
+	c      *conn
+}
+
+func newQueuedBehind(t *testing.T) *queuedBehind {
+	t.Helper()
 	k := testnet.StartTaker(t)
 	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p",
 		keys: "queue_timeout = \"30s\"\n[[pool.p.backend]]\naddr = \"" + k.Addr + "\"\nmax_connections = 1\n"}}})
-	first := h.open("p", k)
-	defer first.close()
-	second := h.dial("p")
-	defer second.Close()
-	var from *Loop
+	q := &queuedBehind{h: h, k: k, first: h.open("p", k), second: h.dial("p")}
+	t.Cleanup(func() { q.first.close(); q.second.Close() })
 	if !testnet.WaitUntil(20*time.Second, func() bool {
 		for _, l := range h.loops {
 			h.on(l, func() {
 				for c := range l.conns {
 					if c.phase == phaseQueued {
-						from = l
+						q.l, q.c = l, c
 					}
 				}
 			})
 		}
-		return from != nil
+		return q.c != nil
 	}) {
 		t.Fatalf("the second client never queued:%s", h.describeConns())
 	}
-	to := h.loops[(from.r.ID()+1)%2]
-	b := moveAll(t, h, from, to, false)
+	return q
+}
+
+// served closes first, whose slot goes to second, and checks second is
+// relayed to the backend.
+func (q *queuedBehind) served(t *testing.T) {
+	t.Helper()
+	q.first.close()
+	p := &proxied{client: q.second, backend: q.k.Next(t)}
+	defer p.close()
+	roundTrip(t, p, "served", "at last")
+}
+
+// A client waiting for a backend slot moves with its place in the wait,
+// and is served on its new loop once a slot frees.
+func TestHandOverCarriesAQueuedClient(t *testing.T) {
+	q := newQueuedBehind(t)
+	h := q.h
+	to := h.loops[(q.l.r.ID()+1)%2]
+	b := moveAll(t, h, q.l, to, false)
 	if len(b.Queued) != 1 {
 		t.Fatalf("moved %d queued clients, want 1", len(b.Queued))
 	}
-	first.close()
-	p := &proxied{client: second, backend: k.Next(t)}
-	defer p.close()
-	roundTrip(t, p, "served", "after the move")
+	q.served(t)
 	if n := h.front("p").Queued[queueServed].Load(); n != 1 {
 		t.Errorf("queue results: %d served, want 1", n)
 	}
@@ -274,64 +297,42 @@ func TestHandOverCarriesAQueuedClient(t *testing.T) {
 // the new process dials it on the budget it had left, and its access
 // line, PROXY header and hash key name what the old one read.
 func TestHandOverCarriesAQueuedClientsBudgetAndRoute(t *testing.T) {
-	k := testnet.StartTaker(t)
-	h := newHarness(t, harnessOpts{loops: 2, fronts: []frontSpec{{name: "p",
-		keys: "queue_timeout = \"30s\"\n[[pool.p.backend]]\naddr = \"" + k.Addr + "\"\nmax_connections = 1\n"}}})
-	first := h.open("p", k)
-	defer first.close()
-	second := h.dial("p")
-	defer second.Close()
+	q := newQueuedBehind(t)
+	h := q.h
 	f := h.front("p").Front
 	api := &Route{Name: "api", Pool: f.Pool()}
 	f.SetRouting(&Routing{Routes: []*Route{api}}) // as a reload would: the clients are in already
-	var from *Loop
-	if !testnet.WaitUntil(20*time.Second, func() bool {
-		for _, l := range h.loops {
-			h.on(l, func() {
-				for c := range l.conns {
-					if c.phase == phaseQueued {
-						from = l
-						c.spent = &spentBudget{left: int64(3 * time.Second), budgeted: true, forced: true}
-						c.sni = &routed{route: api, serverName: "api.example.com"}
-					}
-				}
-			})
-		}
-		return from != nil
-	}) {
-		t.Fatalf("the second client never queued:%s", h.describeConns())
-	}
-	to := h.loops[(from.r.ID()+1)%2]
-	b := moveAll(t, h, from, to, false)
+	h.on(q.l, func() {
+		q.c.spent = &spentBudget{left: int64(3 * time.Second), budgeted: true, forced: true}
+		q.c.sni = &routed{route: api, serverName: "api.example.com"}
+	})
+	to := h.loops[(q.l.r.ID()+1)%2]
+	b := moveAll(t, h, q.l, to, false)
 	if len(b.Queued) != 1 {
 		t.Fatalf("moved %d queued clients, want 1", len(b.Queued))
 	}
-	if q := b.Queued[0]; q.BudgetLeft != int64(3*time.Second) || !q.Budgeted || !q.Forced || q.ServerName != "api.example.com" || q.Route != "api" {
-		t.Fatalf("the record: %+v", q)
+	if r := b.Queued[0]; r.BudgetLeft != int64(3*time.Second) || !r.Budgeted || !r.Forced || r.ServerName != "api.example.com" || r.Route != "api" {
+		t.Fatalf("the record: %+v", r)
 	}
-	var got *conn
 	h.on(to, func() {
+		n := 0
 		for c := range to.conns {
-			if c.phase == phaseQueued {
-				got = c
+			if c.phase != phaseQueued {
+				continue
+			}
+			n++
+			if s := c.spent; s == nil || s.left != int64(3*time.Second) || !s.budgeted || !s.forced {
+				t.Errorf("adopted budget %+v, want 3s left, budgeted, forced", s)
+			}
+			if r := c.sni; r == nil || r.serverName != "api.example.com" || r.route != api {
+				t.Errorf("adopted route %+v, want api.example.com on route api", r)
 			}
 		}
-	})
-	if got == nil {
-		t.Fatalf("no queued client on the new loop:%s", h.describeConns())
-	}
-	h.on(to, func() {
-		if s := got.spent; s == nil || s.left != int64(3*time.Second) || !s.budgeted || !s.forced {
-			t.Errorf("adopted budget %+v, want 3s left, budgeted, forced", s)
-		}
-		if r := got.sni; r == nil || r.serverName != "api.example.com" || r.route != api {
-			t.Errorf("adopted route %+v, want api.example.com on route api", r)
+		if n != 1 {
+			t.Errorf("%d queued clients on the new loop, want 1", n)
 		}
 	})
-	first.close()
-	p := &proxied{client: second, backend: k.Next(t)}
-	defer p.close()
-	roundTrip(t, p, "served", "after the move")
+	q.served(t)
 	if n := api.Clients.Load(); n != 0 {
 		t.Errorf("the route counted the moved client again: %d", n)
 	}
