@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -186,7 +187,9 @@ func TestSyslogAbsentDaemonHeals(t *testing.T) {
 	p := startL4LB(t, "", nil, "-config", path)
 	waitServing(t, p, listen)
 	if _, err := testnet.Hello(listen, ""); err != nil {
-		t.Fatal(err)
+		// Its process log goes to the absent daemon: what l4lb did with
+		// the client is in its counts only.
+		t.Fatalf("%v; l4lb's counts:\n%s", err, clientCounts(t, adminAddr))
 	}
 	testnet.Eventually(t, "the record dropped as unreachable", func() bool {
 		return e2eutil.Metric(t, adminAddr, `l4lb_syslog_dropped_total{log="access",reason="unreachable"}`) >= 1
@@ -223,4 +226,20 @@ func TestSyslogAbsentDaemonHeals(t *testing.T) {
 			t.Fatal("no record reached the daemon in 30s of clients")
 		}
 	}
+}
+
+// clientCounts is l4lb's /metrics lines about its clients: how they
+// ended and why, and its backends' dials.
+func clientCounts(t *testing.T, adminAddr string) string {
+	t.Helper()
+	resp := e2eutil.AdminGet(t, "http://"+adminAddr+"/metrics")
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var out []string
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(line, "l4lb_client_connections") || strings.HasPrefix(line, "l4lb_backend_dials_total") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
