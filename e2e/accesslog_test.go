@@ -76,8 +76,9 @@ func TestAccessLogToAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(c)
-	if tag, _ := r.ReadString('\n'); tag != "b\n" {
-		t.Fatalf("tag %q", tag)
+	if tag, err := r.ReadString('\n'); tag != "b\n" {
+		c.Close()
+		t.Fatalf("tag %q, %v; l4lb's counts:\n%s", tag, err, clientCounts(t, adminAddr))
 	}
 	c.(*net.TCPConn).CloseWrite()
 	io.ReadAll(r)
