@@ -91,7 +91,7 @@ func (r *Reader) readALPN(data cryptobyte.String) ([]string, bool) {
 			return nil, false
 		}
 	}
-	protos := r.protosOf(n)
+	protos := reused(r, r.protos, n)
 	for !list.Empty() {
 		var proto cryptobyte.String
 		list.ReadUint8LengthPrefixed(&proto) // read once already: it reads
@@ -111,7 +111,7 @@ func (r *Reader) readVersions(data cryptobyte.String) ([]uint16, bool) {
 	if !data.ReadUint8LengthPrefixed(&list) || !data.Empty() || list.Empty() || len(list)%2 != 0 {
 		return nil, false
 	}
-	versions := r.versionsOf(len(list) / 2)
+	versions := reused(r, r.versions, len(list)/2)
 	for !list.Empty() {
 		var v uint16
 		list.ReadUint16(&v) // an even count of bytes left: it reads

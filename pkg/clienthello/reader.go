@@ -44,20 +44,13 @@ func (r *Reader) intern(b []byte) string {
 	return s
 }
 
-// protosOf is an empty slice for n protocols: the Reader's, if it reuses.
-func (r *Reader) protosOf(n int) []string {
-	if r.names == nil || cap(r.protos) < n {
-		return make([]string, 0, n)
+// reused is an empty slice for n elements: kept's memory, if r reuses
+// and kept has room.
+func reused[T any](r *Reader, kept []T, n int) []T {
+	if r.names == nil || cap(kept) < n {
+		return make([]T, 0, n)
 	}
-	return r.protos[:0]
-}
-
-// versionsOf is an empty slice for n versions: the Reader's, if it reuses.
-func (r *Reader) versionsOf(n int) []uint16 {
-	if r.names == nil || cap(r.versions) < n {
-		return make([]uint16, 0, n)
-	}
-	return r.versions[:0]
+	return kept[:0]
 }
 
 // bodyOf is a buffer for a hello body of n bytes: the Reader's, if it
