@@ -57,8 +57,10 @@ func (l *limitListener) reject(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetLinger(0) // a reset: the client learns at once, and no TIME_WAIT stays here
 	}
-	c.Close()
+	// Counted before the close: a client that sees its reset must find
+	// itself in l4lb_admin_connections_rejected_total already.
 	n := l.rejected.Add(1)
+	c.Close()
 	l.mu.Lock()
 	warn := time.Since(l.lastWarn) >= warnEvery
 	if warn {
