@@ -136,8 +136,10 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	if limit := l.sh.Cap(); l.sh.Active.Add(1)+limit.Elsewhere > limit.Max {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		rawsys.Close(fd)
+		// Counted before the close: a client that sees its reset finds
+		// itself counted.
 		l.refusedAtAccept(f, src, CloseConnectionCap)
+		rawsys.Close(fd)
 		if l.sh.OnCap != nil {
 			l.sh.OnCap()
 		}
@@ -153,8 +155,8 @@ func (l *Loop) accepted(fd int, src netip.AddrPort, f *Front) {
 	if err := l.r.Register(fd, &c.cl, reactor.ReadSocketEvents); err != nil {
 		l.sh.Active.Add(-1)
 		f.Rejected.Add(1)
-		rawsys.Close(fd)
 		l.refusedAtAccept(f, src, CloseLocalError)
+		rawsys.Close(fd)
 		l.sh.Log.Warn("client refused: cannot watch its socket", "listener", f.Name, "error", err)
 		return
 	}
