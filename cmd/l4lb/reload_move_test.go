@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -78,7 +76,7 @@ func TestReloadMovesAListenerBetweenAnAddressAndTheWildcard(t *testing.T) {
 			testnet.CheckLeaks(t)
 			tb := testnet.StartBackend(t, "t", "")
 			ub := testnet.StartUDPBackend(t, "u", "")
-			port := freeWildcardPort(t)
+			port := testnet.FreePort(t)
 			specific := netip.AddrPortFrom(netip.MustParseAddr(fam.specific), uint16(port))
 			wildcard := netip.AddrPortFrom(netip.MustParseAddr(fam.wildcard), uint16(port))
 			dial := specific.String() // what clients use, whichever bind serves it
@@ -127,7 +125,7 @@ func TestUpgradeMovesAListenerBetweenAnAddressAndTheWildcard(t *testing.T) {
 			testnet.CheckLeaks(t)
 			tb := testnet.StartBackend(t, "t", "")
 			ub := testnet.StartUDPBackend(t, "u", "")
-			port := freeWildcardPort(t)
+			port := testnet.FreePort(t)
 			specific := netip.AddrPortFrom(netip.MustParseAddr(fam.specific), uint16(port))
 			wildcard := netip.AddrPortFrom(netip.MustParseAddr(fam.wildcard), uint16(port))
 			dial := specific.String()
@@ -332,7 +330,7 @@ func TestReloadMoveRefusesAnotherSocketOnThePort(t *testing.T) {
 	testnet.CheckLeaks(t)
 	tb := testnet.StartBackend(t, "t", "")
 	ub := testnet.StartUDPBackend(t, "u", "")
-	port := freeWildcardPort(t)
+	port := testnet.FreePort(t)
 	specific := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
 	wildcard := netip.AddrPortFrom(netip.MustParseAddr("0.0.0.0"), uint16(port))
 	in, path := startFile(t, moveConfig(specific.String(), tb.Addr, ub.Addr))
@@ -366,42 +364,6 @@ func TestReloadMoveRefusesAnotherSocketOnThePort(t *testing.T) {
 		}
 		if n := len(unconnectedSockets(t, proto, wildcard)); n != map[string]int{"tcp": 1, "udp": 0}[proto] {
 			t.Fatalf("%d %s sockets on %s after the failed reload, want only the other socket", n, proto, wildcard)
-		}
-	}
-}
-
-// freeWildcardPort is a port free a moment ago for TCP and UDP on both
-// wildcards: testnet.FreePort asks 127.0.0.1 only, and another process's
-// socket on another local address of the port would refuse the moves to
-// the wildcard these tests make.
-func freeWildcardPort(t *testing.T) int {
-	t.Helper()
-	for try := 0; ; try++ {
-		port := testnet.FreePort(t)
-		free := true
-		for _, network := range []string{"tcp4", "tcp6", "udp4", "udp6"} {
-			addr := fmt.Sprintf("0.0.0.0:%d", port)
-			if strings.HasSuffix(network, "6") {
-				addr = fmt.Sprintf("[::]:%d", port)
-			}
-			var c io.Closer
-			var err error
-			if strings.HasPrefix(network, "tcp") {
-				c, err = net.Listen(network, addr)
-			} else {
-				c, err = net.ListenPacket(network, addr)
-			}
-			if err == nil {
-				c.Close()
-			} else if errors.Is(err, unix.EADDRINUSE) || !strings.HasSuffix(network, "6") {
-				free = false // no IPv6 here is no refusal
-			}
-		}
-		if free {
-			return port
-		}
-		if try == 100 {
-			t.Fatal("no port free on every wildcard")
 		}
 	}
 }

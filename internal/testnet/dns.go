@@ -88,7 +88,7 @@ func StartDnsmasqWith(t testing.TB, ip, answer string, extra ...string) *Dnsmasq
 	// A port free a moment ago can be taken before dnsmasq binds it: try
 	// a few.
 	for try := 0; ; try++ {
-		d.port = freeDNSPort(t, ip)
+		d.port = FreePort(t) // free for UDP and TCP, as dnsmasq binds both
 		d.Addr = net.JoinHostPort(ip, strconv.Itoa(d.port))
 		err := d.start()
 		if err == nil {
@@ -98,27 +98,6 @@ func StartDnsmasqWith(t testing.TB, ip, answer string, extra ...string) *Dnsmasq
 			t.Fatalf("dnsmasq on %s: %v\n%s", d.Addr, err, d.Log())
 		}
 	}
-}
-
-// freeDNSPort is a port free on ip for both UDP and TCP a moment ago
-// (dnsmasq binds both).
-func freeDNSPort(t testing.TB, ip string) int {
-	t.Helper()
-	for range 20 {
-		u, err := net.ListenPacket("udp4", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp4", net.JoinHostPort(ip, strconv.Itoa(port)))
-		u.Close()
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatalf("no port free for both UDP and TCP on %s", ip)
-	return 0
 }
 
 // start runs dnsmasq at d.Addr and waits until it answers a query.

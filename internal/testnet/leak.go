@@ -249,9 +249,10 @@ func (f fdInfo) key() string { return strconv.Itoa(f.fd) + " -> " + f.target }
 // frameworkFD: the log go test asks the test binary to keep of the files
 // and environment it touched (-test.testlogfile, for the build cache). The
 // testing package opens it after package initialisation, so a snapshot
-// taken then does not know it; it is not the tests'.
+// taken then does not know it; it is not the tests'. And the lock files
+// of the ports FreePort reserved, held on purpose until the process exits.
 func frameworkFD(f fdInfo) bool {
-	return strings.HasSuffix(f.target, "/testlog.txt")
+	return strings.HasSuffix(f.target, "/testlog.txt") || strings.HasPrefix(f.target, portLockDir()+"/")
 }
 
 // openFDs lists /proc/self/fd, leaving out the fd used to read it.

@@ -6,96 +6,13 @@ package testnet
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// FreePort returns a TCP port that was free a moment ago on every address
-// and that no earlier call in this process returned: the kernel may hand a
-// port just closed out again, and a test that asks for a listener's port
-// and a dead backend's port must not get the same one twice.
-//
-// The kernel picks it for a bind to the wildcard address (IPv4 and IPv6)
-// without SO_REUSEADDR, which it grants only on a port no socket uses. A
-// bind to 127.0.0.1 with SO_REUSEADDR (what net.Listen does) may be given
-// a port that outgoing connections are using as their source port, and a
-// test then binding "0.0.0.0:PORT" on it fails (seen under go test's
-// parallel packages, many connections at once).
-func FreePort(t testing.TB) int {
-	t.Helper()
-	for {
-		port, err := unusedPort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		handedMu.Lock()
-		fresh := !handed[port]
-		handed[port] = true
-		handedMu.Unlock()
-		if fresh {
-			return port
-		}
-	}
-}
-
-// unusedPort is the port the kernel gives a TCP socket bound to the
-// wildcard without SO_REUSEADDR: a dual-stack "[::]:0", so that neither an
-// IPv4 nor an IPv6 socket uses it, or "0.0.0.0:0" on a host without IPv6.
-func unusedPort() (int, error) {
-	port, err := unusedPortOf(unix.AF_INET6)
-	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL) {
-		port, err = unusedPortOf(unix.AF_INET)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	return port, nil
-}
-
-func unusedPortOf(family int) (int, error) {
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	var sa unix.Sockaddr = &unix.SockaddrInet4{}
-	if family == unix.AF_INET6 {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
-			return 0, err
-		}
-		sa = &unix.SockaddrInet6{}
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		return 0, err
-	}
-	got, err := unix.Getsockname(fd)
-	if err != nil {
-		return 0, err
-	}
-	switch a := got.(type) {
-	case *unix.SockaddrInet4:
-		return a.Port, nil
-	case *unix.SockaddrInet6:
-		return a.Port, nil
-	}
-	return 0, fmt.Errorf("getsockname: %T", got)
-}
-
-// handed are the ports FreePort returned.
-var (
-	handedMu sync.Mutex
-	handed   = map[int]bool{}
-)
-
-// FreeAddr is "127.0.0.1:PORT" with a free port.
-func FreeAddr(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", FreePort(t)) }
 
 // Eventually polls cond (WaitUntil) until it holds, failing the test after
 // a generous deadline: kernel sockets are not on a test's clock.

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -16,17 +15,9 @@ import (
 	"github.com/l4lb/l4lb/pkg/pool"
 )
 
-// refusedAddr is a loopback address nothing listens on a moment later.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// refusedAddr is a loopback address nothing listens on (a port no other
+// test process is handed either).
+func refusedAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // runningPool is pool "p" over one refusing backend whose breaker trips on
 // the first failed dial and stays open long, run until the test ends.

@@ -55,9 +55,7 @@ func TestDialRealSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := ln.Addr().String()
-	closed, _ := net.Listen("tcp", "127.0.0.1:0")
-	refused := closed.Addr().String()
-	closed.Close()
+	refused := testnet.FreeAddr(t)
 	defer ln.Close()
 
 	d := New(time.Second)

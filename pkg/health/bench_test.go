@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // cpuMicros is this process's user and system CPU so far, in µs.
@@ -48,12 +50,7 @@ func acceptAndClose(tb testing.TB) string {
 // alone, with the listeners in a child process.
 func BenchmarkCheck(b *testing.B) {
 	live := acceptAndClose(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	ln.Close()
+	refused := testnet.FreeAddr(b)
 	noKeepAlive := (&net.Dialer{KeepAlive: -1}).DialContext // as pkg/dialer's
 	for _, bc := range []struct {
 		name  string

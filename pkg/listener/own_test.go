@@ -2,7 +2,6 @@ package listener
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -55,7 +54,7 @@ func TestBindBesideOwnSocketsOnAnOverlappingAddress(t *testing.T) {
 	for _, pair := range moves(t) {
 		for _, proto := range []string{"tcp", "udp"} {
 			for _, dir := range [][2]int{{0, 1}, {1, 0}} {
-				port := freeWildcardPort(t)
+				port := uint16(testnet.FreePort(t))
 				from := netip.AddrPortFrom(netip.MustParseAddr(pair[dir[0]]), port)
 				to := netip.AddrPortFrom(netip.MustParseAddr(pair[dir[1]]), port)
 				t.Run(fmt.Sprintf("%s %s to %s", proto, from, to), func(t *testing.T) {
@@ -123,7 +122,7 @@ func TestOwnStillRefusesAnotherSocket(t *testing.T) {
 				sotype = unix.SOCK_DGRAM
 			}
 			t.Run(proto+" "+pair[0], func(t *testing.T) {
-				port := freeWildcardPort(t)
+				port := uint16(testnet.FreePort(t))
 				specific := netip.AddrPortFrom(netip.MustParseAddr(pair[0]), port)
 				wildcard := netip.AddrPortFrom(netip.MustParseAddr(pair[1]), port)
 				check := func(what string, ap netip.AddrPort, own Own) {
@@ -206,48 +205,6 @@ func foreignReusePort(t *testing.T, sotype int, ap netip.AddrPort) int {
 		}
 	}
 	return fd
-}
-
-// freeWildcardPort returns a port free for TCP and UDP on both wildcards
-// a moment ago: testnet.FreePort asks 127.0.0.1 only, and a socket of
-// another process on another local address of the port would refuse the
-// wildcard binds these tests make.
-func freeWildcardPort(t *testing.T) uint16 {
-	t.Helper()
-	for try := 0; ; try++ {
-		port := testnet.FreePort(t)
-		if wildcardsFree(port) {
-			return uint16(port)
-		}
-		if try == 100 {
-			t.Fatal("no port free on every wildcard")
-		}
-	}
-}
-
-func wildcardsFree(port int) bool {
-	for _, a := range []struct{ network, addr string }{
-		{"tcp4", "0.0.0.0"}, {"tcp6", "::"}, {"udp4", "0.0.0.0"}, {"udp6", "::"},
-	} {
-		hp := net.JoinHostPort(a.addr, fmt.Sprint(port))
-		var err error
-		if a.network[:3] == "tcp" {
-			var ln net.Listener
-			if ln, err = net.Listen(a.network, hp); err == nil {
-				ln.Close()
-			}
-		} else {
-			var pc net.PacketConn
-			if pc, err = net.ListenPacket(a.network, hp); err == nil {
-				pc.Close()
-			}
-		}
-		// No IPv6 here is no refusal.
-		if err != nil && !(a.addr == "::" && !errors.Is(err, unix.EADDRINUSE)) {
-			return false
-		}
-	}
-	return true
 }
 
 func TestProcAddrPort(t *testing.T) {

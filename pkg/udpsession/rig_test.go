@@ -178,16 +178,7 @@ func replyWithin(c *net.UDPConn, p []byte, wait time.Duration) ([]byte, error) {
 
 // refusingAddr is a port on 127.0.0.1 nothing listens on: datagrams to it
 // draw ICMP port unreachable.
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := c.LocalAddr().String()
-	c.Close()
-	return addr
-}
+func refusingAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // rmemAlloc is the memory a socket's received datagrams hold (SO_MEMINFO):
 // it grows with every datagram queued.
