@@ -131,3 +131,52 @@ func TestUnreadableMembersScriptsTouchOnlyWhatTheyWereToldOf(t *testing.T) {
 		t.Fatalf("redis holds %q", v)
 	}
 }
+
+// A document key of another type than a string (a hash written there by
+// hand or by another program) is an unreadable record like any other:
+// kept out, refused to plain writes and write-backs as unreadable (before,
+// every read and write failed with Redis's WRONGTYPE, which the API
+// answered as the store being unavailable, and no replacement could end
+// it), and replaced on request.
+func TestMembersKeyOfAnotherTypeIsAnUnreadableRecord(t *testing.T) {
+	h := newFleet(t)
+	var logA, logB testnet.LogBuffer
+	a, b, calls, good := h.membersPair(t, &logA, &logB)
+	ctx := context.Background()
+	key := keyspace{prefix: testPrefix}.members("web")
+	// At once: between a DEL and an HSET, an instance would write its
+	// copy back (Redis looks emptied).
+	if _, err := h.srv.Do("EVAL", "redis.call('DEL', KEYS[1]); return redis.call('HSET', KEYS[1], 'addr', '10.0.0.1:80')", "1", key); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, "B logs the record of another type", func() bool { return logB.Count(unreadableLog) == 1 })
+	if !strings.Contains(logB.String(), "WRONGTYPE") {
+		t.Errorf("the log does not say the key is of another type:\n%s", logB.String())
+	}
+	_, _, err := b.MembersAt(ctx, "web")
+	if !errors.Is(err, ErrMembersUnreadable) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "not a string") {
+		t.Fatalf("B reads a hash: %v, want an unreadable record naming %s and what it holds", err, key)
+	}
+	if _, err := a.PutMembers(ctx, "web", []byte(docTwo), good); !errors.Is(err, ErrMembersUnreadable) {
+		t.Fatalf("A writes over a hash: %v, want unreadable", err)
+	}
+	r := a.remote.Load()
+	if _, wrote, err := r.restoreMembers(ctx, "web", memberDoc{version: good + 1, doc: []byte(docOne)}); wrote || !errors.Is(err, ErrMembersUnreadable) {
+		t.Fatalf("write-back over a hash: wrote %v, %v", wrote, err)
+	}
+	if typ, _ := h.srv.Do("TYPE", key); typ != "hash" {
+		t.Fatalf("the key is a %v after refused writes, want the hash untouched", typ)
+	}
+	if d, ok := b.members.known("web"); !ok || string(d.doc) != docOne {
+		t.Fatalf("B's copy %q, want the last good %q", d.doc, docOne)
+	}
+
+	v, err := a.ReplaceUnreadableMembers(ctx, "web", []byte(docTwo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, doc := h.rawMembers("web"); rv != v || doc != docTwo {
+		t.Fatalf("redis holds %d %q after the replacement at %d", rv, doc, v)
+	}
+	calls.told(t, "B", "web", 2, docTwo)
+}

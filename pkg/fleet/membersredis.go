@@ -39,6 +39,10 @@ const memberVersionLimit = 1 << 53
 // decodeMemberDoc reads "VERSION DOC", the value of a document key; a value
 // that is not is an unreadableMembers.
 func decodeMemberDoc(pool, key, v string) (memberDoc, error) {
+	if v == wrongTypeValue {
+		return memberDoc{}, &unreadableMembers{pool: pool, key: key, raw: v,
+			err: errors.New("it is not a string (Redis answers WRONGTYPE: a hash, list, set or other key was written there)")}
+	}
 	ver, doc, ok := strings.Cut(v, " ")
 	n, err := strconv.ParseUint(ver, 10, 64)
 	if !ok || err != nil || n == 0 || ver != strconv.FormatUint(n, 10) || n >= memberVersionLimit {
@@ -47,6 +51,13 @@ func decodeMemberDoc(pool, key, v string) (memberDoc, error) {
 	}
 	return memberDoc{version: n, doc: []byte(doc)}, nil
 }
+
+// wrongTypeValue stands, in Go and in the scripts (membersLua's get), for
+// the value of a document key that holds another type than a string: a
+// record as unreadable as a string of another shape, and replaced the
+// same way (SET writes over a key of any type). No readable value starts
+// with a NUL.
+const wrongTypeValue = "\x00WRONGTYPE"
 
 // ErrMembersUnreadable is wrapped by the error of a read or a write of a
 // pool's document when the record Redis holds is one this build cannot
@@ -73,7 +84,8 @@ func (e *unreadableMembers) Unwrap() []error {
 	return []error{ErrMembersUnreadable, errBadReply, e.err}
 }
 
-// membersLua reads the version of a document key's value (0: absent, or
+// membersLua reads a document key's value (get: wrongTypeValue for a key
+// of another type) and its version (0: absent, or
 // not "VERSION DOCUMENT": unreadable, by the rule above memberVersionLimit,
 // which decodeMemberDoc follows too), and gives the version of a write
 // over one at cur by an instance that knows floor: above both, and at
@@ -83,6 +95,14 @@ func (e *unreadableMembers) Unwrap() []error {
 // (no readable version is) counts as none, as an unreadable cur does.
 var membersLua = `
 local limit = ` + strconv.FormatUint(memberVersionLimit, 10) + `
+local function get(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
+    return '\0WRONGTYPE'
+  end
+  return v
+end
 local function version(v)
   if not v then return 0 end
   local n = tonumber(string.match(v, '^([1-9]%d*) '))
@@ -112,7 +132,7 @@ end
 // with floor the highest this instance knows (Redis may have lost its
 // data). Answers the version.
 var putMembersScript = rueidis.NewLuaScript(membersLua + `
-local raw = redis.call('GET', KEYS[1])
+local raw = get(KEYS[1])
 if unreadable(raw) then
   return redis.error_reply('UNREADABLE')
 end
@@ -132,7 +152,7 @@ return v
 // or wrote a record this build reads). The new version is after()'s.
 // Answers the version.
 var replaceMembersScript = rueidis.NewLuaScript(membersLua + `
-local raw = redis.call('GET', KEYS[1])
+local raw = get(KEYS[1])
 if raw ~= ARGV[2] then
   return redis.error_reply('CHANGED ' .. string.format('%.0f', version(raw)))
 end
@@ -147,7 +167,7 @@ return v
 // older one (or none: it lost its data), but never over an unreadable
 // value; answers {wrote (0/1), what Redis holds after}.
 var restoreMembersScript = rueidis.NewLuaScript(membersLua + `
-local cur = redis.call('GET', KEYS[1])
+local cur = get(KEYS[1])
 local wrote = 0
 if not unreadable(cur) and version(cur) < tonumber(ARGV[2]) then
   cur = ARGV[2] .. ' ' .. ARGV[3]
@@ -178,6 +198,9 @@ func decodeMembersReply(pool, key string, res rueidis.RedisResult) (memberDoc, e
 	v, err := res.ToString()
 	if rueidis.IsRedisNil(err) {
 		return memberDoc{}, nil
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "WRONGTYPE") {
+		v, err = wrongTypeValue, nil
 	}
 	if err != nil {
 		return memberDoc{}, err
