@@ -12,33 +12,12 @@ import (
 	"time"
 
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
-// recorder is the client's end of a connection that keeps what the client
-// writes and answers its reads with EOF, so a handshake stops right after
-// the ClientHello.
-type recorder struct {
-	net.Conn
-	written bytes.Buffer
-}
-
-func (r *recorder) Write(b []byte) (int, error) { return r.written.Write(b) }
-
 // goHello returns the first bytes Go's crypto/tls client writes with cfg.
-func goHello(t testing.TB, cfg *tls.Config) []byte {
-	t.Helper()
-	client, server := net.Pipe()
-	server.Close()
-	r := &recorder{Conn: client}
-	defer r.Close()
-	if err := tls.Client(r, cfg).Handshake(); err == nil {
-		t.Fatal("handshake against EOF succeeded")
-	}
-	if r.written.Len() == 0 {
-		t.Fatal("the client wrote nothing")
-	}
-	return r.written.Bytes()
-}
+func goHello(t testing.TB, cfg *tls.Config) []byte { return testnet.GoClientHello(t, cfg) }
 
 // openSSLHello runs openssl s_client with args against a listener of its
 // own and returns the first bytes it sends: its records until a whole

@@ -14,22 +14,9 @@ import (
 )
 
 // captureHello is the ClientHello record Go's crypto/tls client writes for
-// serverName (its default post-quantum key share makes it over 1,200
-// bytes).
+// serverName.
 func captureHello(t *testing.T, serverName string) []byte {
-	t.Helper()
-	client, server := net.Pipe()
-	defer client.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		n, _ := server.Read(buf)
-		got <- buf[:n]
-		server.Close()
-	}()
-	tc := tls.Client(client, &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
-	go tc.Handshake() // ends when the pipe closes
-	return <-got
+	return testnet.GoClientHello(t, &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
 }
 
 // routedHarness is a harness whose listener "edge" routes api.test to

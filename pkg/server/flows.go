@@ -217,34 +217,58 @@ type adopted interface {
 // relayHome finds a handed-over TCP connection's listener, pool and
 // backend (none asked for: backendID ""). The pool may be one the
 // listener no longer feeds (a reload moved it while the connection was
-// open), as long as some listener still does.
+// open), as long as some listener still does, itself or through one of
+// its SNI routes (a routed client's pool is often one only a route
+// reaches).
 func (s *Server) relayHome(listener, poolName, backendID, backendAddr string) (*relay.Front, *pool.Pool, *pool.Backend, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return home("TCP", s.fronts, func(f *front) (string, *pool.Pool, *relay.Front) { return f.Name, f.Pool(), f.Front },
+	return home("TCP", s.fronts, func(f *front) (string, *relay.Front) { return f.Name, f.Front }, tcpFeeds,
 		listener, poolName, backendID, backendAddr)
+}
+
+// tcpFeeds is the pool named name that f sends clients to, by its own
+// pool or a route's, or nil.
+func tcpFeeds(f *front, name string) *pool.Pool {
+	if p := f.Pool(); p.Name == name {
+		return p
+	}
+	if r := f.Routing(); r != nil {
+		for _, route := range r.Routes {
+			if route.Pool.Name == name {
+				return route.Pool
+			}
+		}
+	}
+	return nil
 }
 
 // sessionHome is relayHome for a UDP session.
 func (s *Server) sessionHome(listener, poolName, backendID, backendAddr string) (*udpsession.Front, *pool.Pool, *pool.Backend, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return home("UDP", s.udpFronts, func(f *udpFront) (string, *pool.Pool, *udpsession.Front) {
-		return f.Name, f.Settings().Pool, f.Front
-	}, listener, poolName, backendID, backendAddr)
+	return home("UDP", s.udpFronts, func(f *udpFront) (string, *udpsession.Front) { return f.Name, f.Front },
+		func(f *udpFront, name string) *pool.Pool {
+			if p := f.Settings().Pool; p.Name == name {
+				return p
+			}
+			return nil
+		}, listener, poolName, backendID, backendAddr)
 }
 
 // home is relayHome and sessionHome over the listeners of one protocol,
-// each seen as its name, pool and loops' front.
-func home[L, F any](protocol string, listeners []L, see func(L) (string, *pool.Pool, F), listener, poolName, backendID, backendAddr string) (f F, p *pool.Pool, be *pool.Backend, err error) {
+// each seen as its name and loops' front (see), and as the pool of a
+// name it feeds (feeds).
+func home[L, F any](protocol string, listeners []L, see func(L) (string, F), feeds func(L, string) *pool.Pool,
+	listener, poolName, backendID, backendAddr string) (f F, p *pool.Pool, be *pool.Backend, err error) {
 	found := false
 	for _, l := range listeners {
-		name, lp, lf := see(l)
+		name, lf := see(l)
 		if name == listener {
 			f, found = lf, true
 		}
-		if lp.Name == poolName && p == nil {
-			p = lp
+		if p == nil {
+			p = feeds(l, poolName)
 		}
 	}
 	switch {
