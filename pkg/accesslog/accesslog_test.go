@@ -70,6 +70,10 @@ func TestFormatsOfEvents(t *testing.T) {
 	connect := interim
 	connect.Event, connect.ToBackend, connect.ToClient = EventConnect, 0, 0
 	connect.Route, connect.ServerName = "api", "api.example.com"
+	// A routing listener's client with no server name: JSON still has
+	// both keys (every key, for a parser's schema), text leaves them out.
+	unnamed := sample
+	unnamed.Routed = true
 	udp := sample
 	udp.UDP, udp.Reason, udp.DatagramsToBackend, udp.DatagramsToClient = true, "timeout", 2, 3
 	udpInterim := udp
@@ -86,6 +90,9 @@ func TestFormatsOfEvents(t *testing.T) {
 		{connect,
 			head + `"to_backend":0,"to_client":0,"duration":0.003512,"reason":"","result":"","route":"api","server_name":"api.example.com","event":"connect","proto":"tcp"}`,
 			textHead + `to_backend=0 to_client=0 duration=0.003512 reason="" result="" route=api server_name=api.example.com event=connect`},
+		{unnamed,
+			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"completed","result":"ok","route":"","server_name":"","event":"close","proto":"tcp"}`,
+			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason=completed result=ok`},
 		{udp,
 			head + `"to_backend":64,"to_client":1024,"duration":0.003512,"reason":"timeout","result":"ok","event":"close","proto":"udp","datagrams_to_backend":2,"datagrams_to_client":3}`,
 			textHead + `to_backend=64 to_client=1024 duration=0.003512 reason=timeout result=ok proto=udp datagrams_to_backend=2 datagrams_to_client=3`},

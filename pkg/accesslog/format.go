@@ -31,7 +31,7 @@ const maxLine = 2560
 // backend is "" for a client that never reached one; duration is in
 // seconds. A client of a listener with SNI routes also has "route" (""
 // for the listener's own pool) and "server_name" (its ClientHello's, ""
-// when none) after "result". Every record ends with "event" (close,
+// when none) after "result", always (Record.Routed). Every record ends with "event" (close,
 // connect, interim) and "proto" (tcp, udp); a UDP session's then has
 // "datagrams_to_backend" and "datagrams_to_client". Fields are only ever
 // appended, so a parser of an older format reads these lines as before.
@@ -57,7 +57,7 @@ func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, `","result":"`...)
 	b = append(b, r.Result...)
 	b = append(b, '"')
-	if r.Route != "" || r.ServerName != "" {
+	if r.Routed || r.Route != "" || r.ServerName != "" {
 		b = append(b, `,"route":`...)
 		b = appendJSONString(b, r.Route)
 		b = append(b, `,"server_name":`...)

@@ -32,6 +32,10 @@ type Record struct {
 	// took the client ("" for the listener's own pool) and the server
 	// name of its ClientHello ("" when none).
 	Route, ServerName string
+	// Routed: the listener has SNI routes, so JSON writes Route and
+	// ServerName even when both are empty (a client with no server name,
+	// not TLS, or refused before its ClientHello).
+	Routed bool
 	// Event is what the record is about; the zero value is a close.
 	Event Event
 	// UDP: a UDP session's record, with its datagrams each way.

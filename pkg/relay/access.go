@@ -178,6 +178,7 @@ func (c *conn) fill(r *accesslog.Record, now int64) {
 		End: time.Now().UnixNano(), Duration: time.Duration(now - c.born),
 		Listener: c.f.Name, Pool: c.pool.Name, Client: c.src,
 	}
+	r.Routed = c.sni != nil || c.f.Routing() != nil
 	if c.sni != nil {
 		r.ServerName = c.sni.serverName
 		if c.sni.route != nil {
@@ -255,7 +256,8 @@ func (l *Loop) refusedAtAccept(f *Front, src netip.AddrPort, why CloseReason) {
 	if q == nil {
 		return
 	}
-	r := accesslog.Record{End: time.Now().UnixNano(), Listener: f.Name, Client: src, Reason: why.String(), Result: ResultRejected.String()}
+	r := accesslog.Record{End: time.Now().UnixNano(), Listener: f.Name, Client: src, Reason: why.String(), Result: ResultRejected.String(),
+		Routed: f.Routing() != nil}
 	if p := f.Pool(); p != nil {
 		r.Pool = p.Name
 	}
