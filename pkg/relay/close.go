@@ -122,7 +122,7 @@ func (c *conn) cut(o splice.Outcome) {
 func (c *conn) noBackend(err error) {
 	c.f.Failed.Add(1)
 	if c.f.OnNoBackend != nil {
-		c.f.OnNoBackend()
+		c.f.OnNoBackend(c.pool.Name)
 	}
 	c.debug("client not served", err)
 	c.close(CloseNoBackend, false, false)
@@ -133,7 +133,7 @@ func (c *conn) noBackend(err error) {
 func (c *conn) refuse(err error) {
 	c.f.Rejected.Add(1)
 	if c.f.OnLocalError != nil {
-		c.f.OnLocalError()
+		c.f.OnLocalError(c.pool.Name)
 	}
 	c.debug("client refused: local trouble", err)
 	c.close(CloseLocalError, false, false)
@@ -145,7 +145,7 @@ func (c *conn) loopCut() {
 	c.f.Rejected.Add(1)
 	c.f.Loops.Add(1)
 	if c.f.OnLoop != nil {
-		c.f.OnLoop()
+		c.f.OnLoop(c.pool.Name)
 	}
 	c.close(CloseLoop, true, true)
 }

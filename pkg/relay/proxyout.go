@@ -70,7 +70,7 @@ func (c *conn) sendProxyHeader(version int) bool {
 func (c *conn) headerNotSent(err error) {
 	c.f.Rejected.Add(1)
 	if c.f.OnLocalError != nil {
-		c.f.OnLocalError()
+		c.f.OnLocalError(c.pool.Name)
 	}
 	c.debug("PROXY header not sent", err)
 	c.close(CloseLocalError, true, true)

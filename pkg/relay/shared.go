@@ -29,14 +29,15 @@ type Front struct {
 	Closed [NumCloseReasons]atomic.Int64
 
 	// OnNoBackend is called for each client refused because no backend
-	// could be reached, OnLoop for each connection loop cut. Both must be
-	// cheap (a rate-limited log); nil: nothing.
-	OnNoBackend func()
-	OnLoop      func()
+	// could be reached, OnLoop for each connection loop cut, with the
+	// client's pool (a route's, on a listener with SNI routes). Both must
+	// be cheap (a rate-limited log); nil: nothing.
+	OnNoBackend func(pool string)
+	OnLoop      func(pool string)
 	// OnLocalError is called for each client refused for this host's
 	// trouble (out of ports toward a backend, fds, memory); cheap, as the
 	// others.
-	OnLocalError func()
+	OnLocalError func(pool string)
 
 	policy  atomic.Pointer[Policy]
 	routing atomic.Pointer[Routing] // nil: no SNI routes (inspect.go)

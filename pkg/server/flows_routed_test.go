@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,27 @@ func TestServerHandsARoutedConnectionOverWhenOnlyARouteReachesItsPool(t *testing
 		t.Fatalf("a server refused its own routed client back: %+v", refused)
 	}
 	echoVia(t, c, b, "kept")
+}
+
+// A client refused for want of a backend of its route's pool is logged
+// under that pool, not the listener's own (which has backends to spare).
+func TestRoutedClientsRefusalNamesItsRoutesPool(t *testing.T) {
+	var buf testnet.LogBuffer
+	l := startLBLogged(t, routedTOML(t, testnet.FreeAddr(t)), 0, slog.New(slog.NewTextHandler(&buf, nil)))
+	c, err := net.DialTimeout("tcp", l.addr, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(testnet.GoClientHello(t, &tls.Config{ServerName: "api.example.com", InsecureSkipVerify: true})); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a client of a pool without a live backend was served")
+	}
+	testnet.Eventually(t, "the refusal logged", func() bool { return buf.Count("no backend could be reached") == 1 })
+	if !strings.Contains(buf.String(), "listener=edge pool=api refused=1") {
+		t.Errorf("the refusal does not name the route's pool:\n%s", buf.String())
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -46,6 +47,12 @@ func poolTOML(t *testing.T, algorithm string, backends []string, extra string) s
 
 func startLB(t *testing.T, text string, maxConns int) *lb {
 	t.Helper()
+	return startLBLogged(t, text, maxConns, nil)
+}
+
+// startLBLogged is startLB with the server's log going to log.
+func startLBLogged(t *testing.T, text string, maxConns int, log *slog.Logger) *lb {
+	t.Helper()
 	testnet.CheckLeaks(t) // a no-op if the test already called noLeaks
 	cfg, err := config.Parse("test.toml", []byte(text))
 	if err != nil {
@@ -71,7 +78,7 @@ func startLB(t *testing.T, text string, maxConns int) *lb {
 	if maxConns == 0 {
 		maxConns = 1000
 	}
-	l.server, err = New(Config{Frontends: l.frontends(t, cfg), Loops: 2, MaxConnections: maxConns, Pipes: l.pipes, WakeCoalesce: cfg.Global.WakeCoalesce})
+	l.server, err = New(Config{Frontends: l.frontends(t, cfg), Loops: 2, MaxConnections: maxConns, Pipes: l.pipes, WakeCoalesce: cfg.Global.WakeCoalesce, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

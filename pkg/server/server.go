@@ -148,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{sh: relay.NewShared(int64(cfg.MaxConnections), cfg.Pipes, log), log: log}
 	s.sh.Guard.IsLocal = cfg.IsLocal
 	s.setCap(ConnCap{MaxConnections: cfg.MaxConnections, Derived: cfg.MaxConnectionsDerived})
-	capLog := newRefusalLog(time.Second, func(k int64) {
+	capLog := newRefusalLog(time.Second, func(_ string, k int64) { // the cap is the process's: no pool
 		maxConns, old := s.capNow()
 		args := []any{"max_connections", maxConns, "refused", k} // as a reload left it
 		// An upgrade's old process: what it holds counts too.
@@ -157,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		log.Warn("clients refused: connection cap reached", args...)
 	})
-	s.sh.OnCap = capLog.note
+	s.sh.OnCap = func() { capLog.note("") }
 	s.stopLogs = append(s.stopLogs, capLog.stop)
 	for i := range n {
 		l, err := newLoop(i, s.sh, cfg, log)
@@ -220,16 +220,16 @@ func (s *Server) open(fc Frontend, own listener.Own) (*bound, error) {
 	f.SetPolicy(fc.Policy)
 	f.SetRouting(fc.Routing)
 	f.SetAccessLog(!fc.NoAccessLog)
-	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
-		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", f.Pool().Name, "refused", k)
+	f.noBackendLog = newRefusalLog(time.Second, func(pool string, k int64) {
+		s.log.Warn("clients refused: no backend could be reached", "listener", f.Name, "pool", pool, "refused", k)
 	})
-	f.loopLog = newRefusalLog(time.Second, func(k int64) {
+	f.loopLog = newRefusalLog(time.Second, func(pool string, k int64) {
 		s.log.Error("connection loop: a backend of the pool leads back to l4lb itself; clients reset",
-			"listener", f.Name, "pool", f.Pool().Name, "refused", k)
+			"listener", f.Name, "pool", pool, "refused", k)
 	})
-	f.localLog = newRefusalLog(time.Second, func(k int64) {
+	f.localLog = newRefusalLog(time.Second, func(pool string, k int64) {
 		s.log.Warn("clients refused: local trouble (out of local ports toward a backend, file descriptors or memory); no backend blamed",
-			"listener", f.Name, "pool", f.Pool().Name, "refused", k, "see", "l4lb_pool_ports_exhausted_total")
+			"listener", f.Name, "pool", pool, "refused", k, "see", "l4lb_pool_ports_exhausted_total")
 	})
 	f.OnNoBackend, f.OnLoop, f.OnLocalError = f.noBackendLog.note, f.loopLog.note, f.localLog.note
 	return &bound{tcp: f, tcpSock: socks}, nil

@@ -46,10 +46,10 @@ func (s *Server) openUDP(fc Frontend, own listener.Own) (*bound, error) {
 	f := &udpFront{Front: udpsession.NewFront(fc.Name, udpSettings(fc)), key: frontKey(fc), addr: socks.Addr,
 		local: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), wildcard: socks.Wildcard, own: listener.Own{}, rcvbuf: fc.ReceiveBuffer}
 	f.own.Add(socks.FDs)
-	f.noBackendLog = newRefusalLog(time.Second, func(k int64) {
-		s.log.Warn("datagrams dropped: no backend could take them", "listener", f.Name, "pool", f.Settings().Pool.Name, "dropped", k)
+	f.noBackendLog = newRefusalLog(time.Second, func(pool string, k int64) {
+		s.log.Warn("datagrams dropped: no backend could take them", "listener", f.Name, "pool", pool, "dropped", k)
 	})
-	f.OnNoBackend = f.noBackendLog.note
+	f.OnNoBackend = func() { f.noBackendLog.note(f.Settings().Pool.Name) }
 	return &bound{udp: f, udpSock: socks}, nil
 }
 
