@@ -20,11 +20,13 @@ import (
 // trouble, not the backend's: the checks that need it are Inconclusive
 // until it is mended. A CAFile is safe for concurrent use.
 type CAFile struct {
-	path string
+	path   string
+	report func(error) // Report's; nil: none
 
-	mu    sync.Mutex
-	stamp fileStamp // of the file pool was read from
-	pool  *x509.CertPool
+	mu      sync.Mutex
+	stamp   fileStamp // of the file pool was read from
+	pool    *x509.CertPool
+	trouble string // the error last reported; "": none
 }
 
 // fileStamp tells one version of a file from another.
@@ -38,9 +40,42 @@ func NewCAFile(path string) *CAFile { return &CAFile{path: path} }
 // Path is the file's path.
 func (f *CAFile) Path() string { return f.path }
 
+// Report makes f call report when the file turns unusable (with the
+// error, and again when the error changes) and when it is usable again
+// (nil): once per change, not once per check, so that a pool of many
+// backends says it in one log line. Call it before the first Pool.
+func (f *CAFile) Report(report func(err error)) *CAFile {
+	f.report = report
+	return f
+}
+
 // Pool returns the bundle's certificates, read again when the file has
 // changed since the last read. The error names the file.
 func (f *CAFile) Pool() (*x509.CertPool, error) {
+	pool, err := f.read()
+	if f.report != nil {
+		f.noteTrouble(err)
+	}
+	return pool, err
+}
+
+// noteTrouble reports err if it is news: the first error, another one, or
+// none after one.
+func (f *CAFile) noteTrouble(err error) {
+	now := ""
+	if err != nil {
+		now = err.Error()
+	}
+	f.mu.Lock()
+	news := now != f.trouble
+	f.trouble = now
+	f.mu.Unlock()
+	if news {
+		f.report(err)
+	}
+}
+
+func (f *CAFile) read() (*x509.CertPool, error) {
 	st, err := os.Stat(f.path)
 	if err != nil {
 		return nil, fmt.Errorf("ca_file: %w", err)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +239,46 @@ func TestCAFileRotates(t *testing.T) {
 	}
 	o, _ = run(check, generous)
 	wantOutcome(t, o, Inconclusive, "no PEM certificate")
+}
+
+// A CA file's trouble is reported once per change (not once per check,
+// nor per backend): when it turns unusable, when its error changes, and
+// when it is usable again.
+func TestCAFileReportsTroubleOncePerChange(t *testing.T) {
+	var reports []string
+	roots := caFile(t, testnet.SelfSignedCert(t, backendName)).Report(func(err error) {
+		if err == nil {
+			reports = append(reports, "usable")
+			return
+		}
+		reports = append(reports, err.Error())
+	})
+	good, err := os.ReadFile(roots.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := func(n int) {
+		for range n {
+			roots.Pool()
+		}
+	}
+	pools(3)
+	if len(reports) != 0 {
+		t.Fatalf("reports %q while the file is usable, want none", reports)
+	}
+	if err := os.Remove(roots.Path()); err != nil {
+		t.Fatal(err)
+	}
+	pools(3)
+	if err := os.WriteFile(roots.Path(), []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pools(3)
+	if err := os.WriteFile(roots.Path(), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pools(3)
+	if len(reports) != 3 || !strings.Contains(reports[0], "no such file") || !strings.Contains(reports[1], "no PEM certificate") || reports[2] != "usable" {
+		t.Fatalf("reports %q, want: the missing file, then no PEM certificate, then usable, once each", reports)
+	}
 }

@@ -138,13 +138,13 @@ func New(cfg *config.Pool, deps Deps) (*Pool, error) {
 		dialer:       dialer.New(cfg.ConnectTimeout).WithSources(sourceAddrs(cfg.Sources)),
 		srcs:         newSources(cfg.Sources, deps.Previous),
 		checks:       deps.HealthChecks,
-		caFile:       caFileOf(cfg),
 		proxyVersion: proxyVersion(cfg.ProxyProtocol),
 		clock:        deps.Clock,
 		log:          log.With("pool", cfg.Name),
 		cut:          deps.CutBackend,
 		onChange:     deps.OnRuntimeChange,
 	}
+	p.caFile = caFileOf(cfg, p.log)
 	p.byID = make(map[string]*Backend, len(cfg.Backends))
 	for i, bc := range cfg.Backends {
 		b, err := p.newBackend(i, bc, deps)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/l4lb/l4lb/pkg/proxyproto"
+	"log/slog"
 	"net"
 	"strconv"
 
@@ -116,12 +117,22 @@ func (p *Pool) checkRequest() []byte {
 }
 
 // caFileOf is the CA bundle of cfg's tls checks, one for all its
-// backends; nil: no tls check, or one that verifies nothing.
-func caFileOf(cfg *config.Pool) *health.CAFile {
+// backends; nil: no tls check, or one that verifies nothing. Its trouble
+// at run time is logged once per change: while it lasts the checks are
+// inconclusive and every backend keeps the health it had, which an
+// operator must hear of without debug logging.
+func caFileOf(cfg *config.Pool, log *slog.Logger) *health.CAFile {
 	if cfg.Health.Type != config.HealthTLS || cfg.Health.CAFile == "" {
 		return nil
 	}
-	return health.NewCAFile(cfg.Health.CAFile)
+	return health.NewCAFile(cfg.Health.CAFile).Report(func(err error) {
+		if err != nil {
+			log.Warn("tls health checks inconclusive: their ca_file cannot be used; every backend keeps its health until it can",
+				"ca_file", cfg.Health.CAFile, "error", err)
+			return
+		}
+		log.Info("tls health checks: their ca_file is usable again", "ca_file", cfg.Health.CAFile)
+	})
 }
 
 // connectAddr is where b's connect or tls check goes: b's address, or its
