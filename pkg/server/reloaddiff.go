@@ -51,7 +51,18 @@ func (c ConfigChanges) LogAttr() slog.Attr {
 // configurations.
 func DiffConfigs(old, cfg *config.Config) ConfigChanges {
 	var c ConfigChanges
-	listener := func(l config.Listener) config.Listener { l.Line = 0; return l }
+	// Lines are left out of every comparison: an edit above a table moves
+	// it without changing it. Routes and discovery are copied to do so.
+	listener := func(l config.Listener) config.Listener {
+		l.Line = 0
+		if l.Routes != nil {
+			l.Routes = slices.Clone(l.Routes)
+			for i := range l.Routes {
+				l.Routes[i].Line = 0
+			}
+		}
+		return l
+	}
 	oldL := map[string]config.Listener{}
 	for _, l := range old.Listeners {
 		oldL[l.Name] = listener(l)
@@ -63,7 +74,16 @@ func DiffConfigs(old, cfg *config.Config) ConfigChanges {
 	c.ListenersAdded, c.ListenersRemoved, c.ListenersChanged = diffMaps(oldL, newL)
 
 	// A pool's own keys, without its backends (compared one by one).
-	pool := func(p *config.Pool) config.Pool { q := *p; q.Line, q.Backends = 0, nil; return q }
+	pool := func(p *config.Pool) config.Pool {
+		q := *p
+		q.Line, q.Backends = 0, nil
+		if q.Discovery != nil {
+			d := *q.Discovery
+			d.Line = 0
+			q.Discovery = &d
+		}
+		return q
+	}
 	oldP, newP := map[string]config.Pool{}, map[string]config.Pool{}
 	oldB, newB := map[string]config.Backend{}, map[string]config.Backend{}
 	backends := func(p *config.Pool, into map[string]config.Backend) {

@@ -104,3 +104,44 @@ addr = "127.0.0.1:9101"
 		t.Errorf("the API's JSON: %s", doc)
 	}
 }
+
+// A listener's routes and a pool's discovery table that only moved to
+// other lines are no change; a route that changed is the listener's.
+func TestDiffConfigsIgnoresMovedRoutesAndDiscovery(t *testing.T) {
+	text := func(top, sni string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse("t.toml", []byte(top+`
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:18443"
+pool = "fallback"
+[[listener.route]]
+sni = [`+sni+`]
+pool = "api"
+[pool.fallback]
+[[pool.fallback.backend]]
+addr = "127.0.0.1:9001"
+[pool.api]
+[pool.api.discovery]
+dns = "api.service.test:80"
+resolvers = ["127.0.0.1:53"]
+[[pool.api.backend]]
+addr = "127.0.0.1:9002"
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	old := text("", `"api.example.com"`)
+	if c := DiffConfigs(old, text("# moved\n\n\n", `"api.example.com"`)); !c.None() {
+		t.Errorf("moved tables: %+v, want no change", c)
+	}
+	c := DiffConfigs(old, text("", `"api.example.com", "api2.example.com"`))
+	if !slices.Equal(c.ListenersChanged, []string{"edge"}) || len(c.PoolsChanged) != 0 {
+		t.Errorf("a route's names changed: %+v, want listener edge changed and nothing else", c)
+	}
+	if old.Listeners[0].Routes[0].Line == 0 || old.Pools["api"].Discovery.Line == 0 {
+		t.Error("the comparison zeroed the configuration's own lines")
+	}
+}
