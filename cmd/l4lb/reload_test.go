@@ -49,14 +49,10 @@ func TestReloadUnderLoadLosesNothing(t *testing.T) {
 	b1 := testnet.StartBackend(t, "b1", "")
 	b3 := testnet.StartBackend(t, "b3", "")
 	b4 := testnet.StartBackend(t, "b4", "")
-	// Three free ports, distinct (a port just freed can come back).
+	// Three free ports (distinct: FreePort never hands one out twice
+	// while a test holds it); dead refuses, its breaker opens on the
+	// first dial.
 	front, extra, dead := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
-	for extra == front {
-		extra = testnet.FreeAddr(t)
-	}
-	for dead == front || dead == extra { // dead refuses: its breaker opens on the first dial
-		dead = testnet.FreeAddr(t)
-	}
 	base := []string{b1.Addr, dead, b3.Addr}
 	var path string // set by startFile below
 	write := func(text string) {

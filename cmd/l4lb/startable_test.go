@@ -24,35 +24,13 @@ import (
 // on both wildcard addresses, so that the binds collide with each other as
 // the file says and with nothing else.
 
-// freePorts returns n distinct ports that were free a moment ago on
-// 0.0.0.0 and, where there is IPv6, on [::].
+// freePorts returns n distinct FreePorts: free on both wildcard
+// addresses, for TCP and UDP.
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	var ports []string
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100 {
-			t.Fatal("found no port free on both wildcard addresses")
-		}
-		ln4, err := net.Listen("tcp4", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, ln4)
-		port := ln4.Addr().(*net.TCPAddr).Port
-		if testnet.HasIPv6() {
-			ln6, err := net.Listen("tcp6", fmt.Sprintf("[::]:%d", port))
-			if err != nil {
-				continue
-			}
-			held = append(held, ln6)
-		}
-		ports = append(ports, fmt.Sprint(port))
+	ports := make([]string, n)
+	for i := range ports {
+		ports[i] = fmt.Sprint(testnet.FreePort(t))
 	}
 	return ports
 }

@@ -250,9 +250,10 @@ func (f fdInfo) key() string { return strconv.Itoa(f.fd) + " -> " + f.target }
 // and environment it touched (-test.testlogfile, for the build cache). The
 // testing package opens it after package initialisation, so a snapshot
 // taken then does not know it; it is not the tests'. And the lock files
-// of the ports FreePort reserved, held on purpose until the process exits.
+// of the ports FreePort holds (a parent test's, seen from a subtest, or
+// a test's own until its cleanups end): held on purpose.
 func frameworkFD(f fdInfo) bool {
-	return strings.HasSuffix(f.target, "/testlog.txt") || strings.HasPrefix(f.target, portLockDir()+"/")
+	return strings.HasSuffix(f.target, "/testlog.txt") || reservedFD(f.fd)
 }
 
 // openFDs lists /proc/self/fd, leaving out the fd used to read it.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/l4lb/l4lb/internal/testnet"
 )
 
 // dnsServer is an in-process DNS server on 127.0.0.1, UDP and TCP on one
@@ -205,16 +207,7 @@ func (s *dnsServer) answerLocked(q dns.Question) (answer []dns.RR, known bool) {
 
 // closedPort is an address on 127.0.0.1 nothing listens on (UDP): a
 // query there is refused at once (ICMP port unreachable).
-func closedPort(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().String()
-	pc.Close()
-	return addr
-}
+func closedPort(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // rr is a record in zone-file syntax: "name ttl IN type data".
 func rr(name string, ttl int, typ, data string) string {

@@ -23,7 +23,7 @@ func TestReloadFlipsAccessLog(t *testing.T) {
 	noLeaks(t)
 	k := testnet.StartTaker(t)
 	echo := testnet.StartUDPBackend(t, "u", "")
-	tcpBind, udpBind := testnet.FreeAddr(t), fmt.Sprintf("127.0.0.1:%d", freeUDPPort(t, "udp4", "127.0.0.1"))
+	tcpBind, udpBind := testnet.FreeAddr(t), fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	text := func(accessLog bool) string {
 		return fmt.Sprintf(`[admin]
 listen = ""

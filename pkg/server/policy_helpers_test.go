@@ -65,16 +65,14 @@ func policyTOML(t *testing.T, bind, listenerExtra, algorithm, poolExtra string, 
 	return b.String()
 }
 
-// freeAddr6 is "[::1]:PORT" with a port free a moment ago.
+// freeAddr6 is "[::1]:PORT" with a FreePort; the test is skipped where
+// there is no IPv6 loopback.
 func freeAddr6(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+	if !testnet.HasIPv6() {
+		t.Skip("no IPv6 loopback")
 	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	return fmt.Sprintf("[::1]:%d", testnet.FreePort(t))
 }
 
 // closesOf is listener name's close counts now.

@@ -13,7 +13,7 @@ import (
 // client whose socket is connected to that address accepts nothing else.
 func TestUDPWildcardRepliesFromTheAddressSentTo(t *testing.T) {
 	be := testnet.StartUDPBackend(t, "a", "")
-	port := freeUDPPort(t, "udp4", "127.0.0.1")
+	port := testnet.FreePort(t)
 	startUDPLB(t, []string{be.Addr}, udpOpts{bind: fmt.Sprintf("0.0.0.0:%d", port)})
 	for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.53"} {
 		c := udpClient(t, fmt.Sprintf("%s:%d", ip, port))
@@ -33,26 +33,16 @@ func TestUDPOverIPv6(t *testing.T) {
 		mustEcho(t, udpClient(t, lb.addr), make([]byte, 60000))
 	})
 	t.Run("wildcard", func(t *testing.T) {
-		port := freeUDPPort(t, "udp6", "::1")
+		port := testnet.FreePort(t)
 		startUDPLB(t, []string{be.Addr}, udpOpts{bind: fmt.Sprintf("[::]:%d", port)})
 		mustEcho(t, udpClient(t, fmt.Sprintf("[::1]:%d", port)), []byte("six"))
 	})
 }
 
-func freeUDPPort(t *testing.T, network, ip string) int {
-	t.Helper()
-	c, err := net.ListenUDP(network, &net.UDPAddr{IP: net.ParseIP(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
-
 // A pool whose backend is the listener itself would bounce one datagram
 // between l4lb's sessions until max_sessions: the second hop is dropped.
 func TestUDPBackendThatIsTheListenerItselfIsALoop(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", freeUDPPort(t, "udp4", "127.0.0.1"))
+	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	lb := startUDPLB(t, []string{addr}, udpOpts{bind: addr, maxSessions: 100, loops: 1})
 	c := udpClient(t, lb.addr)
 	c.Write([]byte("echo?"))

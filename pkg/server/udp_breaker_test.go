@@ -13,16 +13,7 @@ import (
 
 // closedUDPPort is a port on 127.0.0.1 nothing listens on: datagrams to it
 // draw ICMP port unreachable.
-func closedUDPPort(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := c.LocalAddr().String()
-	c.Close()
-	return addr
-}
+func closedUDPPort(t *testing.T) string { return testnet.FreeAddr(t) }
 
 func TestUDPRefusedFirstDatagramGoesToTheNextBackend(t *testing.T) {
 	dead := closedUDPPort(t)
