@@ -12,10 +12,10 @@ import (
 	"github.com/l4lb/l4lb/pkg/splice"
 )
 
-// close ends the connection for the reason why: both sockets (reset where
-// asked), its timers, its pipes and buffers, its count on the backend, and
-// a dial or an early reset verdict still open; then counts it by reason
-// and hands it to the access log.
+// close ends the connection for the reason why: its timers, a dial or a
+// queue wait still open, its pipes and buffers; it is counted by reason
+// and handed to the access log before its sockets close (reset where
+// asked); then its count on the backend and an early reset verdict go.
 func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	if c.phase == phaseClosed {
 		return
@@ -43,6 +43,9 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	c.dial = nil
 	c.streams[0].Release(l.scratch)
 	c.streams[1].Release(l.scratch)
+	// Counted (and logged) before the sockets close: a client that sees
+	// its FIN or reset finds itself in l4lb_client_connections_closed_total.
+	c.record(why, relaying)
 	closeEnd(l, &c.cl, resetClient)
 	// A dial called off mid-way is reset: were its SYN already accepted
 	// somewhere, the far end must see it gone, not a quiet client.
@@ -68,7 +71,6 @@ func (c *conn) close(why CloseReason, resetClient, resetBackend bool) {
 	if c.sourced {
 		c.policy.Sources.Release(c.src.Addr())
 	}
-	c.record(why, relaying)
 	c.unlist()
 }
 
