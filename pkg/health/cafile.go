@@ -21,8 +21,10 @@ import (
 // until it is mended. A CAFile is safe for concurrent use.
 type CAFile struct {
 	path   string
-	report func(error) // Report's; nil: none
+	report func(error) // nil: none
 
+	// mu orders the checks' reads, so that what is reported follows the
+	// file's own order of changes.
 	mu      sync.Mutex
 	stamp   fileStamp // of the file pool was read from
 	pool    *x509.CertPool
@@ -34,24 +36,24 @@ type fileStamp struct {
 	ino, size, mtime int64 // mtime in nanoseconds since the epoch
 }
 
-// NewCAFile returns the bundle at path; nothing is read until Pool.
-func NewCAFile(path string) *CAFile { return &CAFile{path: path} }
+// NewCAFile returns the bundle at path; nothing is read until Pool. A
+// report, if not nil, is called when the file turns unusable (with the
+// error, and again when the error changes) and when it is usable again
+// (nil): once per change, not once per check, so that a pool of many
+// backends says it in one log line. It is called with the CAFile's lock
+// held, and must not call it back.
+func NewCAFile(path string, report func(err error)) *CAFile {
+	return &CAFile{path: path, report: report}
+}
 
 // Path is the file's path.
 func (f *CAFile) Path() string { return f.path }
 
-// Report makes f call report when the file turns unusable (with the
-// error, and again when the error changes) and when it is usable again
-// (nil): once per change, not once per check, so that a pool of many
-// backends says it in one log line. Call it before the first Pool.
-func (f *CAFile) Report(report func(err error)) *CAFile {
-	f.report = report
-	return f
-}
-
 // Pool returns the bundle's certificates, read again when the file has
 // changed since the last read. The error names the file.
 func (f *CAFile) Pool() (*x509.CertPool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	pool, err := f.read()
 	if f.report != nil {
 		f.noteTrouble(err)
@@ -60,21 +62,20 @@ func (f *CAFile) Pool() (*x509.CertPool, error) {
 }
 
 // noteTrouble reports err if it is news: the first error, another one, or
-// none after one.
+// none after one (f.mu held).
 func (f *CAFile) noteTrouble(err error) {
 	now := ""
 	if err != nil {
 		now = err.Error()
 	}
-	f.mu.Lock()
-	news := now != f.trouble
-	f.trouble = now
-	f.mu.Unlock()
-	if news {
+	if now != f.trouble {
+		f.trouble = now
 		f.report(err)
 	}
 }
 
+// read is Pool's work (f.mu held): a stat per call, a read and a parse
+// when the file changed.
 func (f *CAFile) read() (*x509.CertPool, error) {
 	st, err := os.Stat(f.path)
 	if err != nil {
@@ -84,8 +85,6 @@ func (f *CAFile) read() (*x509.CertPool, error) {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		stamp.ino = int64(sys.Ino)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.pool != nil && f.stamp == stamp {
 		return f.pool, nil
 	}

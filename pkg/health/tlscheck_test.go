@@ -68,7 +68,7 @@ func caFile(t *testing.T, cert testnet.TLSCert) *CAFile {
 	if err := os.WriteFile(path, cert.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return NewCAFile(path)
+	return NewCAFile(path, nil)
 }
 
 func TestTLSCheck(t *testing.T) {
@@ -108,7 +108,7 @@ func TestTLSCheck(t *testing.T) {
 		{"silent backend fails at the timeout", nil, silent, nil, TLSOptions{ServerName: backendName}, short, Fail, "tls handshake: timed out"},
 		{"refused fails", nil, nil, nil, TLSOptions{ServerName: backendName}, generous, Fail, "connection refused"},
 		{"local trouble is inconclusive", served, nil, emfileDial, TLSOptions{ServerName: backendName}, generous, Inconclusive, "too many open files"},
-		{"an unreadable ca_file is inconclusive", served, nil, nil, TLSOptions{ServerName: backendName, Roots: NewCAFile(filepath.Join(t.TempDir(), "gone.pem"))},
+		{"an unreadable ca_file is inconclusive", served, nil, nil, TLSOptions{ServerName: backendName, Roots: NewCAFile(filepath.Join(t.TempDir(), "gone.pem"), nil)},
 			generous, Inconclusive, "ca_file: stat "},
 	}
 	for _, tc := range tests {
@@ -246,14 +246,15 @@ func TestCAFileRotates(t *testing.T) {
 // when it is usable again.
 func TestCAFileReportsTroubleOncePerChange(t *testing.T) {
 	var reports []string
-	roots := caFile(t, testnet.SelfSignedCert(t, backendName)).Report(func(err error) {
+	good := caFile(t, testnet.SelfSignedCert(t, backendName))
+	roots := NewCAFile(good.Path(), func(err error) {
 		if err == nil {
 			reports = append(reports, "usable")
 			return
 		}
 		reports = append(reports, err.Error())
 	})
-	good, err := os.ReadFile(roots.Path())
+	pem, err := os.ReadFile(roots.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestCAFileReportsTroubleOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	pools(3)
-	if err := os.WriteFile(roots.Path(), good, 0o600); err != nil {
+	if err := os.WriteFile(roots.Path(), pem, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pools(3)

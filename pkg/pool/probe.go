@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"github.com/l4lb/l4lb/pkg/proxyproto"
 	"log/slog"
 	"net"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/l4lb/l4lb/pkg/config"
 	"github.com/l4lb/l4lb/pkg/dialer"
 	"github.com/l4lb/l4lb/pkg/health"
+	"github.com/l4lb/l4lb/pkg/proxyproto"
 )
 
 // The pool's own dials, made on goroutines of the breaker and the health
@@ -125,7 +125,7 @@ func caFileOf(cfg *config.Pool, log *slog.Logger) *health.CAFile {
 	if cfg.Health.Type != config.HealthTLS || cfg.Health.CAFile == "" {
 		return nil
 	}
-	return health.NewCAFile(cfg.Health.CAFile).Report(func(err error) {
+	return health.NewCAFile(cfg.Health.CAFile, func(err error) {
 		if err != nil {
 			log.Warn("tls health checks inconclusive: their ca_file cannot be used; every backend keeps its health until it can",
 				"ca_file", cfg.Health.CAFile, "error", err)

@@ -1,9 +1,8 @@
 package relay
 
 import (
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/accesslog"
