@@ -56,7 +56,9 @@ func decodeMemberDoc(pool, key, v string) (memberDoc, error) {
 // the value of a document key that holds another type than a string: a
 // record as unreadable as a string of another shape, and replaced the
 // same way (SET writes over a key of any type). No readable value starts
-// with a NUL.
+// with a NUL. The replacement's compare-and-set is then one of "still of
+// another type", whatever the key now holds: no instance writes such a
+// key, so it cannot be another instance's replacement.
 const wrongTypeValue = "\x00WRONGTYPE"
 
 // ErrMembersUnreadable is wrapped by the error of a read or a write of a
@@ -85,7 +87,9 @@ func (e *unreadableMembers) Unwrap() []error {
 }
 
 // membersLua reads a document key's value (get: wrongTypeValue for a key
-// of another type) and its version (0: absent, or
+// of another type, spelled '\0WRONGTYPE' there, which the replacement
+// test's compare of the two proves; any other error is handed back, for
+// the script to return as its error reply) and its version (0: absent, or
 // not "VERSION DOCUMENT": unreadable, by the rule above memberVersionLimit,
 // which decodeMemberDoc follows too), and gives the version of a write
 // over one at cur by an instance that knows floor: above both, and at
@@ -98,8 +102,8 @@ local limit = ` + strconv.FormatUint(memberVersionLimit, 10) + `
 local function get(key)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
-    if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then error(v) end
-    return '\0WRONGTYPE'
+    if string.sub(v.err, 1, 9) == 'WRONGTYPE' then return '\0WRONGTYPE' end
+    return nil, v
   end
   return v
 end
@@ -132,7 +136,8 @@ end
 // with floor the highest this instance knows (Redis may have lost its
 // data). Answers the version.
 var putMembersScript = rueidis.NewLuaScript(membersLua + `
-local raw = get(KEYS[1])
+local raw, err = get(KEYS[1])
+if err then return err end
 if unreadable(raw) then
   return redis.error_reply('UNREADABLE')
 end
@@ -152,7 +157,8 @@ return v
 // or wrote a record this build reads). The new version is after()'s.
 // Answers the version.
 var replaceMembersScript = rueidis.NewLuaScript(membersLua + `
-local raw = get(KEYS[1])
+local raw, err = get(KEYS[1])
+if err then return err end
 if raw ~= ARGV[2] then
   return redis.error_reply('CHANGED ' .. string.format('%.0f', version(raw)))
 end
@@ -167,7 +173,8 @@ return v
 // older one (or none: it lost its data), but never over an unreadable
 // value; answers {wrote (0/1), what Redis holds after}.
 var restoreMembersScript = rueidis.NewLuaScript(membersLua + `
-local cur = get(KEYS[1])
+local cur, err = get(KEYS[1])
+if err then return err end
 local wrote = 0
 if not unreadable(cur) and version(cur) < tonumber(ARGV[2]) then
   cur = ARGV[2] .. ' ' .. ARGV[3]
