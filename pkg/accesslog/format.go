@@ -29,12 +29,13 @@ const maxLine = 2560
 //	 "event":"close","proto":"tcp"}
 //
 // backend is "" for a client that never reached one; duration is in
-// seconds. A client of a listener with SNI routes also has "route" (""
-// for the listener's own pool) and "server_name" (its ClientHello's, ""
-// when none) after "result", always (Record.Routed). Every record ends with "event" (close,
-// connect, interim) and "proto" (tcp, udp); a UDP session's then has
-// "datagrams_to_backend" and "datagrams_to_client". Fields are only ever
-// appended, so a parser of an older format reads these lines as before.
+// seconds. Every client of a listener with SNI routes (Record.Routed)
+// also has "route" ("" for the listener's own pool) and "server_name"
+// (its ClientHello's, "" when none) after "result". Every record ends
+// with "event" (close, connect, interim) and "proto" (tcp, udp); a UDP
+// session's then has "datagrams_to_backend" and "datagrams_to_client".
+// Fields are only ever appended, so a parser of an older format reads
+// these lines as before.
 func AppendJSON(b []byte, r *Record) []byte {
 	b = append(b, `{"time":"`...)
 	b = time.Unix(0, r.End).UTC().AppendFormat(b, timeLayout)

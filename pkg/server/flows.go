@@ -247,13 +247,17 @@ func tcpFeeds(f *front, name string) *pool.Pool {
 func (s *Server) sessionHome(listener, poolName, backendID, backendAddr string) (*udpsession.Front, *pool.Pool, *pool.Backend, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return home("UDP", s.udpFronts, func(f *udpFront) (string, *udpsession.Front) { return f.Name, f.Front },
-		func(f *udpFront, name string) *pool.Pool {
-			if p := f.Settings().Pool; p.Name == name {
-				return p
-			}
-			return nil
-		}, listener, poolName, backendID, backendAddr)
+	return home("UDP", s.udpFronts, func(f *udpFront) (string, *udpsession.Front) { return f.Name, f.Front }, udpFeeds,
+		listener, poolName, backendID, backendAddr)
+}
+
+// udpFeeds is the pool named name that f sends sessions to, or nil (UDP
+// listeners have no routes).
+func udpFeeds(f *udpFront, name string) *pool.Pool {
+	if p := f.Settings().Pool; p.Name == name {
+		return p
+	}
+	return nil
 }
 
 // home is relayHome and sessionHome over the listeners of one protocol,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -79,15 +80,7 @@ func (r *refusalLog) take() []poolCount {
 		due = append(due, poolCount{p, n})
 	}
 	clear(r.pending)
-	slices.SortFunc(due, func(a, b poolCount) int {
-		if a.pool < b.pool {
-			return -1
-		}
-		if a.pool > b.pool {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(due, func(a, b poolCount) int { return cmp.Compare(a.pool, b.pool) })
 	return due
 }
 

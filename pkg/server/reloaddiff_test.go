@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -143,5 +144,39 @@ addr = "127.0.0.1:9002"
 	}
 	if old.Listeners[0].Routes[0].Line == 0 || old.Pools["api"].Discovery.Line == 0 {
 		t.Error("the comparison zeroed the configuration's own lines")
+	}
+}
+
+// DiffConfigs leaves out every Line of a listener and a pool by hand: a
+// new table with a line of its own inside them would count as a change
+// whenever an edit moves it. This lists where Lines are, so that adding
+// one fails here until DiffConfigs leaves it out too.
+func TestDiffConfigsKnowsEveryLineField(t *testing.T) {
+	var found []string
+	var walk func(path string, typ reflect.Type)
+	walk = func(path string, typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.Pointer, reflect.Slice:
+			walk(path+"[]", typ.Elem())
+		case reflect.Map:
+			walk(path+"{}", typ.Elem())
+		case reflect.Struct:
+			for f := range typ.Fields() {
+				if f.Name == "Line" {
+					found = append(found, path+".Line")
+					continue
+				}
+				if f.IsExported() {
+					walk(path+"."+f.Name, f.Type)
+				}
+			}
+		}
+	}
+	walk("Listener", reflect.TypeFor[config.Listener]())
+	walk("Pool", reflect.TypeFor[config.Pool]())
+	want := []string{"Listener.Line", "Listener.Routes[].Line", "Pool.Backends[].Line", "Pool.Discovery[].Line", "Pool.Line"}
+	slices.Sort(found)
+	if !slices.Equal(found, want) {
+		t.Fatalf("Line fields %q, want %q: leave a new one out in DiffConfigs, then add it here", found, want)
 	}
 }
