@@ -1,6 +1,11 @@
 package pool
 
-import "github.com/l4lb/l4lb/pkg/breaker"
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/l4lb/l4lb/pkg/breaker"
+)
 
 // A binary upgrade hands established connections to the new process
 // (pkg/flow): the old process's loops detach them, giving back their
@@ -47,3 +52,27 @@ func (p *Pool) ByIdentity(id string) (*Backend, bool) {
 	b := p.backend(id)
 	return b, b != nil
 }
+
+// Departed stands for a backend no longer in the pool (a reload, the API
+// or discovery removed it, or moved it to another address) in a
+// connection or session an upgrade hands over that was made to it before
+// it left: its drain or removal was still running in the old process.
+// Refusing such a connection would reset it, in both processes (neither
+// has the backend), where the old one had let it finish. The stand-in
+// carries the connection's count and its address for the access log and
+// nothing else: no checks, no breaker (a verdict still open has nothing
+// to judge), never picked, never Usable, and no drain's deadline follows
+// it here. addr must be the IP:port it was made to.
+func (p *Pool) Departed(id, addr string) (*Backend, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: departed backend %s: address %q: %w", p.Name, id, addr, err)
+	}
+	b := &Backend{Addr: addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: id, counters: &counters{}}
+	b.handedTo.Store(retired)
+	return b, nil
+}
+
+// Departed reports whether b is a stand-in made by Pool.Departed (false
+// for nil).
+func (b *Backend) Departed() bool { return b != nil && b.pool == nil && b.handedTo.Load() == retired }

@@ -70,6 +70,9 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 			refuse(&refused.Relays, i, err)
 			continue
 		}
+		if be.Departed() {
+			r.Verdict = nil // no breaker here to judge the dial
+		}
 		add(adoptJob{func(l *cpuLoop) (adopted, error) { return l.tcp.AdoptRelay(r, b, f, p, be) }, &refused.Relays, i, false})
 	}
 	for i := range b.Queued {
@@ -87,6 +90,9 @@ func (s *Server) AdoptFlows(b *flow.Batch, stay bool) (run func(), refused flow.
 		if err != nil {
 			refuse(&refused.Sessions, i, err)
 			continue
+		}
+		if be.Departed() {
+			r.Verdict = nil
 		}
 		k := slices.IndexFunc(s.loops, func(l *cpuLoop) bool { return l.udp.Serves(r.Socket) })
 		if k < 0 {
@@ -283,9 +289,11 @@ func home[L, F any](protocol string, listeners []L, see func(L) (string, F), fee
 	case backendID == "":
 		return f, p, nil, nil
 	}
-	be, ok := p.ByIdentity(backendID)
-	if !ok || be.Addr != backendAddr {
-		return f, nil, nil, fmt.Errorf("pool %q has no backend %s at %s", poolName, backendID, backendAddr)
+	if be, ok := p.ByIdentity(backendID); ok && be.Addr == backendAddr {
+		return f, p, be, nil
 	}
-	return f, p, be, nil
+	// Made to a backend that has left the pool since: it finishes here as
+	// it would have there (pool.Departed).
+	be, err = p.Departed(backendID, backendAddr)
+	return f, p, be, err
 }

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/l4lb/l4lb/internal/testnet"
+	"github.com/l4lb/l4lb/pkg/flow"
+	"github.com/l4lb/l4lb/pkg/relay"
+)
+
+// A connection made to a backend that has since left the pool (a reload,
+// the API or discovery removed it while its connections finished) is
+// handed over like any other and finishes in the new process, charged to
+// no backend of the pool there. Before, the new process refused it (no
+// such backend), the old one could not take it back for the same reason,
+// and it was reset without a close record.
+func TestServerAdoptsAConnectionToABackendThatLeftThePool(t *testing.T) {
+	gone, stays := testnet.StartTaker(t), testnet.StartTaker(t)
+	const noChecks = "[pool.p.health]\nenabled = false"
+	old := startLB(t, poolTOML(t, "round-robin", []string{gone.Addr}, noChecks), 0)
+	next := startLB(t, poolTOML(t, "round-robin", []string{stays.Addr}, noChecks), 0)
+
+	const n = 2
+	clients, backends := openThrough(t, old.addr, gone, n)
+	b := &flow.Batch{}
+	old.server.DetachFlows(b)
+	if len(b.Relays) != n {
+		t.Fatalf("detached %d relays, want %d", len(b.Relays), n)
+	}
+	sent := passed(t, b)
+	run, refused := next.server.AdoptFlows(sent, false)
+	if refused.Len() != 0 {
+		t.Fatalf("refused connections to a backend that left the pool: %+v", refused)
+	}
+	for _, fd := range b.FDs {
+		unix.Close(fd)
+	}
+	run()
+	for i := range clients {
+		echoVia(t, clients[i], backends[i], "its backend gone from the pool")
+	}
+	if got := next.server.Active(); got != n {
+		t.Errorf("the next server counts %d connections, want %d", got, n)
+	}
+	if got := next.pools["p"].Backends()[0].Active(); got != 0 {
+		t.Errorf("the pool's remaining backend is charged %d connections it does not carry", got)
+	}
+	for i := range clients {
+		clients[i].Close()
+		backends[i].Close()
+	}
+	testnet.Eventually(t, "both to end as completed, counted", func() bool {
+		return next.server.Active() == 0 && next.closesOf("front").Closed[relay.CloseCompleted] == n
+	})
+}
