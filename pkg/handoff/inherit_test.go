@@ -58,7 +58,7 @@ func TestUpgradeInheritanceFallsBackToAFreshStart(t *testing.T) {
 	if inh.From != "upgrade" || inh.State != nil {
 		t.Fatalf("from %q, state %v; want an upgrade with no state", inh.From, inh.State)
 	}
-	for _, want := range []string{"start fresh", "version 7, and this l4lb reads versions 1 to 3"} {
+	for _, want := range []string{"start fresh", "version 7, and this l4lb reads versions 1 to 4"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}

@@ -24,7 +24,7 @@ import (
 // are two builds.
 const (
 	docFormat  = "l4lb-upgrade-state"
-	docVersion = 3
+	docVersion = 4
 	// docMaxBytes bounds what a reader takes: a pipe that never ends
 	// must not stall or exhaust the new process.
 	docMaxBytes = 64 << 20
@@ -74,9 +74,7 @@ type DiscoveredEntry struct {
 // to it keeps the breakers, disables, drains and weights.
 func (st *State) setMembers(set *membership.Set) {
 	st.Members = captureMembers(set)
-	if st.Members == nil {
-		st.Version = 2
-	}
+	st.Version = st.lowestVersion()
 }
 
 // captureMembers is the document's record of set; nil when it has none.
@@ -124,6 +122,10 @@ type RuntimeEntry struct {
 	Weight           *int `json:"weight,omitempty"`
 	ConfiguredWeight int  `json:"configured_weight"`
 	Drained          bool `json:"drained,omitempty"`
+	// DrainSince and DrainDeadline are a drain's times (wall clock), so
+	// its deadline holds in the new process. Version 4 on.
+	DrainSince    time.Time `json:"drain_since,omitzero"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
 }
 
 // BreakerEntry is one breaker key's state, in the document and on the feed.
@@ -166,10 +168,30 @@ func Capture(store *breaker.MemoryStore, pools []*pool.Pool, version string) *St
 		for _, id := range slices.Sorted(maps.Keys(rts)) {
 			rt := rts[id]
 			st.Runtime = append(st.Runtime, RuntimeEntry{Pool: p.Name, Backend: id,
-				Weight: rt.Weight, ConfiguredWeight: rt.ConfiguredWeight, Drained: rt.Drained})
+				Weight: rt.Weight, ConfiguredWeight: rt.ConfiguredWeight, Drained: rt.Drained,
+				DrainSince: rt.DrainSince, DrainDeadline: rt.DrainDeadline})
 		}
 	}
+	st.Version = st.lowestVersion()
 	return st
+}
+
+// lowestVersion is the oldest version that holds what st holds, which
+// the document is written as, so that a rollback to the build before
+// reads it as long as nothing newer is in it: 4 with a drain's times, 3
+// with members, else 2.
+func (st *State) lowestVersion() int {
+	switch {
+	case st.hasDrainTimes():
+		return 4
+	case st.Members != nil:
+		return 3
+	}
+	return 2
+}
+
+func (st *State) hasDrainTimes() bool {
+	return slices.ContainsFunc(st.Runtime, func(r RuntimeEntry) bool { return !r.DrainSince.IsZero() || !r.DrainDeadline.IsZero() })
 }
 
 // breakerEntryOf is key's state as the document (and the breaker feed)
@@ -228,6 +250,9 @@ func Decode(r io.Reader) (*State, error) {
 	if head.Version < 3 && st.Members != nil {
 		return nil, fmt.Errorf("upgrade state: version %d has no members", head.Version)
 	}
+	if head.Version < 4 && st.hasDrainTimes() {
+		return nil, fmt.Errorf("upgrade state: version %d has no drain times", head.Version)
+	}
 	if _, err := st.breakerSnapshot(); err != nil {
 		return nil, err
 	}
@@ -265,7 +290,8 @@ func (st *State) RuntimeByKey() map[string]pool.Runtime {
 	}
 	out := make(map[string]pool.Runtime, len(st.Runtime))
 	for _, r := range st.Runtime {
-		out[r.Pool+"/"+r.Backend] = pool.Runtime{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained}
+		out[r.Pool+"/"+r.Backend] = pool.Runtime{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained,
+			DrainSince: r.DrainSince, DrainDeadline: r.DrainDeadline}
 	}
 	return out
 }

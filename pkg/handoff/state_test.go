@@ -78,7 +78,7 @@ addr = "127.0.0.1:9002"
 		t.Fatal(err)
 	}
 	doc := buf.String()
-	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":3`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
+	for _, want := range []string{`"format":"l4lb-upgrade-state"`, `"version":4`, `"drain_deadline":`, `"key":"web/one"`, `"cooldown":"30s"`, `"backend":"one"`, `"addr":"127.0.0.1:9001"`} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("document lacks %s:\n%s", want, doc)
 		}
@@ -119,6 +119,11 @@ addr = "127.0.0.1:9002"
 	nweb := next[slices.IndexFunc(next, func(p *pool.Pool) bool { return p.Name == "web" })]
 	if !nweb.Backends()[0].Draining() {
 		t.Error("a drained backend came back in rotation after the upgrade")
+	}
+	// Its drain's times, so its deadline, hold in the new process.
+	was, _ := web.Backends()[0].DrainState()
+	if d, _ := nweb.Backends()[0].DrainState(); !d.Deadline.Equal(was.Deadline) || !d.Since.Equal(was.Since) {
+		t.Errorf("drain %v to %v after the upgrade, want the old process's %v to %v", d.Since, d.Deadline, was.Since, was.Deadline)
 	}
 	if b := nweb.Backends()[1]; b.Weight() != 7 {
 		t.Errorf("weight %d after the upgrade, want the operator's 7", b.Weight())
@@ -184,7 +189,8 @@ func TestHandoffStateRefusesBadDocuments(t *testing.T) {
 		{"empty", "", "empty"},
 		{"not JSON", "READY 12\n", "not a JSON document"},
 		{"another format", `{"format":"tableflip","version":1}`, `format "tableflip"`},
-		{"a newer version", `{"format":"l4lb-upgrade-state","version":4,"whatever":[1]}`, "version 4, and this l4lb reads versions 1 to 3"},
+		{"a newer version", `{"format":"l4lb-upgrade-state","version":5,"whatever":[1]}`, "version 5, and this l4lb reads versions 1 to 4"},
+		{"drain times in version 3", `{"format":"l4lb-upgrade-state","version":3,"runtime":[{"pool":"p","backend":"a","configured_weight":1,"drained":true,"drain_deadline":"2026-01-01T00:00:00Z"}]}`, "version 3 has no drain times"},
 		{"members in version 2", `{"format":"l4lb-upgrade-state","version":2,"members":{"added":{"p":[{"addr":"127.0.0.1:1","weight":1}]}}}`, "version 2 has no members"},
 		{"runtime in version 1", `{"format":"l4lb-upgrade-state","version":1,"runtime":[]}`, "version 1 has no runtime"},
 		{"runtime twice", `{"format":"l4lb-upgrade-state","version":2,"runtime":[{"pool":"p","backend":"a","configured_weight":1,"drained":true},{"pool":"p","backend":"a","configured_weight":1}]}`, "runtime of p/a twice"},

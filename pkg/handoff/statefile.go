@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
 	"github.com/l4lb/l4lb/pkg/membership"
@@ -42,6 +43,11 @@ type stateRun struct {
 	Weight           *int `json:"weight,omitempty"`
 	ConfiguredWeight int  `json:"configured_weight"`
 	Drained          bool `json:"drained,omitempty"`
+	// A drain's times, so its deadline holds across a restart; left out
+	// of older files (the drain then counts from the start, its deadline
+	// passed), and older builds ignore them.
+	DrainSince    time.Time `json:"drain_since,omitzero"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
 }
 
 // StateFile writes and reads one state file; a nil *StateFile (no
@@ -113,7 +119,8 @@ func (sf *StateFile) Load() (map[string]pool.Runtime, []string, error) {
 	rt := map[string]pool.Runtime{}
 	for p, bs := range doc.Backends {
 		for id, r := range bs {
-			rt[p+"/"+id] = pool.Runtime{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained}
+			rt[p+"/"+id] = pool.Runtime{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained,
+				DrainSince: r.DrainSince, DrainDeadline: r.DrainDeadline}
 		}
 	}
 	return rt, doc.Disabled, nil
@@ -143,7 +150,8 @@ func (sf *StateFile) Save(store breaker.Store, live func() []*pool.Pool) {
 			if doc.Backends[p.Name] == nil {
 				doc.Backends[p.Name] = map[string]stateRun{}
 			}
-			doc.Backends[p.Name][id] = stateRun{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained}
+			doc.Backends[p.Name][id] = stateRun{Weight: r.Weight, ConfiguredWeight: r.ConfiguredWeight, Drained: r.Drained,
+				DrainSince: r.DrainSince, DrainDeadline: r.DrainDeadline}
 		}
 	}
 	if sf.added != nil {

@@ -103,9 +103,13 @@ func TestStateFileKeepsEveryConcurrentChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		drained := 0
-		for _, r := range doc.Backends["p"] {
+		for id, r := range doc.Backends["p"] {
 			if r.Drained {
 				drained++
+				// The drain's times, so a restart keeps its deadline.
+				if r.DrainDeadline.Sub(r.DrainSince) != time.Hour {
+					t.Fatalf("round %d: backend %s drained from %v until %v, want its hour-long deadline kept", round, id, r.DrainSince, r.DrainDeadline)
+				}
 			}
 		}
 		want := 0

@@ -76,3 +76,50 @@ func TestDrainDeadlineCutsOnThePoolsClock(t *testing.T) {
 		t.Fatalf("after an enabled drain's deadline: cuts %v, draining %v", got, b.Draining())
 	}
 }
+
+// A drain handed on (an upgrade's state, a state file) keeps its times:
+// its deadline, still ahead, cuts what is open then, on the new pool's
+// clock; one whose deadline passed stays a drain and cuts nothing.
+func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
+	testnet.CheckLeaks(t)
+	clk := clock.NewFake(time.Now())
+	var mu sync.Mutex
+	var cuts []string
+	cutsSoFar := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(cuts)
+	}
+	ahead, passed := testnet.FreeAddr(t), testnet.FreeAddr(t)
+	since := clk.Now().Add(-time.Minute)
+	rt := map[string]pool.Runtime{
+		"p/" + ahead:  {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(30 * time.Second)},
+		"p/" + passed: {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(-time.Second)},
+	}
+	p := runPoolDeps(t, parse(t, poolTOML(t, []string{ahead, passed}, "[pool.p.health]\nenabled = false")), pool.Deps{
+		Store: breaker.NewMemoryStore(clk), Clock: clk, Runtime: rt,
+		CutBackend: func(b *pool.Backend) {
+			mu.Lock()
+			cuts = append(cuts, b.Addr)
+			mu.Unlock()
+		},
+	})
+	for i := range 2 {
+		b := p.At(i)
+		d, ok := b.DrainState()
+		if !ok || !d.Since.Equal(since) || !d.Deadline.Equal(rt["p/"+b.Addr].DrainDeadline) {
+			t.Fatalf("backend %s restored with drain %+v (%v), want since %v until %v", b.Addr, d, ok, since, rt["p/"+b.Addr].DrainDeadline)
+		}
+		open := p.BeginDial(b, true) // one connection on each
+		defer p.EndDial(open, dialer.Success)
+	}
+	clk.Advance(30*time.Second - time.Nanosecond)
+	if got := cutsSoFar(); len(got) != 0 {
+		t.Fatalf("cut %v before the restored deadline", got)
+	}
+	clk.Advance(time.Nanosecond)
+	clk.Advance(time.Hour)
+	if got := cutsSoFar(); !slices.Equal(got, []string{ahead}) {
+		t.Fatalf("cuts %v, want one of %s at its restored deadline and none of the passed one", got, ahead)
+	}
+}

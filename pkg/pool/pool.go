@@ -116,6 +116,12 @@ type Runtime struct {
 	Weight           *int
 	ConfiguredWeight int
 	Drained          bool
+	// DrainSince and DrainDeadline are the drain's, so that its deadline
+	// holds across an upgrade or a restart (the connections still open
+	// then are reset, as they would have been); zero in a record written
+	// before they were kept: the drain counts from the restore, its
+	// deadline passed.
+	DrainSince, DrainDeadline time.Time
 }
 
 // New builds a pool from its configuration. Nothing runs until Run.

@@ -215,11 +215,19 @@ func (p *Pool) carryRuntime(b, prev *Backend) {
 }
 
 // restoreRuntime applies what the state file (or an upgrade) kept for b
-// at start.
+// at start. A drain whose deadline is still ahead is armed for what is
+// left of it.
 func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 	if rt.Drained {
 		now := p.clock.Now()
-		b.rt.localDrain = &Drain{Since: now, Deadline: now, Scope: ScopeLocal}
+		d := &Drain{Since: now, Deadline: now, Scope: ScopeLocal}
+		if !rt.DrainSince.IsZero() && !rt.DrainDeadline.IsZero() {
+			d.Since, d.Deadline = rt.DrainSince, rt.DrainDeadline
+		}
+		b.rt.localDrain = d
+		if d.Deadline.After(now) {
+			defer p.scheduleCut(b, d)
+		}
 	}
 	if rt.Weight != nil && *rt.Weight >= 0 && *rt.Weight <= pick.MaxWeight {
 		p.keepOperatorWeight(b, *rt.Weight, rt.ConfiguredWeight)
@@ -256,7 +264,10 @@ func (p *Pool) RuntimeStates() map[string]Runtime {
 			v := *w
 			rt.Weight, rt.ConfiguredWeight = &v, b.cfgWeight
 		}
-		rt.Drained = b.rt.localDrain != nil
+		if d := b.rt.localDrain; d != nil {
+			rt.Drained, rt.DrainSince, rt.DrainDeadline = true, d.Since, d.Deadline
+			rt.ConfiguredWeight = b.cfgWeight
+		}
 		b.rt.mu.Unlock()
 		if rt.Weight != nil || rt.Drained {
 			m[b.ID] = rt
