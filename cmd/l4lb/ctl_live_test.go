@@ -123,7 +123,7 @@ func TestCtlDrivesARunningL4lb(t *testing.T) {
 		{[]string{"pool", "nope"}, `unknown pool "nope" (404 Not Found)`},
 		{[]string{"weight", "p", b2, "300"}, "out of range"},
 		{[]string{"probe", "p", b2}, "409 Conflict"},
-		{[]string{"remove", "p", b1}, "named by the configuration file or by DNS (the configuration file, line"},
+		{[]string{"remove", "p", b1}, "named by the configuration file or by DNS (from the configuration file, line"},
 	} {
 		code, out, errs := ctl(t, append([]string{"-admin", adminAddr}, tc.args...)...)
 		if code != 1 || !strings.HasPrefix(errs, "ctl: ") || !strings.Contains(errs, tc.want) || out != "" {

@@ -143,7 +143,7 @@ func (in *instance) apply() (server.ReloadResult, []string) {
 	hash := server.FileHash(data)
 	in.config.Loaded(hash, time.Now())
 	res = server.ReloadResult{Result: "ok", Hash: hash, Kept: st.Kept, Added: st.Added, Removed: st.Removed,
-		Pools: st.Pools, Warnings: st.Warnings, Changes: server.DiffConfigs(oldCfg, cfg)}
+		Pools: st.Pools, Warnings: append([]string{}, st.Warnings...), Changes: server.DiffConfigs(oldCfg, cfg)}
 	return res, nil
 }
 

@@ -52,7 +52,13 @@ func requireToken(token string, next http.Handler) http.Handler {
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="l4lb admin"`)
-			writeError(w, http.StatusUnauthorized, r.Method+" needs the admin token: send Authorization: Bearer <token from [admin] token_file>")
+			why := " needs the admin token: send Authorization: Bearer <token from [admin] token_file>"
+			if ok {
+				// A token that is not it: most often an old one, after
+				// token_file was rotated.
+				why = " needs the admin token, and the one sent is not it: send Authorization: Bearer <the content of [admin] token_file now>"
+			}
+			writeError(w, http.StatusUnauthorized, r.Method+why)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -228,8 +228,13 @@ func (w *Watcher) failed(now time.Time, o outcome) {
 		w.status.Failing, w.status.FailingSince = true, now
 	}
 	w.status.LastError = o.err.Error()
+	never := w.status.LastSuccess.IsZero()
 	w.mu.Unlock()
-	if begins {
+	switch {
+	case begins && never:
+		w.log.Warn("discovery: lookups failing before any answer: no backend of the pool is found in DNS until they answer",
+			"result", o.result.String(), "error", o.err)
+	case begins:
 		w.log.Warn("discovery: lookups failing: keeping the last set until they answer",
 			"result", o.result.String(), "backends", len(w.last.Backends), "error", o.err)
 	}

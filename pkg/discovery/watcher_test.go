@@ -194,6 +194,9 @@ func TestFirstLookupFailingReportsEmpty(t *testing.T) {
 		t.Fatalf("first failure: retry after %v, want 10s", d)
 	}
 	h.mustReport()
+	// Its log says no set was ever found, not that the last one is kept.
+	h.log.expect(t, "discovery: lookups failing before any answer", 1)
+	h.log.expect(t, "discovery: lookups failing: keeping the last set", 0)
 	srv.setMode(answering)
 	h.step(10 * time.Second)
 	h.mustReport(be("10.0.0.1:9001", "web.test"))

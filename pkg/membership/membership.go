@@ -181,7 +181,7 @@ func (s *Set) Add(p *config.Pool, a Added) (undo func(), err error) {
 	have := s.pool(p)
 	for _, b := range have.Backends {
 		if addrOf(b.Addr) == ap {
-			return nil, fmt.Errorf("pool %q: backend %s: %w (from %s)", p.Name, a.Addr, ErrExists, sourceOf(b))
+			return nil, fmt.Errorf("pool %q: backend %s: %w (%s)", p.Name, a.Addr, ErrExists, sourceOf(b))
 		}
 	}
 	id := a.ID
@@ -251,7 +251,7 @@ func sourceOf(b config.Backend) string {
 	case config.BackendFromAPI:
 		return "added through the API"
 	}
-	return fmt.Sprintf("the configuration file, line %d", b.Line)
+	return fmt.Sprintf("from the configuration file, line %d", b.Line)
 }
 
 // Settle drops what the file cfg makes moot: API additions of pools the

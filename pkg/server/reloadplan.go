@@ -22,7 +22,7 @@ type ReloadResult struct {
 	Added    int      `json:"listeners_added"`
 	Removed  int      `json:"listeners_removed"`
 	Pools    int      `json:"pools"`
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings"` // [] when none, as the contract shows it
 	// Changes names what changed: the counts above say how much.
 	Changes ConfigChanges `json:"changes"`
 }
