@@ -126,7 +126,12 @@ func (ds *discoveries) follow(cfg *config.Config) []*poolWatch {
 		}
 		pw.stop()
 		delete(ds.pools, name)
-		ds.metrics.Forget(name)
+		if !ok || p.Discovery == nil {
+			// Gone, or no longer discovering. A pool whose discovery
+			// changed keeps its series: its new watcher counts on, and no
+			// counter goes back to 0.
+			ds.metrics.Forget(name)
+		}
 	}
 	for _, name := range cfg.PoolNames {
 		p := cfg.Pools[name]

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/l4lb/l4lb/internal/e2eutil"
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/config"
@@ -89,4 +91,55 @@ func TestSameSpecIgnoresTheLineOnly(t *testing.T) {
 	if sameSpec(a, b) {
 		t.Fatal("another resolver counted as the same block")
 	}
+}
+
+// A reload that changes a pool's [pool.X.discovery] keeps its lookup
+// counters: the new watcher counts on from where the old one stopped, and
+// no counter goes back to 0 (which Prometheus reads as a reset).
+func TestDiscoveryChangeKeepsItsCounters(t *testing.T) {
+	dns := testnet.StartZoneDNS(t, "127.0.59.1", "10.59.0.1", "disc.test", "127.0.0.2 web.disc.test\n")
+	base, _, _ := e2eutil.WriteConfig(t, "", nil, "")
+	head, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(maxRefresh string) string {
+		return string(head) + fmt.Sprintf("[pool.p.health]\nenabled = false\n[pool.p.discovery]\ndns = \"web.disc.test:9\"\nresolvers = [%q]\nfamily = \"ipv4\"\nmin_refresh = \"100ms\"\nmax_refresh = %q\n", dns.Addr, maxRefresh)
+	}
+	in, path := startFile(t, text("1s"))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(in.discovery.metrics)
+	ok := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "l4lb_discovery_lookups_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["pool"] == "p" && labels["result"] == "ok" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	testnet.Eventually(t, "three lookups answered", func() bool { return ok() >= 3 })
+	before := ok()
+	if err := os.WriteFile(path, []byte(text("2s")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := in.reload(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if now := ok(); now < before {
+		t.Fatalf("lookups answered: %v after the reload, %v before: the counter went back", now, before)
+	}
+	testnet.Eventually(t, "the new watcher's lookups counted on", func() bool { return ok() > before })
 }
