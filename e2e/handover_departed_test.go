@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -31,10 +32,12 @@ func TestUpgradeKeepsAConnectionToARemovedBackend(t *testing.T) {
 		t.Fatalf("l4lb ctl remove: exit %d\n%s", code, out)
 	}
 	echoThrough(t, "removed, before the upgrade", c, b, payload)
+	checkLeaving(t, admin, added.Addr, "removed, before the upgrade")
 
 	old, served := chain.upgrade(t)
 	waitOldGone(t, old, served)
 	echoThrough(t, "after the upgrade, the old process gone", c, b, payload)
+	checkLeaving(t, admin, added.Addr, "after the upgrade")
 	checkHandedOver(t, chain.logText(), 1, 1, 0)
 	if log := chain.logText(); strings.Contains(log, "neither process could carry on") || strings.Contains(log, "refused in a hand-over") {
 		t.Errorf("the upgrade refused the connection:\n%s", log)
@@ -63,5 +66,16 @@ func echoThrough(t *testing.T, when string, client, backend *net.TCPConn, payloa
 		if i := firstDiff(got, payload); i >= 0 {
 			t.Fatalf("%s: %s differs at byte %d", when, leg.what, i)
 		}
+	}
+}
+
+// checkLeaving checks that pool p's JSON shows addr as leaving with its
+// one connection.
+func checkLeaving(t *testing.T, admin, addr, when string) {
+	t.Helper()
+	code, body := adminCall(t, "GET", "http://"+admin+"/api/v1/pools/p", "")
+	want := fmt.Sprintf(`"leaving":[{"addr":%q,"active_connections":1}]`, addr)
+	if code != 200 || !strings.Contains(body, want) {
+		t.Errorf("%s: pool p answers %d %s, want %s in it", when, code, body, want)
 	}
 }

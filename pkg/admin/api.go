@@ -42,6 +42,17 @@ type PoolJSON struct {
 	// Discovery: the pool's DNS discovery as its watcher sees it now;
 	// absent for a pool without [pool.X.discovery].
 	Discovery *DiscoveryJSON `json:"discovery,omitempty"`
+	// Leaving: backends that left the pool (a reload, the API or
+	// discovery removed them) while connections on them still finish;
+	// absent when there are none.
+	Leaving []LeavingJSON `json:"leaving,omitempty"`
+}
+
+// LeavingJSON is a backend that left its pool, and its connections still
+// open.
+type LeavingJSON struct {
+	Addr              string `json:"addr"`
+	ActiveConnections int64  `json:"active_connections"`
 }
 
 // DiscoveryJSON is a pool's DNS discovery (docs/discovery.md): what it
@@ -175,7 +186,24 @@ func poolView(p *pool.Pool, listeners []string) PoolJSON {
 	for _, b := range p.Backends() {
 		v.Backends = append(v.Backends, backendView(b))
 	}
+	v.Leaving = leavingView(p)
 	return v
+}
+
+// leavingView is p's leaving backends by address (one address may have
+// left more than once: a removal, a re-add, a removal), in the order they
+// left.
+func leavingView(p *pool.Pool) []LeavingJSON {
+	var out []LeavingJSON
+	for _, b := range p.Leaving() {
+		i := slices.IndexFunc(out, func(l LeavingJSON) bool { return l.Addr == b.Addr })
+		if i < 0 {
+			out = append(out, LeavingJSON{Addr: b.Addr})
+			i = len(out) - 1
+		}
+		out[i].ActiveConnections += b.Active()
+	}
+	return out
 }
 
 // api serves /api/v1.

@@ -65,7 +65,7 @@ var (
 	descProbeFailures = desc("l4lb_breaker_probe_failures_total", "Failed recovery probes: the breaker alert signal.", backendLabels...)
 	descStale         = desc("l4lb_breaker_stale_results_total", "Dial results ignored because the dial began before a breaker transition.", backendLabels...)
 	descDropped       = desc("l4lb_breaker_dropped_results_total", "Breaker transitions asked for by dial results that were never made (the backend left the configuration, or the queue to the store was full).", backendLabels...)
-	descActive        = desc("l4lb_connections_active", "Connections on the backend now: dials in flight and open relays.", backendLabels...)
+	descActive        = desc("l4lb_connections_active", "Connections on the backend now: dials in flight and open relays, with those on a backend at this address that left the pool and still finish.", backendLabels...)
 	descBytes         = desc("l4lb_bytes_total", "Bytes relayed, by direction (to_backend, to_client).", "pool", "backend", "direction")
 	descClientConns   = desc("l4lb_client_connections_total", "Client connections by result: ok, failed (no backend could be dialed), rejected (cap, local trouble).", "listener", "result")
 	descAcceptErrors  = desc("l4lb_accept_errors_total", "Failed accept calls (e.g. out of file descriptors); the listener backs off and retries.", "listener")
@@ -120,12 +120,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		n += len(p.Backends())
 	}
 	backends := make([]poolBackend, 0, n)
+	var leaving map[string]int64 // pool and addr: connections on backends that left
 	for _, p := range pools {
 		counter(descPortsExhausted, p.Exhausted(), p.Name)
 		gauge(descServingBackups, b01(p.Serving() == pool.ServingBackup), p.Name)
 		poolPair := labelPair(&labelPool, p.Name)
 		for _, b := range p.Backends() {
 			backends = append(backends, poolBackend{poolPair, b})
+		}
+		for _, l := range leavingView(p) {
+			if leaving == nil {
+				leaving = map[string]int64{}
+			}
+			leaving[p.Name+" "+l.Addr] = l.ActiveConnections
 		}
 	}
 	// In the order the registry sorts each family in (by backend, then
@@ -137,7 +144,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		return strings.Compare(x.pool.GetValue(), y.pool.GetValue())
 	})
 	for _, e := range backends {
-		collectBackend(ch, e.pool, e.b)
+		key := e.pool.GetValue() + " " + e.b.Addr
+		collectBackend(ch, e.pool, e.b, leaving[key])
+		delete(leaving, key)
+	}
+	// A backend that left with connections still open, and is not back
+	// at its address: its connections, and no other series.
+	for key, n := range leaving {
+		poolName, addr, _ := strings.Cut(key, " ")
+		gauge(descActive, float64(n), poolName, addr)
 	}
 	c.src.Config.collect(gauge, counter)
 	if s := c.src.Server; s != nil {
@@ -285,7 +300,9 @@ type poolBackend struct {
 }
 
 // collectBackend exports backend b's series; poolPair is its pool="name".
-func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *pool.Backend) {
+// leaving adds the connections on earlier backends at its address that
+// left the pool (pool.Leaving) to l4lb_connections_active.
+func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *pool.Backend, leaving int64) {
 	s := new(backendSeries)
 	s.addr = b.Addr
 	s.backend.Name, s.backend.Value = &labelBackend, &s.addr
@@ -314,7 +331,7 @@ func collectBackend(ch chan<- prometheus.Metric, poolPair *dto.LabelPair, b *poo
 	c[n].send(ch, descTrips, b.Trips(), l)
 	c[n+1].send(ch, descProbeFailures, b.ProbeFailures(), l)
 	c[n+2].send(ch, descStale, b.StaleResults(), l)
-	g[7].send(ch, descActive, float64(b.Active()), l)
+	g[7].send(ch, descActive, float64(b.Active()+leaving), l)
 	for d, v := range [2]int64{b.Meter.ToBackend.Load(), b.Meter.ToClient.Load()} {
 		s.byteLabels[d] = [3]*dto.LabelPair{&s.backend, directionPairs[d], poolPair}
 		c[n+3+d].send(ch, descBytes, v, s.byteLabels[d][:])

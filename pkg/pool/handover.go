@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/l4lb/l4lb/pkg/breaker"
 )
@@ -19,6 +20,9 @@ import (
 func (p *Pool) Adopt(b *Backend) {
 	b.active.Add(1)
 	b.loadChanged()
+	if b.Departed() {
+		p.addLeaving(b) // once it counts, so Leaving keeps it
+	}
 }
 
 // Detach gives back the count of a connection handed over to another
@@ -68,11 +72,44 @@ func (p *Pool) Departed(id, addr string) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: departed backend %s: address %q: %w", p.Name, id, addr, err)
 	}
+	p.leavingMu.Lock()
+	defer p.leavingMu.Unlock()
+	key := id + " " + addr
+	if b := p.departed[key]; b != nil {
+		return b, nil // one stand-in for all its connections
+	}
 	b := &Backend{Addr: addr, AddrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ID: id, counters: &counters{}}
 	b.handedTo.Store(retired)
+	if p.departed == nil {
+		p.departed = map[string]*Backend{}
+	}
+	p.departed[key] = b
 	return b, nil
 }
 
 // Departed reports whether b is a stand-in made by Pool.Departed (false
 // for nil).
 func (b *Backend) Departed() bool { return b != nil && b.pool == nil && b.handedTo.Load() == retired }
+
+// addLeaving records b, which left the pool, if connections on it are
+// still open (nil p: the reload removed the pool, and nothing shows it).
+func (p *Pool) addLeaving(b *Backend) {
+	if p == nil || b.Active() <= 0 {
+		return
+	}
+	p.leavingMu.Lock()
+	if !slices.Contains(p.leaving, b) {
+		p.leaving = append(p.leaving, b)
+	}
+	p.leavingMu.Unlock()
+}
+
+// Leaving returns the backends that left the pool with connections still
+// open on them, each with its Active count (those whose last connection
+// ended are dropped here).
+func (p *Pool) Leaving() []*Backend {
+	p.leavingMu.Lock()
+	defer p.leavingMu.Unlock()
+	p.leaving = slices.DeleteFunc(p.leaving, func(b *Backend) bool { return b.Active() <= 0 })
+	return slices.Clone(p.leaving)
+}

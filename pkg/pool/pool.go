@@ -71,6 +71,12 @@ type Pool struct {
 	cfg       *config.Pool
 	backends  []*Backend
 	byID      map[string]*Backend // a reload finds each backend's predecessor here
+	// leaving are backends that left the pool (a reload, the API or
+	// discovery removed them; Departed stand-ins) while connections on
+	// them still finish: what the API and the metrics show of those.
+	leavingMu sync.Mutex
+	leaving   []*Backend
+	departed  map[string]*Backend // Departed's stand-ins, by identity and address
 	// primaries and backups are the pool's two sets, each with its
 	// picker, rebuilt when an operator sets a weight (backup.go).
 	primaries, backups *set
@@ -301,7 +307,11 @@ func (p *Pool) HandOver(next *Pool) {
 			b.handedTo.Store(n)
 		} else {
 			b.handedTo.Store(retired)
+			next.addLeaving(b)
 		}
+	}
+	for _, b := range p.Leaving() {
+		next.addLeaving(b)
 	}
 }
 
