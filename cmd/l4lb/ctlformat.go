@@ -112,6 +112,10 @@ func printPools(w io.Writer, pools ...admin.PoolJSON) {
 				causes = append(causes, fmt.Sprintf("%s %s: last health check: %s", p.Name, b.Addr, b.LastCheckError))
 			}
 		}
+		// Gone from the pool, connections still finishing on them.
+		for _, l := range p.Leaving {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t%d\tleft the pool\n", p.Name, l.Addr, l.ActiveConnections)
+		}
 	}
 	tw.Flush()
 	for _, c := range causes {
