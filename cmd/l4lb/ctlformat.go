@@ -143,7 +143,7 @@ func discoveryLine(p admin.PoolJSON) string {
 		return t.Local().Format(time.TimeOnly)
 	}
 	switch {
-	case d.Failing && d.Backends == 0:
+	case d.Failing && d.LastSuccess == nil && d.Backends == 0:
 		return fmt.Sprintf("%s: DNS discovery of %s failing since %s (%s); no backend found in DNS serves yet", p.Name, d.Name, at(d.FailingSince), d.LastError)
 	case d.Failing:
 		return fmt.Sprintf("%s: DNS discovery of %s failing since %s (%s); the last %d backends found serve", p.Name, d.Name, at(d.FailingSince), d.LastError, d.Backends)

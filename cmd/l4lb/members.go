@@ -141,6 +141,7 @@ func (ds *discoveries) follow(cfg *config.Config) []*poolWatch {
 		pw, err := ds.start(name, *p.Discovery)
 		if err != nil {
 			ds.in.log.Error("discovery not started", "pool", name, "error", err)
+			ds.metrics.Forget(name) // no watcher keeps its series now
 			continue
 		}
 		ds.pools[name] = pw

@@ -228,7 +228,7 @@ func (w *Watcher) failed(now time.Time, o outcome) {
 		w.status.Failing, w.status.FailingSince = true, now
 	}
 	w.status.LastError = o.err.Error()
-	never := w.status.LastSuccess.IsZero()
+	never := !w.reported // no set yet: neither an answer nor an upgrade's handed-over one
 	w.mu.Unlock()
 	switch {
 	case begins && never:

@@ -102,10 +102,13 @@
 //
 // # Documents and their versions
 //
-// The state document is JSON: {"format":"l4lb-upgrade-state","version":3,
+// The state document is JSON: {"format":"l4lb-upgrade-state","version":4,
 // "from_pid":…,"from_version":…,"breaker":[…],"health":[…],"runtime":[…],
 // "members":{…}} (State). Version 1 had no "runtime" (drains and weights),
-// version 2 no "members" (the API's and DNS's backends). A reader takes
+// version 2 no "members" (the API's and DNS's backends), version 3 no
+// drain times in "runtime" (a drain's deadline). A document is written as
+// the oldest version that holds what it carries (State.lowestVersion), so
+// the build before reads it unless it needs the newer keys. A reader takes
 // its own version and the older ones; a newer version, another format or
 // an unknown key is refused with an error naming it, and the new process
 // then starts fresh (breakers, disables, health, drains and weights), with

@@ -79,7 +79,9 @@ func TestDrainDeadlineCutsOnThePoolsClock(t *testing.T) {
 
 // A drain handed on (an upgrade's state, a state file) keeps its times:
 // its deadline, still ahead, cuts what is open then, on the new pool's
-// clock; one whose deadline passed stays a drain and cuts nothing.
+// clock; a connection adopted on a backend whose deadline passed is one
+// to cut (Adopt says so), and one adopted on a drain restored without its
+// times (an older record's, deadline unknown) is not.
 func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 	testnet.CheckLeaks(t)
 	clk := clock.NewFake(time.Now())
@@ -90,13 +92,14 @@ func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(cuts)
 	}
-	ahead, passed := testnet.FreeAddr(t), testnet.FreeAddr(t)
+	ahead, passed, untimed := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
 	since := clk.Now().Add(-time.Minute)
 	rt := map[string]pool.Runtime{
-		"p/" + ahead:  {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(30 * time.Second)},
-		"p/" + passed: {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(-time.Second)},
+		"p/" + ahead:   {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(30 * time.Second)},
+		"p/" + passed:  {Drained: true, ConfiguredWeight: 1, DrainSince: since, DrainDeadline: clk.Now().Add(-time.Second)},
+		"p/" + untimed: {Drained: true, ConfiguredWeight: 1},
 	}
-	p := runPoolDeps(t, parse(t, poolTOML(t, []string{ahead, passed}, "[pool.p.health]\nenabled = false")), pool.Deps{
+	p := runPoolDeps(t, parse(t, poolTOML(t, []string{ahead, passed, untimed}, "[pool.p.health]\nenabled = false")), pool.Deps{
 		Store: breaker.NewMemoryStore(clk), Clock: clk, Runtime: rt,
 		CutBackend: func(b *pool.Backend) {
 			mu.Lock()
@@ -121,5 +124,15 @@ func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 	clk.Advance(time.Hour)
 	if got := cutsSoFar(); !slices.Equal(got, []string{ahead}) {
 		t.Fatalf("cuts %v, want one of %s at its restored deadline and none of the passed one", got, ahead)
+	}
+	if !p.At(2).Draining() {
+		t.Fatal("a drain restored without its times is not a drain")
+	}
+	for i, want := range []bool{true, true, false} { // ahead's deadline has passed by now too
+		b := p.At(i)
+		if cut := p.Adopt(b); cut != want {
+			t.Errorf("a connection adopted on %s: cut %v, want %v", b.Addr, cut, want)
+		}
+		p.EndRelay(b)
 	}
 }

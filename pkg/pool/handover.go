@@ -16,13 +16,17 @@ import (
 
 // Adopt counts a connection (or UDP session) handed over by another
 // process on b, as an established one: above max_connections if need be,
-// since it is open already and refusing it would cut it.
-func (p *Pool) Adopt(b *Backend) {
+// since it is open already and refusing it would cut it. It reports
+// whether b's drain deadline has passed: the caller cuts it, as the drain
+// would have (its deadline may fall between this process building its
+// pools and adopting, when there was nothing here to cut).
+func (p *Pool) Adopt(b *Backend) (cut bool) {
 	b.active.Add(1)
 	b.loadChanged()
 	if b.Departed() {
 		p.addLeaving(b) // once it counts, so Leaving keeps it
 	}
+	return b.current().drain.Load().pastDeadline(p.clock.Now())
 }
 
 // Detach gives back the count of a connection handed over to another

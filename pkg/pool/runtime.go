@@ -25,6 +25,15 @@ type Drain struct {
 	// Scope is where the drain holds: ScopeLocal (this instance) or
 	// ScopeFleet (every instance of a fleet, shared.go).
 	Scope Scope
+	// untimed: restored from a record that kept no times (an older
+	// build's): its deadline is unknown, so it cuts nothing.
+	untimed bool
+}
+
+// pastDeadline reports whether d's deadline is known and not after now:
+// a connection adopted on its backend then is one it would have cut.
+func (d *Drain) pastDeadline(now time.Time) bool {
+	return d != nil && !d.untimed && !d.Deadline.After(now)
 }
 
 // ErrBadWeight is wrapped by SetWeight's error for a weight out of range.
@@ -220,9 +229,9 @@ func (p *Pool) carryRuntime(b, prev *Backend) {
 func (p *Pool) restoreRuntime(b *Backend, rt Runtime) {
 	if rt.Drained {
 		now := p.clock.Now()
-		d := &Drain{Since: now, Deadline: now, Scope: ScopeLocal}
+		d := &Drain{Since: now, Deadline: now, Scope: ScopeLocal, untimed: true}
 		if !rt.DrainSince.IsZero() && !rt.DrainDeadline.IsZero() {
-			d.Since, d.Deadline = rt.DrainSince, rt.DrainDeadline
+			d.Since, d.Deadline, d.untimed = rt.DrainSince, rt.DrainDeadline, false
 		}
 		b.rt.localDrain = d
 		if d.Deadline.After(now) {
@@ -265,7 +274,15 @@ func (p *Pool) RuntimeStates() map[string]Runtime {
 			rt.Weight, rt.ConfiguredWeight = &v, b.cfgWeight
 		}
 		if d := b.rt.localDrain; d != nil {
-			rt.Drained, rt.DrainSince, rt.DrainDeadline = true, d.Since, d.Deadline
+			rt.Drained = true
+			// Its times only while its deadline is ahead (what a new
+			// process must still cut at): a record with them needs the
+			// upgrade document's version 4, which the build before
+			// refuses whole, so a rollback keeps more without them.
+			if d.Deadline.After(p.clock.Now()) && !d.untimed {
+				rt.DrainSince, rt.DrainDeadline = d.Since, d.Deadline
+			}
+			// Shown in the state file; read only with a weight.
 			rt.ConfiguredWeight = b.cfgWeight
 		}
 		b.rt.mu.Unlock()

@@ -357,7 +357,7 @@ func (a *Adopted) Go() {
 		l.armQueueRetry(now)
 		return
 	}
-	c.pool.Adopt(c.backend)
+	cut := c.pool.Adopt(c.backend)
 	c.recordOwnDial(c.backend.AddrPort)
 	if c.early != nil {
 		l.r.Arm(&c.early.timer, now+c.early.left)
@@ -370,6 +370,12 @@ func (a *Adopted) Go() {
 		// Its connect record is the old process's; its interim records go
 		// on from here, the first an interval after the hand-over.
 		c.listInterim(q)
+	}
+	if cut {
+		// Its backend's drain deadline passed while it moved: cut now,
+		// whole, as the drain would have.
+		c.close(CloseDrained, true, true)
+		return
 	}
 	// A hang-up seen while it was held: on a direction still open the
 	// next read reports it; on one that has ended, only this look does.

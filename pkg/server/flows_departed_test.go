@@ -1,7 +1,11 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -53,5 +57,43 @@ func TestServerAdoptsAConnectionToABackendThatLeftThePool(t *testing.T) {
 	}
 	testnet.Eventually(t, "both to end as completed, counted", func() bool {
 		return next.server.Active() == 0 && next.closesOf("front").Closed[relay.CloseCompleted] == n
+	})
+}
+
+// A connection adopted on a backend whose drain deadline has passed here
+// (it passed between this process building its pools and adopting, when
+// there was nothing to cut) is cut at once, as the drain would have cut
+// it; counted as drained.
+func TestAdoptedConnectionPastItsBackendsDrainDeadlineIsCut(t *testing.T) {
+	k := testnet.StartTaker(t)
+	const noChecks = "[pool.p.health]\nenabled = false"
+	old := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, noChecks), 0)
+	next := startLB(t, poolTOML(t, "round-robin", []string{k.Addr}, noChecks), 0)
+	clients, backends := openThrough(t, old.addr, k, 1)
+	p := next.pools["p"]
+	if err := p.Drain(context.Background(), p.Backends()[0], 0); err != nil { // its deadline now, nothing here yet
+		t.Fatal(err)
+	}
+	b := &flow.Batch{}
+	old.server.DetachFlows(b)
+	sent := passed(t, b)
+	run, refused := next.server.AdoptFlows(sent, false)
+	if refused.Len() != 0 {
+		t.Fatalf("refused %+v", refused)
+	}
+	for _, fd := range b.FDs {
+		unix.Close(fd)
+	}
+	run()
+	clients[0].SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := clients[0].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the client read %v, want a reset", err)
+	}
+	backends[0].SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := backends[0].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the backend read %v, want a reset", err)
+	}
+	testnet.Eventually(t, "the cut counted as drained", func() bool {
+		return next.server.Active() == 0 && next.closesOf("front").Closed[relay.CloseDrained] == 1
 	})
 }

@@ -220,7 +220,7 @@ func (a *Adopted) Go() {
 	now := l.r.Now()
 	u.held.remove(s)
 	u.f.sockets.Add(1)
-	s.pool.Adopt(s.backend)
+	cut := s.pool.Adopt(s.backend)
 	s.recordOwnDial(s.backend.AddrPort)
 	u.f.Sessions.Add(1)
 	u.f.HandedIn.Add(1)
@@ -240,6 +240,10 @@ func (a *Adopted) Go() {
 	u.idle.insertByActivity(s)
 	s.listInterim() // its interim records go on from here
 	u.armExpiry(s.lastActive + int64(u.f.Settings().SessionTimeout))
+	if cut {
+		s.end(EndMoved) // its drain's deadline passed while it moved, as cutBackend ends it
+		return
+	}
 	if v := ad.verdict; v != nil {
 		// No candidates and no copies of what the client sent while the
 		// dial is open (the record carries neither): a refusal now ends

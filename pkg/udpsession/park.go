@@ -63,7 +63,7 @@ func (p *parkedSock) close() {
 func (s *session) parkable(why SessionEnd) bool {
 	u := s.u
 	return why == EndResponses && u.f.Settings().ReuseSockets && s.requests == 1 && !s.excess && s.dial == nil && s.own == nil && s.fd >= 0 &&
-		!s.forced && len(u.parked[s.backend]) < parkMax
+		!s.forced && s.backend.Usable() && len(u.parked[s.backend]) < parkMax // none picks an unusable one
 }
 
 // park keeps s's socket for the next session to its backend.
