@@ -21,21 +21,11 @@ import (
 func TestDrainDeadlineCutsOnThePoolsClock(t *testing.T) {
 	testnet.CheckLeaks(t)
 	clk := clock.NewFake(time.Now())
-	var mu sync.Mutex
-	var cuts []string
-	cutsSoFar := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(cuts)
-	}
+	cut, cutsSoFar := cutRecorder()
 	addr := testnet.FreeAddr(t)
 	p := runPoolDeps(t, parse(t, poolTOML(t, []string{addr}, "[pool.p.health]\nenabled = false")), pool.Deps{
 		Store: breaker.NewMemoryStore(clk), Clock: clk,
-		CutBackend: func(b *pool.Backend) {
-			mu.Lock()
-			cuts = append(cuts, b.Addr)
-			mu.Unlock()
-		},
+		CutBackend: cut,
 	})
 	ctx := context.Background()
 	b := p.At(0)
@@ -85,13 +75,7 @@ func TestDrainDeadlineCutsOnThePoolsClock(t *testing.T) {
 func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 	testnet.CheckLeaks(t)
 	clk := clock.NewFake(time.Now())
-	var mu sync.Mutex
-	var cuts []string
-	cutsSoFar := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(cuts)
-	}
+	cut, cutsSoFar := cutRecorder()
 	ahead, passed, untimed := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
 	since := clk.Now().Add(-time.Minute)
 	rt := map[string]pool.Runtime{
@@ -101,11 +85,7 @@ func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 	}
 	p := runPoolDeps(t, parse(t, poolTOML(t, []string{ahead, passed, untimed}, "[pool.p.health]\nenabled = false")), pool.Deps{
 		Store: breaker.NewMemoryStore(clk), Clock: clk, Runtime: rt,
-		CutBackend: func(b *pool.Backend) {
-			mu.Lock()
-			cuts = append(cuts, b.Addr)
-			mu.Unlock()
-		},
+		CutBackend: cut,
 	})
 	for i := range 2 {
 		b := p.At(i)
@@ -135,4 +115,22 @@ func TestRestoredDrainKeepsItsDeadline(t *testing.T) {
 		}
 		p.EndRelay(b)
 	}
+}
+
+// cutRecorder is a Deps.CutBackend that records the addresses it is
+// given, and what it has recorded so far.
+func cutRecorder() (cut func(*pool.Backend), soFar func() []string) {
+	var mu sync.Mutex
+	var cuts []string
+	cut = func(b *pool.Backend) {
+		mu.Lock()
+		cuts = append(cuts, b.Addr)
+		mu.Unlock()
+	}
+	soFar = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(cuts)
+	}
+	return cut, soFar
 }

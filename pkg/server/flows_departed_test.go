@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/flow"
 	"github.com/l4lb/l4lb/pkg/relay"
@@ -33,15 +31,7 @@ func TestServerAdoptsAConnectionToABackendThatLeftThePool(t *testing.T) {
 	if len(b.Relays) != n {
 		t.Fatalf("detached %d relays, want %d", len(b.Relays), n)
 	}
-	sent := passed(t, b)
-	run, refused := next.server.AdoptFlows(sent, false)
-	if refused.Len() != 0 {
-		t.Fatalf("refused connections to a backend that left the pool: %+v", refused)
-	}
-	for _, fd := range b.FDs {
-		unix.Close(fd)
-	}
-	run()
+	handTo(t, next, b)
 	for i := range clients {
 		echoVia(t, clients[i], backends[i], "its backend gone from the pool")
 	}
@@ -76,15 +66,7 @@ func TestAdoptedConnectionPastItsBackendsDrainDeadlineIsCut(t *testing.T) {
 	}
 	b := &flow.Batch{}
 	old.server.DetachFlows(b)
-	sent := passed(t, b)
-	run, refused := next.server.AdoptFlows(sent, false)
-	if refused.Len() != 0 {
-		t.Fatalf("refused %+v", refused)
-	}
-	for _, fd := range b.FDs {
-		unix.Close(fd)
-	}
-	run()
+	handTo(t, next, b)
 	clients[0].SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := clients[0].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("the client read %v, want a reset", err)

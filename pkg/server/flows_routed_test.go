@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/flow"
 )
@@ -76,15 +74,7 @@ func TestServerHandsARoutedConnectionOverWhenOnlyARouteReachesItsPool(t *testing
 	if len(batch.Relays) != 1 || batch.Relays[0].Pool != "api" || batch.Relays[0].Route != "api" {
 		t.Fatalf("detached %+v, want one relay of pool api, route api", batch.Relays)
 	}
-	sent := passed(t, batch)
-	run, refused := next.server.AdoptFlows(sent, false)
-	if refused.Len() != 0 {
-		t.Fatalf("the next server refused the routed client: %+v", refused)
-	}
-	for _, fd := range batch.FDs {
-		unix.Close(fd)
-	}
-	run()
+	handTo(t, next, batch)
 	echoVia(t, c, b, "on the next one")
 	if got := next.pools["api"].Backends()[0].Active(); got != 1 {
 		t.Errorf("the api backend counts %d connections on the next server, want 1", got)
@@ -94,7 +84,7 @@ func TestServerHandsARoutedConnectionOverWhenOnlyARouteReachesItsPool(t *testing
 	// as the old process of an upgrade does.
 	batch = &flow.Batch{}
 	next.server.DetachFlows(batch)
-	run, refused = next.server.AdoptFlows(batch, true)
+	run, refused := next.server.AdoptFlows(batch, true)
 	run()
 	if refused.Len() != 0 {
 		t.Fatalf("a server refused its own routed client back: %+v", refused)

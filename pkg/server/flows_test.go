@@ -98,15 +98,7 @@ func TestServerHandsConnectionsToAnother(t *testing.T) {
 	clients, backends = openThrough(t, old.addr, k, n)
 	b = &flow.Batch{}
 	old.server.DetachFlows(b)
-	sent := passed(t, b)
-	run, refused = next.server.AdoptFlows(sent, false)
-	if refused.Len() != 0 {
-		t.Fatalf("refused %+v", refused)
-	}
-	for _, fd := range b.FDs { // the old process's copies, once the new one has them
-		unix.Close(fd)
-	}
-	run()
+	handTo(t, next, b)
 	for i := range clients {
 		echoVia(t, clients[i], backends[i], "on the next one")
 	}
@@ -165,4 +157,19 @@ func passed(t *testing.T, b *flow.Batch) *flow.Batch {
 		sent.FDs = append(sent.FDs, d)
 	}
 	return &sent
+}
+
+// handTo hands b, detached from another server, to next as an upgrade
+// does: next adopts copies of its descriptors (it must refuse none), the
+// old process's are closed, and the adopted connections run.
+func handTo(t *testing.T, next *lb, b *flow.Batch) {
+	t.Helper()
+	run, refused := next.server.AdoptFlows(passed(t, b), false)
+	if refused.Len() != 0 {
+		t.Fatalf("refused %+v", refused)
+	}
+	for _, fd := range b.FDs {
+		unix.Close(fd)
+	}
+	run()
 }

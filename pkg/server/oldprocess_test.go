@@ -7,8 +7,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/l4lb/l4lb/internal/testnet"
 	"github.com/l4lb/l4lb/pkg/flow"
 	"github.com/l4lb/l4lb/pkg/relay"
@@ -107,15 +105,7 @@ func TestAdoptedConnectionsCountOnceRunReturns(t *testing.T) {
 		old.server.DetachFlows(b)
 		return len(b.Relays) == 1 && len(b.Queued) == 1
 	})
-	sent := passed(t, b)
-	run, refused := next.server.AdoptFlows(sent, false)
-	if refused.Len() != 0 {
-		t.Fatalf("refused %+v", refused)
-	}
-	for _, fd := range b.FDs {
-		unix.Close(fd)
-	}
-	run()
+	handTo(t, next, b)
 	if got, active := next.server.Holding(), next.server.Active(); got != 2 || active != 1 {
 		t.Fatalf("once run returned: holding %d (%d active), want 2 (1 active, 1 queued)", got, active)
 	}
