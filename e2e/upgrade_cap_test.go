@@ -18,8 +18,9 @@ import (
 // [global] max_connections holds for the service across an upgrade's
 // window, not per process: while the old process still holds client
 // connections, the new one counts them against its cap. The old process
-// here keeps all of its connections (the new configuration has another
-// backend, so the new process cannot carry them on) and drains them: a
+// here keeps all of its connections (the new configuration's listener
+// feeds another pool, and their pool is gone, so the new process cannot
+// carry them on) and drains them: a
 // new client past the cap is refused by the new process (connection_cap)
 // while the old ones flow on byte for byte, and each old connection that
 // closes lets one new client in.
@@ -32,7 +33,7 @@ func TestUpgradeHoldsTheConnectionCap(t *testing.T) {
 	}
 	echoEach(t, old, "before the upgrade")
 
-	r.leaveBackendA() // the old connections' backend is gone: they stay with the old process
+	r.leaveBackendA() // the old connections' pool is gone: they stay with the old process
 	oldPID, _ := chain.upgrade(t)
 	testnet.Eventually(t, "the new process's adoption line", func() bool {
 		return strings.Contains(chain.logText(), logAdopted)
@@ -194,12 +195,12 @@ func TestUpgradeHoldsTheConnectionCapTwice(t *testing.T) {
 
 // cappedRig is an l4lb with max_connections = capN in front of backend
 // a, holding capN clients admitted there; backend b waits for the
-// configuration that moves the pool to it.
+// configuration that moves the listener to a pool of b alone.
 type cappedRig struct {
 	chain         *upgradeChain
 	listen, admin string
 	old           []*net.TCPConn
-	leaveBackendA func() // the file's pool has b only from now
+	leaveBackendA func() // the listener feeds pool q of b alone from now; p is gone
 }
 
 func startCapped(t *testing.T, capN int) *cappedRig {
@@ -212,12 +213,15 @@ func startCapped(t *testing.T, capN int) *cappedRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeBackend := func(addr string) {
-		installBytes(t, fmt.Appendf(append([]byte(nil), text...), "[pool.p.health]\nenabled = false\n%s", backendTOML(addr)), path, 0o644)
+	installBytes(t, fmt.Appendf(append([]byte(nil), text...), "[pool.p.health]\nenabled = false\n%s", backendTOML(a.Addr)), path, 0o644)
+	// A pool of another name: a process adopts a connection to a backend
+	// that left its pool (pool.Departed), but not one whose pool is gone.
+	moved := strings.ReplaceAll(strings.Replace(string(text), `pool = "p"`, `pool = "q"`, 1), "[pool.p]", "[pool.q]")
+	leave := func() {
+		installBytes(t, fmt.Appendf([]byte(moved), "[pool.q.health]\nenabled = false\n[[pool.q.backend]]\naddr = %q\n", b.Addr), path, 0o644)
 	}
-	writeBackend(a.Addr)
 	r := &cappedRig{chain: startChain(t, l4lbBin, path), listen: listen, admin: adminAddr,
-		old: make([]*net.TCPConn, capN), leaveBackendA: func() { writeBackend(b.Addr) }}
+		old: make([]*net.TCPConn, capN), leaveBackendA: leave}
 	for i := range r.old {
 		r.old[i] = dialTCP(t, listen)
 		if !admittedBy(t, r.old[i], "a") {
