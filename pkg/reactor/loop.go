@@ -246,12 +246,11 @@ func (l *Loop) run() {
 	l.firedAt = l.Clock()
 	l.stats.busySince = l.firedAt
 	for {
-		// A wait that may sleep goes by a reading of its own, taken here,
-		// after the turn's timers and parts: its deadline, the busy
+		// A wait that may sleep goes by one reading of the clock, taken
+		// here, after the turn's timers and parts: its deadline, the busy
 		// polling and hold-idle clocks, and the end of the turn's busy
-		// stretch. A poll (work is ready) needs none. The poller used to
-		// read the clock itself (time.Now: two reads) and the stretch's end
-		// once more: three reads a turn where this is one.
+		// stretch all use it, since a clock read costs about a syscall's
+		// entry on a VM. A poll (work is ready) needs none.
 		timeout, at := 0, l.firedAt
 		if len(l.ready) == 0 {
 			at = l.Clock()

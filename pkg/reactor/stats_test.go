@@ -71,13 +71,8 @@ func TestStatsBusyIsWorkNotWaiting(t *testing.T) {
 // A running loop publishes its events, sleeps and coalesced waits, and
 // counts a task's run as busy.
 func TestStatsOfARunningLoop(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	l, err := New(Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Start()
-	defer func() { l.Stop(); l.Wait() }()
+	l, clk, stop := startOnFakeClock(t)
+	defer stop()
 	start := l.Stats()
 	l.Do(func() { clk.Advance(50 * time.Millisecond) }) // a task that works 50ms
 	if !testnet.WaitUntil(20*time.Second, func() bool { return l.Stats().Busy-start.Busy == 50*time.Millisecond }) {
@@ -95,4 +90,18 @@ func TestStatsOfARunningLoop(t *testing.T) {
 	if end.Events-start.Events < 6 || end.Sleeps <= start.Sleeps || end.Coalesced != start.Coalesced+1 {
 		t.Fatalf("stats went from %+v to %+v: want events, sleeps and the coalesced wait counted", start, end)
 	}
+}
+
+// startOnFakeClock starts a loop on a fake clock; stop stops it and waits
+// for it (deferred, so it runs before the test's cleanups close what the
+// loop watches).
+func startOnFakeClock(t *testing.T) (l *Loop, clk *clock.Fake, stop func()) {
+	t.Helper()
+	clk = clock.NewFake(time.Now())
+	l, err := New(Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start()
+	return l, clk, func() { l.Stop(); l.Wait() }
 }

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/l4lb/l4lb/internal/testnet"
-	"github.com/l4lb/l4lb/pkg/clock"
 )
 
 // funcOwner calls its function for each event.
@@ -66,13 +65,8 @@ func TestTimerArmedForNowFiresInTheSameTurn(t *testing.T) {
 // A turn of one event counts its work as busy: the stretch from the
 // wake-up to the next wait that may sleep, read after the event.
 func TestOneEventTurnCountsAsBusy(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	l, err := New(Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Start()
-	defer func() { l.Stop(); l.Wait() }()
+	l, clk, stop := startOnFakeClock(t)
+	defer stop()
 	done := make(chan struct{}, 1)
 	peer := socketOwner(t, l, funcOwner(func(uint32) {
 		clk.Advance(10 * time.Millisecond) // the event's work
